@@ -54,6 +54,8 @@ struct l7_req {
 	__u32 flags;           /* L7_REQ_* */
 	__u32 n_headers;       /* header fields seen */
 	__u32 hdr_present;     /* bit i: wanted header i was present */
+	__u32 service;         /* index of the declared service the client connected to; set by the
+	                        * machinery before l7_policy_decide (policies select services by context) */
 	struct l7_span method_s;
 	struct l7_span target; /* request-target as sent */
 	struct l7_span path;   /* target up to '?' */

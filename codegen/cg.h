@@ -1,0 +1,51 @@
+/* Internal to codegen/: the state shared by its steps. */
+#ifndef L7_CG_H
+#define L7_CG_H
+
+#include <llvm-c/Core.h>
+#include <llvm-c/DebugInfo.h>
+#include <llvm-c/TargetMachine.h>
+
+#include "codegen.h"
+#include "ir.h"
+
+struct cg {
+	const struct ir_program *p;
+	LLVMContextRef ctx;
+	LLVMModuleRef mod;
+	LLVMBuilderRef b;
+	LLVMTargetMachineRef tm;
+	LLVMTypeRef i1, i8, i16, i32, i64, ptr;
+	/* debug info: the .l7 file is the compile unit, so line info points at policy lines */
+	LLVMDIBuilderRef di;
+	LLVMMetadataRef cu, file;
+	LLVMMetadataRef di_int, di_u64, di_ptr;
+	unsigned dbg_kind;
+	/* globals that must survive optimisation although nothing references them */
+	LLVMValueRef *used;
+	int nused;
+};
+
+/* debuginfo.c */
+void cg_di_init(struct cg *g);
+LLVMMetadataRef cg_di_function(struct cg *g, LLVMValueRef fn, const char *name, unsigned line,
+			       const char *const *param_names, int nparams);
+void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line);
+void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
+	       unsigned key_size, unsigned value_size);
+
+/* tables.c: header-vector names, mutations, l7.config, license, maps, program wrappers */
+void cg_tables(struct cg *g);
+void cg_maps(struct cg *g);
+void cg_programs(struct cg *g);
+int cg_is_program(const char *name);
+
+/* policy.c: l7_policy_decide */
+void cg_policy(struct cg *g);
+
+/* helpers */
+LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, int internal);
+LLVMValueRef cg_string(struct cg *g, const char *s, size_t n);
+void cg_keep(struct cg *g, LLVMValueRef v);
+
+#endif

@@ -1,0 +1,225 @@
+/* codegen_emit: the order of codegen's steps, and the LLVM plumbing around them. */
+#include "cg.h"
+
+#include <llvm-c/Analysis.h>
+#include <llvm-c/BitReader.h>
+#include <llvm-c/Linker.h>
+#include <llvm-c/Target.h>
+#include <llvm-c/Transforms/PassBuilder.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The stdlib bitcode, embedded at build time (stdlib/CMakeLists.txt). */
+extern const unsigned char l7_dataplane_bc[], l7_policy_bc[];
+extern const size_t l7_dataplane_bc_size, l7_policy_bc_size;
+
+static int backend_failed;
+
+/* Without a handler, a backend error calls exit(1) mid-emit and leaves an empty object. */
+static void on_diagnostic(LLVMDiagnosticInfoRef info, void *ctx)
+{
+	(void)ctx;
+	LLVMDiagnosticSeverity sev = LLVMGetDiagInfoSeverity(info);
+	if (sev != LLVMDSError && sev != LLVMDSWarning)
+		return;
+	char *msg = LLVMGetDiagInfoDescription(info);
+	fprintf(stderr, "l7c: %s: LLVM: %s\n", sev == LLVMDSError ? "error" : "warning", msg);
+	LLVMDisposeMessage(msg);
+	if (sev == LLVMDSError)
+		backend_failed = 1;
+}
+
+static int target_init(struct cg *g, int opt)
+{
+	LLVMInitializeBPFTargetInfo();
+	LLVMInitializeBPFTarget();
+	LLVMInitializeBPFTargetMC();
+	LLVMInitializeBPFAsmPrinter();
+	LLVMTargetRef t;
+	char *err = NULL;
+	if (LLVMGetTargetFromTriple("bpf", &t, &err)) {
+		fprintf(stderr, "l7c: error: BPF target unavailable: %s\n", err);
+		LLVMDisposeMessage(err);
+		return -1;
+	}
+	g->tm = LLVMCreateTargetMachine(t, "bpf", "v3", "", opt >= 2 ? LLVMCodeGenLevelDefault : LLVMCodeGenLevelLess,
+					LLVMRelocDefault, LLVMCodeModelDefault);
+	LLVMSetTarget(g->mod, "bpf");
+	LLVMTargetDataRef dl = LLVMCreateTargetDataLayout(g->tm);
+	char *s = LLVMCopyStringRepOfTargetData(dl);
+	LLVMSetDataLayout(g->mod, s);
+	LLVMDisposeMessage(s);
+	LLVMDisposeTargetData(dl);
+	return 0;
+}
+
+/* Links one embedded bitcode module into ours. Its debug info is dropped, so inlined
+ * machinery reports the policy line it was called from, not stdlib's C lines. */
+static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc, size_t size)
+{
+	LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)bc, size, name, 0);
+	LLVMModuleRef lib;
+	if (LLVMParseBitcodeInContext2(g->ctx, buf, &lib)) {
+		fprintf(stderr, "l7c: error: embedded bitcode '%s' is unreadable\n", name);
+		return -1;
+	}
+	LLVMStripModuleDebugInfo(lib);
+	LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(g->mod));
+	if (LLVMLinkModules2(g->mod, lib)) {
+		fprintf(stderr, "l7c: error: linking '%s' failed\n", name);
+		return -1;
+	}
+	return 0;
+}
+
+/* Only programs, maps, the license and l7.config stay global; the machinery, the policy and
+ * the tables become internal so they inline and fold (a global function would be verified by
+ * the kernel on its own, and rejected for its packet-pointer arguments). */
+static int internalise(struct cg *g)
+{
+	int missing = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f)) {
+		const char *name = LLVMGetValueName(f);
+		if (LLVMIsDeclaration(f)) {
+			if (LLVMGetIntrinsicID(f) == 0 && strncmp(name, "llvm.", 5) != 0) {
+				fprintf(stderr, "l7c: error: '%s' is used but the stdlib does not define it\n", name);
+				missing++;
+			}
+			continue;
+		}
+		if (cg_is_program(name))
+			continue;
+		LLVMSetLinkage(f, LLVMInternalLinkage);
+		unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+		unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+		LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
+		LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+	}
+	for (LLVMValueRef v = LLVMGetFirstGlobal(g->mod); v; v = LLVMGetNextGlobal(v)) {
+		const char *sec = LLVMGetSection(v);
+		if (LLVMIsDeclaration(v)) {
+			fprintf(stderr, "l7c: error: global '%s' is used but nothing defines it\n", LLVMGetValueName(v));
+			missing++;
+			continue;
+		}
+		if (sec && (!strcmp(sec, ".maps") || !strcmp(sec, "license") || !strcmp(sec, "l7.config")))
+			continue;
+		if (!strncmp(LLVMGetValueName(v), "llvm.", 5))
+			continue;
+		LLVMSetLinkage(v, LLVMInternalLinkage);
+	}
+	return missing ? -1 : 0;
+}
+
+/* llvm.compiler.used, not llvm.used: the latter marks sections SHF_GNU_RETAIN, which splits
+ * .maps into one section per map and libbpf then sees only one of them. */
+static void add_used(struct cg *g)
+{
+	LLVMTypeRef aty = LLVMArrayType2(g->ptr, (uint64_t)g->nused);
+	LLVMValueRef used = LLVMAddGlobal(g->mod, aty, "llvm.compiler.used");
+	LLVMSetInitializer(used, LLVMConstArray2(g->ptr, g->used, (uint64_t)g->nused));
+	LLVMSetLinkage(used, LLVMAppendingLinkage);
+	LLVMSetSection(used, "llvm.metadata");
+}
+
+static int optimise(struct cg *g, int level)
+{
+	LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+	LLVMErrorRef err = LLVMRunPasses(g->mod, level >= 2 ? "default<O2>" : "default<O1>", g->tm, o);
+	LLVMDisposePassBuilderOptions(o);
+	if (err) {
+		char *m = LLVMGetErrorMessage(err);
+		fprintf(stderr, "l7c: error: optimisation failed: %s\n", m);
+		LLVMDisposeErrorMessage(m);
+		return -1;
+	}
+	return 0;
+}
+
+static int write_out(const char *path, const char *data, size_t n)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
+	if (!f) {
+		fprintf(stderr, "l7c: error: cannot write '%s'\n", path);
+		return -1;
+	}
+	size_t w = fwrite(data, 1, n, f);
+	int rc = (f == stdout ? fflush(f) : fclose(f)) || w != n ? -1 : 0;
+	if (rc)
+		fprintf(stderr, "l7c: error: writing '%s' failed\n", path);
+	return rc;
+}
+
+static int emit(struct cg *g, const struct codegen_opts *o)
+{
+	if (o->output == CG_EMIT_LLVM) {
+		char *s = LLVMPrintModuleToString(g->mod);
+		int rc = write_out(o->out_path, s, strlen(s));
+		LLVMDisposeMessage(s);
+		return rc;
+	}
+	LLVMMemoryBufferRef buf;
+	char *err = NULL;
+	backend_failed = 0;
+	if (LLVMTargetMachineEmitToMemoryBuffer(g->tm, g->mod, o->output == CG_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+						&err, &buf) || backend_failed) {
+		fprintf(stderr, "l7c: error: BPF code generation failed%s%s\n", err ? ": " : "", err ? err : "");
+		LLVMDisposeMessage(err);
+		return -1;
+	}
+	int rc = write_out(o->out_path, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+	LLVMDisposeMemoryBuffer(buf);
+	return rc;
+}
+
+int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
+{
+	struct cg g = { .p = p };
+	int rc = -1;
+	g.ctx = LLVMContextCreate();
+	LLVMContextSetDiagnosticHandler(g.ctx, on_diagnostic, NULL);
+	g.mod = LLVMModuleCreateWithNameInContext(p->source_path, g.ctx);
+	g.b = LLVMCreateBuilderInContext(g.ctx);
+	g.i1 = LLVMInt1TypeInContext(g.ctx);
+	g.i8 = LLVMInt8TypeInContext(g.ctx);
+	g.i16 = LLVMInt16TypeInContext(g.ctx);
+	g.i32 = LLVMInt32TypeInContext(g.ctx);
+	g.i64 = LLVMInt64TypeInContext(g.ctx);
+	g.ptr = LLVMPointerTypeInContext(g.ctx, 0);
+	if (target_init(&g, o->opt_level))
+		goto out;
+	cg_di_init(&g);
+
+	cg_tables(&g);
+	cg_maps(&g);
+	cg_policy(&g);
+	cg_programs(&g);
+	LLVMDIBuilderFinalize(g.di);
+
+	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size) ||
+	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size) || internalise(&g))
+		goto out;
+	add_used(&g);
+
+	char *msg = NULL;
+	if (LLVMVerifyModule(g.mod, LLVMReturnStatusAction, &msg)) {
+		fprintf(stderr, "l7c: internal error: generated module is invalid:\n%s\n", msg);
+		LLVMDisposeMessage(msg);
+		goto out;
+	}
+	LLVMDisposeMessage(msg);
+	if (optimise(&g, o->opt_level) || emit(&g, o))
+		goto out;
+	rc = 0;
+out:
+	free(g.used);
+	if (g.di)
+		LLVMDisposeDIBuilder(g.di);
+	LLVMDisposeBuilder(g.b);
+	LLVMDisposeModule(g.mod);
+	if (g.tm)
+		LLVMDisposeTargetMachine(g.tm);
+	LLVMContextDispose(g.ctx);
+	return rc;
+}

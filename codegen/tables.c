@@ -1,0 +1,184 @@
+/* The object's data: the tables the machinery reads (header names to extract, mutation
+ * lines), the l7.config section l7run reads, the license, the maps of l7/maps.def, and one
+ * program wrapper per entry of l7/progs.def. */
+#include "cg.h"
+
+#include <linux/bpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "l7/abi.h"
+#include "l7/dataplane.h"
+
+void cg_keep(struct cg *g, LLVMValueRef v)
+{
+	g->used = realloc(g->used, sizeof(*g->used) * (g->nused + 1));
+	g->used[g->nused++] = v;
+}
+
+LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, int internal)
+{
+	LLVMValueRef v = LLVMAddGlobal(g->mod, LLVMTypeOf(init), name);
+	LLVMSetInitializer(v, init);
+	LLVMSetGlobalConstant(v, 1);
+	if (internal) {
+		LLVMSetLinkage(v, LLVMPrivateLinkage);
+		LLVMSetUnnamedAddress(v, LLVMGlobalUnnamedAddr);
+	}
+	return v;
+}
+
+LLVMValueRef cg_string(struct cg *g, const char *s, size_t n)
+{
+	return cg_const_global(g, ".str", LLVMConstStringInContext(g->ctx, s, (unsigned)n, 1), 1);
+}
+
+static LLVMValueRef u32c(struct cg *g, unsigned long long v) { return LLVMConstInt(g->i32, v, 0); }
+
+/* Names of the headers the policy reads: the parser extracts only these (header-vector
+ * minimisation of the L7FP design). */
+static void wanted_headers(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	LLVMValueRef lens[L7_MAX_WANTED], names[L7_MAX_WANTED];
+	for (int i = 0; i < L7_MAX_WANTED; i++) {
+		char name[L7_MAX_NAME] = { 0 };
+		size_t n = i < p->nheaders ? strlen(p->headers[i]) : 0;
+		memcpy(name, i < p->nheaders ? p->headers[i] : "", n);
+		lens[i] = LLVMConstInt(g->i8, n, 0);
+		names[i] = LLVMConstStringInContext(g->ctx, name, L7_MAX_NAME, 1);
+	}
+	cg_const_global(g, "l7_n_wanted", u32c(g, (unsigned)p->nheaders), 0);
+	cg_const_global(g, "l7_wanted_len", LLVMConstArray2(g->i8, lens, L7_MAX_WANTED), 0);
+	cg_const_global(g, "l7_wanted_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_WANTED), 0);
+}
+
+/* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. */
+static void mutations(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	int n = p->nmutations;
+	size_t total = 0;
+	for (int i = 0; i < n; i++)
+		total += p->mutations[i].line_len;
+	char *bytes = calloc(1, total + 1);
+	LLVMValueRef *offs = calloc((size_t)n + 1, sizeof(*offs)), *lens = calloc((size_t)n + 1, sizeof(*lens));
+	size_t at = 0;
+	for (int i = 0; i < n; i++) {
+		memcpy(bytes + at, p->mutations[i].line, p->mutations[i].line_len);
+		offs[i] = LLVMConstInt(g->i16, at, 0);
+		lens[i] = LLVMConstInt(g->i16, p->mutations[i].line_len, 0);
+		at += p->mutations[i].line_len;
+	}
+	offs[n] = lens[n] = LLVMConstInt(g->i16, 0, 0);   /* never an empty array */
+	cg_const_global(g, "l7_n_mut", u32c(g, (unsigned)n), 0);
+	cg_const_global(g, "l7_mut_off", LLVMConstArray2(g->i16, offs, (uint64_t)n + 1), 0);
+	cg_const_global(g, "l7_mut_len", LLVMConstArray2(g->i16, lens, (uint64_t)n + 1), 0);
+	cg_const_global(g, "l7_mut_bytes", LLVMConstStringInContext(g->ctx, bytes, (unsigned)total + 1, 1), 0);
+	free(bytes);
+	free(offs);
+	free(lens);
+}
+
+static void endpoint_text(char *buf, size_t n, const struct ir_endpoint *e)
+{
+	snprintf(buf, n, "%u.%u.%u.%u:%u", e->ip >> 24, e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port);
+}
+
+/* The services, upstreams and fallback travel inside the object (see L7_CONFIG_SECTION). */
+static void config_section(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	char ep[64];
+	fprintf(f, "l7c-config 1\n");
+	for (int i = 0; i < p->npolicies; i++)
+		fprintf(f, "policy %s\n", p->policies[i].name);
+	for (int i = 0; i < p->nservices; i++) {
+		endpoint_text(ep, sizeof(ep), &p->services[i].endpoints[0]);
+		fprintf(f, "service %s %s\n", p->services[i].name, ep);
+	}
+	for (int i = 0; i < p->nupstreams; i++)
+		for (int e = 0; e < p->upstreams[i].nendpoints; e++) {
+			endpoint_text(ep, sizeof(ep), &p->upstreams[i].endpoints[e]);
+			fprintf(f, "upstream %d %s %s\n", i, p->upstreams[i].name, ep);
+		}
+	if (p->fallback >= 0)
+		fprintf(f, "fallback %d\n", p->fallback);
+	fclose(f);
+	/* No debug info: libbpf skips sections it does not know, and nothing in BTF refers here. */
+	LLVMValueRef v = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, len + 1), "l7_config");
+	LLVMSetInitializer(v, LLVMConstStringInContext(g->ctx, text, (unsigned)len, 0));
+	LLVMSetGlobalConstant(v, 1);
+	LLVMSetSection(v, L7_CONFIG_SECTION);
+	LLVMSetAlignment(v, 1);
+	cg_keep(g, v);
+	free(text);
+}
+
+void cg_tables(struct cg *g)
+{
+	wanted_headers(g);
+	mutations(g);
+	config_section(g);
+	LLVMValueRef lic = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, 4), "_license");
+	LLVMSetInitializer(lic, LLVMConstStringInContext(g->ctx, "GPL", 3, 0));
+	LLVMSetSection(lic, "license");
+	cg_keep(g, lic);
+}
+
+void cg_maps(struct cg *g)
+{
+	LLVMTypeRef def = LLVMStructTypeInContext(g->ctx, (LLVMTypeRef[]){ g->ptr, g->ptr, g->ptr, g->ptr }, 4, 0);
+#define L7_MAP(name, type, key_size, value_size, max_entries)                                            \
+	do {                                                                                            \
+		LLVMValueRef v = LLVMAddGlobal(g->mod, def, #name);                                     \
+		LLVMSetInitializer(v, LLVMConstNull(def));                                              \
+		LLVMSetSection(v, ".maps");                                                             \
+		LLVMSetAlignment(v, 8);                                                                 \
+		cg_di_map(g, v, #name, type, max_entries, key_size, value_size);                        \
+		cg_keep(g, v);                                                                          \
+	} while (0);
+#include "l7/maps.def"
+#undef L7_MAP
+}
+
+static const struct { const char *name, *section, *entry; } programs[] = {
+#define L7_PROG(name, section, entry, map) { #name, section, #entry },
+#include "l7/progs.def"
+#undef L7_PROG
+};
+
+int cg_is_program(const char *name)
+{
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
+		if (!strcmp(name, programs[i].name))
+			return 1;
+	return 0;
+}
+
+/* int NAME(void *ctx) { return ENTRY(ctx); } in the program's section. The machinery entry
+ * is linked in from the stdlib bitcode and inlined. Line info: the first policy's line. */
+void cg_programs(struct cg *g)
+{
+	LLVMTypeRef fty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
+	unsigned line = g->p->npolicies ? g->p->policies[0].line : 1;
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
+		LLVMValueRef entry = LLVMGetNamedFunction(g->mod, programs[i].entry);
+		if (!entry)
+			entry = LLVMAddFunction(g->mod, programs[i].entry, fty);
+		LLVMValueRef fn = LLVMAddFunction(g->mod, programs[i].name, fty);
+		LLVMSetSection(fn, programs[i].section);
+		LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", "v3");
+		const char *params[] = { "ctx" };
+		LLVMMetadataRef sp = cg_di_function(g, fn, programs[i].name, line, params, 1);
+		LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+		cg_di_at(g, sp, line);
+		LLVMValueRef rc = LLVMBuildCall2(g->b, fty, entry, (LLVMValueRef[]){ LLVMGetParam(fn, 0) }, 1, "");
+		LLVMBuildRet(g->b, rc);
+		cg_keep(g, fn);
+	}
+}

@@ -1,0 +1,148 @@
+/* l7c: the policy compiler's command line. The pipeline, in order:
+ *
+ *   source --l7_parse--> AST --l7_resolve--> typed AST --ir_lower--> PMA IR --codegen_emit--> BPF object
+ *
+ * Exit status: 0 compiled, 1 the policy has errors, 2 usage or I/O errors. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "codegen.h"
+#include "frontend.h"
+#include "ir.h"
+
+#ifndef L7_STDLIB_DIR
+#define L7_STDLIB_DIR "/usr/share/l7c/stdlib"
+#endif
+#ifndef L7C_VERSION
+#define L7C_VERSION "0.0.0"
+#endif
+
+enum emit { EMIT_AST, EMIT_IR, EMIT_LLVM, EMIT_ASM, EMIT_OBJ };
+
+static void usage(FILE *o)
+{
+	fprintf(o,
+		"usage: l7c [options] POLICY.l7\n"
+		"Compiles an L7 policy into a BPF object that l7run loads.\n\n"
+		"  -o FILE             write the output to FILE ('-' for stdout; default POLICY.o for objects,\n"
+		"                      stdout for text)\n"
+		"  --emit=KIND         ast | ir | llvm | asm | obj (default obj)\n"
+		"  -O1, -O2            optimisation level (default -O2)\n"
+		"  -I DIR              also search DIR for interface files (*.l7i)\n"
+		"  --color=WHEN        never | always | auto (default auto)\n"
+		"  --version           print the version\n"
+		"  -h, --help          this text\n");
+}
+
+static char *default_output(const char *in)
+{
+	const char *base = strrchr(in, '/');
+	base = base ? base + 1 : in;
+	size_t n = strlen(base);
+	const char *dot = strrchr(base, '.');
+	if (dot && dot != base)
+		n = (size_t)(dot - base);
+	char *out = malloc(n + 3);
+	memcpy(out, base, n);
+	memcpy(out + n, ".o", 3);
+	return out;
+}
+
+int main(int argc, char **argv)
+{
+	enum emit emit = EMIT_OBJ;
+	int opt_level = 2, color = -1;
+	const char *out = NULL;
+	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
+	int ninc = 0;
+
+	static const struct option longopts[] = {
+		{ "emit", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' }, { "color", required_argument, NULL, 'c' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "o:O:I:h", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': out = optarg; break;
+		case 'I': incs[ninc++] = optarg; break;
+		case 'O':
+			if (strcmp(optarg, "1") && strcmp(optarg, "2")) {
+				fprintf(stderr, "l7c: error: -O%s: use -O1 or -O2 (-O0 cannot fit the BPF stack)\n", optarg);
+				return 2;
+			}
+			opt_level = optarg[0] - '0';
+			break;
+		case 'e': {
+			static const char *kinds[] = { "ast", "ir", "llvm", "asm", "obj" };
+			int k = -1;
+			for (int i = 0; i < 5; i++)
+				if (!strcmp(optarg, kinds[i]))
+					k = i;
+			if (k < 0) {
+				fprintf(stderr, "l7c: error: --emit=%s: expected ast, ir, llvm, asm or obj\n", optarg);
+				return 2;
+			}
+			emit = (enum emit)k;
+			break;
+		}
+		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
+		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
+		case 'h': usage(stdout); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind != argc - 1) {
+		fprintf(stderr, "l7c: error: %s\n", optind >= argc ? "no policy file given" : "more than one policy file given");
+		usage(stderr);
+		return 2;
+	}
+	const char *input = argv[optind];
+	incs[ninc++] = L7_STDLIB_DIR;
+
+	struct l7_diags d = { .out = stderr, .color = color < 0 ? isatty(2) : color };
+	struct l7_source *src = l7_source_load(input, &d);
+	if (!src)
+		return 2;
+	struct l7_module m = { 0 };
+	l7_parse(&m, src, false, &d);
+	l7_resolve(&m, incs, ninc, &d);
+	int rc = 0;
+	if (d.errors) {
+		rc = 1;
+		goto done;
+	}
+	if (emit == EMIT_AST) {
+		l7_ast_dump(&m, stdout);
+		goto done;
+	}
+	struct ir_program *ir = ir_lower(&m, &d);
+	if (!ir) {
+		rc = 1;
+		goto done;
+	}
+	if (emit == EMIT_IR) {
+		ir_dump(ir, stdout);
+	} else {
+		struct codegen_opts o = {
+			.opt_level = opt_level,
+			.output = emit == EMIT_LLVM ? CG_EMIT_LLVM : emit == EMIT_ASM ? CG_EMIT_ASM : CG_EMIT_OBJ,
+		};
+		char *def = NULL;
+		o.out_path = out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-";
+		if (codegen_emit(ir, &o))
+			rc = 2;
+		free(def);
+	}
+	ir_free(ir);
+done:
+	if (d.errors)
+		fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
+	l7_module_free(&m);
+	l7_source_free(src);
+	free(incs);
+	return rc;
+}

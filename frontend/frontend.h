@@ -1,0 +1,216 @@
+/* frontend: policy source -> typed, resolved AST.
+ *
+ *   l7_source_load()      read a .l7 file
+ *   l7_parse()            tree-sitter CST -> AST (syntax errors reported, parsing continues)
+ *   l7_resolve()          names and types against the interface files (*.l7i)
+ *
+ * Every error is reported through the diagnostics engine (file:line:col, source line, caret),
+ * all of them in one run. Nothing here aborts on bad input. */
+#ifndef L7_FRONTEND_H
+#define L7_FRONTEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+/* ---- sources and diagnostics ---- */
+
+struct l7_source {
+	char *path;
+	char *text;
+	size_t len;
+};
+
+struct l7_loc {
+	const struct l7_source *src;
+	unsigned line, col;       /* 1-based */
+	unsigned start, end;      /* byte offsets, for the caret underline */
+};
+
+enum l7_severity { L7_NOTE, L7_WARNING, L7_ERROR };
+
+struct l7_diags {
+	FILE *out;
+	bool color;
+	int errors, warnings;
+};
+
+struct l7_source *l7_source_load(const char *path, struct l7_diags *d);
+struct l7_source *l7_source_from_string(const char *path, const char *text);
+void l7_source_free(struct l7_source *s);
+
+/* Prints "file:line:col: error: message", the source line and a caret under loc. */
+void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+/* ---- memory: AST nodes live in one arena per module, freed together ---- */
+
+struct l7_arena;
+void *l7_alloc(struct l7_arena **a, size_t size);              /* zeroed */
+char *l7_strndup(struct l7_arena **a, const char *s, size_t n);
+void l7_arena_free(struct l7_arena *a);
+
+/* ---- AST ---- */
+
+enum l7_type {
+	T_ERROR = 0, T_VOID, T_BOOL, T_INT, T_STRING, T_IP, T_CIDR, T_ADDRESS,
+	T_UPSTREAM, T_LIST, T_RANGE, T_ACT, T_STATE,
+};
+const char *l7_type_name(enum l7_type t);
+
+enum l7_expr_kind {
+	E_STRING, E_INT, E_BOOL, E_IP, E_CIDR, E_ADDRESS, E_IDENT, E_MEMBER, E_CALL,
+	E_BINARY, E_NOT, E_LIST, E_RANGE,
+};
+
+enum l7_binop { OP_OR, OP_AND, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN };
+
+/* What a name or member resolved to. */
+enum l7_ref_kind {
+	REF_NONE, REF_ACT_VAR, REF_STATE_VAR, REF_UPSTREAM, REF_FIELD, REF_BUILTIN,
+};
+
+/* Built-in functions of the language (not act-type specific). */
+enum l7_builtin { B_NONE, B_STARTS_WITH };
+
+struct l7_iface_field;
+struct l7_iface_action;
+
+struct l7_expr {
+	enum l7_expr_kind kind;
+	struct l7_loc loc;
+	enum l7_type type;          /* set by l7_resolve */
+	char *str;                  /* E_STRING value (escapes decoded), E_IDENT/E_MEMBER name, E_CALL name */
+	size_t str_len;
+	long long num;              /* E_INT, E_BOOL, E_RANGE low */
+	long long num2;             /* E_RANGE high, E_CIDR prefix length, E_ADDRESS port */
+	unsigned ip;                /* E_IP/E_CIDR/E_ADDRESS, host byte order */
+	enum l7_binop op;
+	struct l7_expr *lhs, *rhs;  /* E_BINARY; E_NOT uses lhs; E_MEMBER object in lhs */
+	struct l7_expr **args;      /* E_CALL arguments, E_LIST items */
+	int nargs;
+	/* resolution */
+	enum l7_ref_kind ref;
+	int ref_index;              /* upstream index */
+	enum l7_builtin builtin;
+	const struct l7_iface_field *field;
+};
+
+enum l7_stmt_kind { S_ACTION, S_IF, S_BLOCK, S_SECTION };
+
+struct l7_stmt {
+	enum l7_stmt_kind kind;
+	struct l7_loc loc;
+	struct l7_expr *call;       /* S_ACTION */
+	const struct l7_iface_action *action;  /* S_ACTION, set by l7_resolve */
+	struct l7_expr *cond;       /* S_IF */
+	struct l7_stmt *then, *otherwise;      /* S_IF */
+	struct l7_stmt **body;      /* S_BLOCK */
+	int nbody;
+	char *section;              /* S_SECTION: Ingress / Egress */
+};
+
+struct l7_binding {
+	char *type, *name;
+	struct l7_loc loc, type_loc;
+	const struct l7_iface_type *iface;    /* set by l7_resolve */
+};
+
+struct l7_policy {
+	char *name;
+	struct l7_loc loc;
+	struct l7_binding act;
+	bool has_act;
+	struct l7_binding *usings;
+	int nusings;
+	char *context;              /* regex over caller->callee, or NULL */
+	struct l7_loc context_loc;
+	struct l7_stmt *body;
+};
+
+struct l7_endpoint {
+	unsigned ip;                /* host byte order */
+	unsigned port;
+	unsigned weight;
+	struct l7_loc loc;
+};
+
+struct l7_decl {                /* service, upstream or fallback */
+	char *name;
+	struct l7_loc loc;
+	struct l7_endpoint *endpoints;
+	int nendpoints;
+};
+
+/* ---- interfaces (*.l7i) ---- */
+
+enum l7_intrinsic {
+	I_NONE = 0,
+	/* fields */
+	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER,
+	/* actions */
+	I_ROUTE, I_DENY, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY,
+};
+
+struct l7_iface_param {
+	char *type, *name;
+	bool is_self;
+	enum l7_type ty;
+};
+
+struct l7_iface_field {
+	char *name;
+	struct l7_loc loc;
+	struct l7_iface_param *params;
+	int nparams;
+	char *type_name, *intrinsic_name;     /* as written; interpreted by l7_resolve */
+	enum l7_type type;
+	enum l7_intrinsic intrinsic;
+};
+
+struct l7_iface_action {
+	char *name;
+	struct l7_loc loc;
+	struct l7_iface_param *params;
+	int nparams;
+	char *intrinsic_name;
+	enum l7_intrinsic intrinsic;
+	bool proxy_only, ingress_only, egress_only;
+};
+
+struct l7_iface_type {
+	char *name;
+	bool is_state;
+	struct l7_loc loc;
+	struct l7_iface_field *fields;
+	int nfields;
+	struct l7_iface_action *actions;
+	int nactions;
+};
+
+struct l7_module {                      /* one policy file with its interfaces */
+	const struct l7_source *src;
+	struct l7_decl *services, *upstreams, *fallback;
+	int nservices, nupstreams;
+	struct l7_policy *policies;
+	int npolicies;
+	char **imports;
+	struct l7_loc *import_locs;
+	int nimports;
+	struct l7_iface_type *types;          /* from the interface files */
+	int ntypes;
+	struct l7_source **iface_sources;     /* kept alive for diagnostics */
+	int niface_sources;
+	struct l7_arena *arena;               /* owns every node above */
+};
+
+/* Parses src (a .l7 policy file, or a .l7i interface file with is_interface) into m. */
+void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interface, struct l7_diags *d);
+
+/* Loads the imported interface files (searched in include_dirs) and resolves m. */
+void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclude, struct l7_diags *d);
+
+void l7_ast_dump(const struct l7_module *m, FILE *out);
+void l7_module_free(struct l7_module *m);
+
+#endif

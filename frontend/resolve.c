@@ -1,0 +1,581 @@
+/* Name resolution and type checking against the interface files.
+ *
+ * Act types, state types, their fields and actions are not known to this file: they come
+ * from *.l7i interfaces. What the kernel implements is named by an intrinsic (`= route`), so a
+ * new action in an interface binds to existing machinery without touching the compiler. */
+#include "frontend.h"
+
+#include <limits.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+struct rx {
+	struct l7_module *m;
+	struct l7_diags *d;
+	const struct l7_policy *p;     /* policy being checked */
+};
+
+static const char *type_names[] = {
+	[T_ERROR] = "<error>", [T_VOID] = "void", [T_BOOL] = "bool", [T_INT] = "int",
+	[T_STRING] = "string", [T_IP] = "ip", [T_CIDR] = "cidr", [T_ADDRESS] = "address",
+	[T_UPSTREAM] = "upstream", [T_LIST] = "list", [T_RANGE] = "range", [T_ACT] = "act",
+	[T_STATE] = "state",
+};
+
+const char *l7_type_name(enum l7_type t) { return type_names[t]; }
+
+static enum l7_type type_by_name(const char *s)
+{
+	for (size_t i = T_BOOL; i < sizeof(type_names) / sizeof(type_names[0]); i++)
+		if (!strcmp(s, type_names[i]) && i != T_ACT && i != T_STATE && i != T_LIST)
+			return (enum l7_type)i;
+	return T_ERROR;
+}
+
+static const struct { const char *name; enum l7_intrinsic in; bool is_field; } intrinsics[] = {
+	{ "path", I_PATH, true }, { "query", I_QUERY, true }, { "method", I_METHOD, true },
+	{ "host", I_HOST, true }, { "header", I_HEADER, true },
+	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "set_header", I_SET_HEADER, false },
+	{ "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
+};
+
+/* ---- "did you mean" ---- */
+
+static unsigned edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 64 || lb > 64)
+		return UINT_MAX;
+	unsigned row[65];
+	for (size_t j = 0; j <= lb; j++)
+		row[j] = (unsigned)j;
+	for (size_t i = 1; i <= la; i++) {
+		unsigned prev = row[0];
+		row[0] = (unsigned)i;
+		for (size_t j = 1; j <= lb; j++) {
+			unsigned cur = row[j];
+			unsigned sub = prev + (a[i - 1] != b[j - 1]);
+			unsigned del = row[j] + 1, ins = row[j - 1] + 1;
+			row[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
+			prev = cur;
+		}
+	}
+	return row[lb];
+}
+
+struct suggest {
+	const char *best;
+	unsigned dist;
+};
+
+static void consider(struct suggest *s, const char *want, const char *cand)
+{
+	unsigned dd = edit_distance(want, cand);
+	size_t l = strlen(want);
+	unsigned limit = l <= 3 ? 1 : l <= 6 ? 2 : 3;
+	if (dd <= limit && (!s->best || dd < s->dist)) {
+		s->best = cand;
+		s->dist = dd;
+	}
+}
+
+static void did_you_mean(char *buf, size_t n, const struct suggest *s)
+{
+	if (s->best)
+		snprintf(buf, n, "; did you mean '%s'?", s->best);
+	else
+		buf[0] = 0;
+}
+
+/* ---- interfaces ---- */
+
+static const struct l7_iface_type *find_type(const struct l7_module *m, const char *name)
+{
+	for (int i = 0; i < m->ntypes; i++)
+		if (!strcmp(m->types[i].name, name))
+			return &m->types[i];
+	return NULL;
+}
+
+static bool find_file(const char *name, const char *const *dirs, int ndirs, const char *rel_to, char *out, size_t n)
+{
+	if (rel_to) {   /* next to the policy file first */
+		const char *slash = strrchr(rel_to, '/');
+		snprintf(out, n, "%.*s%s", slash ? (int)(slash - rel_to + 1) : 0, rel_to, name);
+		if (access(out, R_OK) == 0)
+			return true;
+	}
+	for (int i = 0; i < ndirs; i++) {
+		snprintf(out, n, "%s/%s", dirs[i], name);
+		if (access(out, R_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+static void load_interface(struct l7_module *m, const char *name, struct l7_loc at,
+			   const char *const *dirs, int ndirs, struct l7_diags *d)
+{
+	char path[PATH_MAX];
+	for (int i = 0; i < m->niface_sources; i++) {   /* each interface once */
+		const char *p = m->iface_sources[i]->path, *base = strrchr(p, '/');
+		if (!strcmp(base ? base + 1 : p, name))
+			return;
+	}
+	if (!find_file(name, dirs, ndirs, m->src ? m->src->path : NULL, path, sizeof(path))) {
+		l7_diag(d, L7_ERROR, at, "interface file '%s' not found (searched next to the policy and in %d -I director%s)",
+			name, ndirs, ndirs == 1 ? "y" : "ies");
+		return;
+	}
+	struct l7_source *s = l7_source_load(path, d);
+	if (!s)
+		return;
+	m->iface_sources = realloc(m->iface_sources, sizeof(*m->iface_sources) * (m->niface_sources + 1));
+	m->iface_sources[m->niface_sources++] = s;
+	l7_parse(m, s, true, d);
+}
+
+static void check_interfaces(struct l7_module *m, struct l7_diags *d)
+{
+	for (int t = 0; t < m->ntypes; t++) {
+		struct l7_iface_type *ty = &m->types[t];
+		for (int u = 0; u < t; u++)
+			if (!strcmp(m->types[u].name, ty->name)) {
+				l7_diag(d, L7_ERROR, ty->loc, "type '%s' declared twice", ty->name);
+				l7_diag(d, L7_NOTE, m->types[u].loc, "previous declaration is here");
+			}
+		for (int i = 0; i < ty->nfields; i++) {
+			struct l7_iface_field *f = &ty->fields[i];
+			f->type = type_by_name(f->type_name);
+			if (f->type == T_ERROR)
+				l7_diag(d, L7_ERROR, f->loc, "field '%s' has unknown type '%s'", f->name, f->type_name);
+			const char *in = f->intrinsic_name ? f->intrinsic_name : f->name;
+			for (size_t k = 0; k < sizeof(intrinsics) / sizeof(intrinsics[0]); k++)
+				if (intrinsics[k].is_field && !strcmp(in, intrinsics[k].name))
+					f->intrinsic = intrinsics[k].in;
+			if (f->intrinsic == I_NONE)
+				l7_diag(d, L7_ERROR, f->loc, "field '%s': the data plane has no field '%s'", f->name, in);
+			for (int k = 0; k < f->nparams; k++)
+				f->params[k].ty = type_by_name(f->params[k].type);
+		}
+		for (int i = 0; i < ty->nactions; i++) {
+			struct l7_iface_action *a = &ty->actions[i];
+			const char *in = a->intrinsic_name;
+			if (!in && a->proxy_only)
+				in = "proxy";
+			for (size_t k = 0; in && k < sizeof(intrinsics) / sizeof(intrinsics[0]); k++)
+				if (!intrinsics[k].is_field && !strcmp(in, intrinsics[k].name))
+					a->intrinsic = intrinsics[k].in;
+			if (a->intrinsic == I_NONE)
+				l7_diag(d, L7_ERROR, a->loc, "action '%s': the data plane implements no action '%s' (mark it [proxy] to run it in the fallback proxy)",
+					a->name, in ? in : a->name);
+			if (a->intrinsic == I_PROXY_ONLY)
+				a->proxy_only = true;
+			for (int k = 0; k < a->nparams; k++) {
+				struct l7_iface_param *p = &a->params[k];
+				if (p->is_self)
+					continue;
+				p->ty = type_by_name(p->type);
+				if (p->ty == T_ERROR)
+					l7_diag(d, L7_ERROR, a->loc, "action '%s': parameter '%s' has unknown type '%s'", a->name, p->name, p->type);
+			}
+		}
+	}
+}
+
+/* ---- expressions ---- */
+
+static void check_expr(struct rx *x, struct l7_expr *e);
+
+static bool is_act_var(struct rx *x, const struct l7_expr *e)
+{
+	return e && e->kind == E_IDENT && x->p->has_act && !strcmp(e->str, x->p->act.name);
+}
+
+static void unknown_name(struct rx *x, struct l7_expr *e)
+{
+	struct suggest s = { 0 };
+	if (x->p->has_act)
+		consider(&s, e->str, x->p->act.name);
+	for (int i = 0; i < x->p->nusings; i++)
+		consider(&s, e->str, x->p->usings[i].name);
+	for (int i = 0; i < x->m->nupstreams; i++)
+		consider(&s, e->str, x->m->upstreams[i].name);
+	char hint[128];
+	did_you_mean(hint, sizeof(hint), &s);
+	l7_diag(x->d, L7_ERROR, e->loc, "use of undeclared name '%s'%s", e->str, hint);
+}
+
+static void check_ident(struct rx *x, struct l7_expr *e)
+{
+	if (is_act_var(x, e)) {
+		e->type = T_ACT;
+		e->ref = REF_ACT_VAR;
+		return;
+	}
+	for (int i = 0; i < x->p->nusings; i++)
+		if (!strcmp(e->str, x->p->usings[i].name)) {
+			e->type = T_STATE;
+			e->ref = REF_STATE_VAR;
+			e->ref_index = i;
+			return;
+		}
+	for (int i = 0; i < x->m->nupstreams; i++)
+		if (!strcmp(e->str, x->m->upstreams[i].name)) {
+			e->type = T_UPSTREAM;
+			e->ref = REF_UPSTREAM;
+			e->ref_index = i;
+			return;
+		}
+	if (x->m->fallback && !strcmp(e->str, x->m->fallback->name)) {
+		l7_diag(x->d, L7_ERROR, e->loc, "'%s' is the fallback proxy; use Fallback(...) to send a request there", e->str);
+		return;
+	}
+	unknown_name(x, e);
+}
+
+/* request.path, request.header("x"): fields of the act type. */
+static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object, bool called)
+{
+	check_expr(x, object);
+	if (object->type != T_ACT)
+		return;
+	const struct l7_iface_type *ty = x->p->act.iface;
+	if (!ty)
+		return;
+	struct suggest s = { 0 };
+	for (int i = 0; i < ty->nfields; i++) {
+		const struct l7_iface_field *f = &ty->fields[i];
+		if (strcmp(f->name, e->str)) {
+			consider(&s, e->str, f->name);
+			continue;
+		}
+		if (called != (f->nparams > 0)) {
+			l7_diag(x->d, L7_ERROR, e->loc, called ? "field '%s' of '%s' takes no arguments"
+							       : "field '%s' of '%s' needs %d argument%s: %s.%s(...)",
+				f->name, ty->name, f->nparams, f->nparams == 1 ? "" : "s", object->str, f->name);
+			return;
+		}
+		if (called) {
+			if (e->nargs != f->nparams) {
+				l7_diag(x->d, L7_ERROR, e->loc, "'%s' takes %d argument%s, %d given", f->name, f->nparams,
+					f->nparams == 1 ? "" : "s", e->nargs);
+				return;
+			}
+			for (int k = 0; k < e->nargs; k++) {
+				check_expr(x, e->args[k]);
+				if (e->args[k]->type && e->args[k]->type != f->params[k].ty)
+					l7_diag(x->d, L7_ERROR, e->args[k]->loc, "argument %d of '%s' must be %s, not %s", k + 1,
+						f->name, l7_type_name(f->params[k].ty), l7_type_name(e->args[k]->type));
+				else if (e->args[k]->kind != E_STRING)
+					l7_diag(x->d, L7_ERROR, e->args[k]->loc, "argument %d of '%s' must be a constant", k + 1, f->name);
+			}
+		}
+		e->field = f;
+		e->ref = REF_FIELD;
+		e->type = f->type;
+		return;
+	}
+	char hint[128];
+	did_you_mean(hint, sizeof(hint), &s);
+	l7_diag(x->d, L7_ERROR, e->loc, "'%s' has no field '%s'%s", ty->name, e->str, hint);
+}
+
+static bool comparable(enum l7_type a, enum l7_type b) { return a == b && a != T_ACT && a != T_STATE && a != T_LIST; }
+
+static void check_binary(struct rx *x, struct l7_expr *e)
+{
+	check_expr(x, e->lhs);
+	check_expr(x, e->rhs);
+	enum l7_type l = e->lhs->type, r = e->rhs->type;
+	e->type = T_BOOL;
+	if (!l || !r)
+		return;   /* already reported */
+	switch (e->op) {
+	case OP_OR:
+	case OP_AND:
+		if (l != T_BOOL || r != T_BOOL)
+			l7_diag(x->d, L7_ERROR, l != T_BOOL ? e->lhs->loc : e->rhs->loc, "operands of '%s' must be bool, not %s",
+				e->op == OP_OR ? "||" : "&&", l7_type_name(l != T_BOOL ? l : r));
+		return;
+	case OP_EQ:
+	case OP_NE:
+		if (!comparable(l, r))
+			l7_diag(x->d, L7_ERROR, e->loc, "cannot compare %s with %s", l7_type_name(l), l7_type_name(r));
+		return;
+	case OP_LT:
+	case OP_LE:
+	case OP_GT:
+	case OP_GE:
+		if (l != T_INT || r != T_INT)
+			l7_diag(x->d, L7_ERROR, e->loc, "ordering compares ints, not %s and %s", l7_type_name(l), l7_type_name(r));
+		return;
+	case OP_IN:
+		if (r == T_LIST) {
+			for (int i = 0; i < e->rhs->nargs; i++)
+				if (e->rhs->args[i]->type && !comparable(l, e->rhs->args[i]->type))
+					l7_diag(x->d, L7_ERROR, e->rhs->args[i]->loc, "list item is %s, expected %s",
+						l7_type_name(e->rhs->args[i]->type), l7_type_name(l));
+		} else if (!((l == T_INT && r == T_RANGE) || (l == T_IP && r == T_CIDR))) {
+			l7_diag(x->d, L7_ERROR, e->loc, "'in' needs a list, an int range or an IP prefix on the right, not %s", l7_type_name(r));
+		}
+		return;
+	}
+}
+
+static void check_builtin_call(struct rx *x, struct l7_expr *e)
+{
+	for (int i = 0; i < e->nargs; i++)
+		check_expr(x, e->args[i]);
+	if (!strcmp(e->str, "starts_with")) {
+		e->builtin = B_STARTS_WITH;
+		e->type = T_BOOL;
+		if (e->nargs != 2) {
+			l7_diag(x->d, L7_ERROR, e->loc, "starts_with(string, prefix) takes 2 arguments, %d given", e->nargs);
+			return;
+		}
+		for (int i = 0; i < 2; i++)
+			if (e->args[i]->type && e->args[i]->type != T_STRING)
+				l7_diag(x->d, L7_ERROR, e->args[i]->loc, "argument %d of starts_with must be string, not %s", i + 1,
+					l7_type_name(e->args[i]->type));
+		if (e->args[1]->kind != E_STRING)
+			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the prefix of starts_with must be a constant string");
+		return;
+	}
+	struct suggest s = { 0 };
+	consider(&s, e->str, "starts_with");
+	const struct l7_iface_type *ty = x->p->act.iface;
+	for (int i = 0; ty && i < ty->nactions; i++)
+		if (!strcmp(ty->actions[i].name, e->str)) {
+			l7_diag(x->d, L7_ERROR, e->loc, "'%s' is an action; actions are statements, not conditions", e->str);
+			return;
+		}
+	char hint[128];
+	did_you_mean(hint, sizeof(hint), &s);
+	l7_diag(x->d, L7_ERROR, e->loc, "unknown function '%s'%s", e->str, hint);
+}
+
+static void check_expr(struct rx *x, struct l7_expr *e)
+{
+	switch (e->kind) {
+	case E_STRING: e->type = T_STRING; break;
+	case E_INT: e->type = T_INT; break;
+	case E_BOOL: e->type = T_BOOL; break;
+	case E_IP: e->type = T_IP; break;
+	case E_CIDR: e->type = T_CIDR; break;
+	case E_ADDRESS: e->type = T_ADDRESS; break;
+	case E_RANGE: e->type = T_RANGE; break;
+	case E_IDENT: check_ident(x, e); break;
+	case E_MEMBER: check_field(x, e, e->lhs, false); break;
+	case E_CALL:
+		if (e->lhs)
+			check_field(x, e, e->lhs, true);
+		else
+			check_builtin_call(x, e);
+		break;
+	case E_BINARY: check_binary(x, e); break;
+	case E_NOT:
+		check_expr(x, e->lhs);
+		e->type = T_BOOL;
+		if (e->lhs->type && e->lhs->type != T_BOOL)
+			l7_diag(x->d, L7_ERROR, e->lhs->loc, "operand of '!' must be bool, not %s", l7_type_name(e->lhs->type));
+		break;
+	case E_LIST:
+		e->type = T_LIST;
+		for (int i = 0; i < e->nargs; i++)
+			check_expr(x, e->args[i]);
+		break;
+	}
+}
+
+/* ---- statements ---- */
+
+static const struct l7_iface_action *find_action(const struct l7_iface_type *ty, const char *name)
+{
+	for (int i = 0; ty && i < ty->nactions; i++)
+		if (!strcmp(ty->actions[i].name, name))
+			return &ty->actions[i];
+	return NULL;
+}
+
+static void check_action(struct rx *x, struct l7_stmt *s)
+{
+	struct l7_expr *c = s->call;
+	if (c->lhs) {
+		l7_diag(x->d, L7_ERROR, c->loc, "actions are called as %s(%s, ...), not as methods", c->str,
+			x->p->has_act ? x->p->act.name : "request");
+		return;
+	}
+	/* The first argument names the object: the act variable or a state variable. */
+	const struct l7_iface_type *ty = x->p->act.iface;
+	if (c->nargs > 0 && c->args[0]->kind == E_IDENT)
+		for (int i = 0; i < x->p->nusings; i++)
+			if (!strcmp(c->args[0]->str, x->p->usings[i].name))
+				ty = x->p->usings[i].iface;
+	const struct l7_iface_action *a = find_action(ty, c->str);
+	if (!a) {
+		struct suggest sg = { 0 };
+		for (int i = 0; ty && i < ty->nactions; i++)
+			consider(&sg, c->str, ty->actions[i].name);
+		char hint[128];
+		did_you_mean(hint, sizeof(hint), &sg);
+		for (int i = 0; i < c->nargs; i++)
+			check_expr(x, c->args[i]);
+		if (ty)
+			l7_diag(x->d, L7_ERROR, c->loc, "unknown action '%s' for '%s'%s", c->str, ty->name, hint);
+		return;
+	}
+	s->action = a;
+	if (c->nargs != a->nparams) {
+		l7_diag(x->d, L7_ERROR, c->loc, "action '%s' takes %d argument%s, %d given", a->name, a->nparams,
+			a->nparams == 1 ? "" : "s", c->nargs);
+		return;
+	}
+	for (int i = 0; i < c->nargs; i++) {
+		struct l7_expr *arg = c->args[i];
+		const struct l7_iface_param *p = &a->params[i];
+		check_expr(x, arg);
+		if (!arg->type)
+			continue;
+		if (p->is_self) {
+			if (arg->type != T_ACT && arg->type != T_STATE)
+				l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be the %s variable", i + 1, a->name,
+					ty->is_state ? "state" : "act");
+		} else if (arg->type != p->ty) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' (%s) must be %s, not %s", i + 1, a->name,
+				p->name, l7_type_name(p->ty), l7_type_name(arg->type));
+		} else if (arg->kind != E_STRING && arg->kind != E_INT && arg->kind != E_IDENT) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be a constant", i + 1, a->name);
+		}
+	}
+	if (a->intrinsic == I_DENY && c->nargs == 2 && c->args[1]->kind == E_INT &&
+	    (c->args[1]->num < 200 || c->args[1]->num > 599))
+		l7_diag(x->d, L7_ERROR, c->args[1]->loc, "HTTP status %lld is out of range (200-599)", c->args[1]->num);
+	if (a->intrinsic == I_SET_HEADER && c->nargs == 3) {
+		const struct l7_expr *name = c->args[1], *val = c->args[2];
+		for (size_t i = 0; name->kind == E_STRING && i < name->str_len; i++)
+			if (!(name->str[i] > 32 && name->str[i] < 127 && !strchr("()<>@,;:\\\"/[]?={}", name->str[i])) || !name->str_len) {
+				l7_diag(x->d, L7_ERROR, name->loc, "'%s' is not a valid header name", name->str);
+				break;
+			}
+		for (size_t i = 0; val->kind == E_STRING && i < val->str_len; i++)
+			if (val->str[i] == '\r' || val->str[i] == '\n' || val->str[i] == 0) {
+				l7_diag(x->d, L7_ERROR, val->loc, "header value must not contain CR, LF or NUL");
+				break;
+			}
+	}
+}
+
+static void check_stmt(struct rx *x, struct l7_stmt *s)
+{
+	if (!s)
+		return;
+	switch (s->kind) {
+	case S_ACTION: check_action(x, s); break;
+	case S_IF:
+		check_expr(x, s->cond);
+		if (s->cond->type && s->cond->type != T_BOOL)
+			l7_diag(x->d, L7_ERROR, s->cond->loc, "condition must be bool, not %s", l7_type_name(s->cond->type));
+		check_stmt(x, s->then);
+		check_stmt(x, s->otherwise);
+		break;
+	case S_BLOCK:
+		for (int i = 0; i < s->nbody; i++) {
+			check_stmt(x, s->body[i]);
+			const struct l7_iface_action *a = s->body[i]->action;
+			bool terminal = s->body[i]->kind == S_ACTION && a && a->intrinsic != I_SET_HEADER;
+			if (terminal && i + 1 < s->nbody && s->body[i + 1]->kind != S_SECTION)
+				l7_diag(x->d, L7_WARNING, s->body[i + 1]->loc,
+					"statement is never reached: '%s' on line %u already decided the request", a->name,
+					s->body[i]->loc.line);
+		}
+		break;
+	case S_SECTION:
+		if (strcmp(s->section, "Ingress") && strcmp(s->section, "Egress"))
+			l7_diag(x->d, L7_ERROR, s->loc, "unknown section '[%s]' (expected [Ingress] or [Egress])", s->section);
+		break;
+	}
+}
+
+static void check_binding(struct rx *x, struct l7_binding *b, bool want_state)
+{
+	b->iface = find_type(x->m, b->type);
+	if (b->iface && b->iface->is_state == want_state)
+		return;
+	if (b->iface) {
+		l7_diag(x->d, L7_ERROR, b->type_loc, "'%s' is %s type; '%s' needs %s type", b->type,
+			b->iface->is_state ? "a state" : "an act", want_state ? "using" : "act", want_state ? "a state" : "an act");
+		b->iface = NULL;
+		return;
+	}
+	struct suggest s = { 0 };
+	for (int i = 0; i < x->m->ntypes; i++)
+		if (x->m->types[i].is_state == want_state)
+			consider(&s, b->type, x->m->types[i].name);
+	char hint[128];
+	did_you_mean(hint, sizeof(hint), &s);
+	l7_diag(x->d, L7_ERROR, b->type_loc, "unknown %s type '%s'%s", want_state ? "state" : "act", b->type, hint);
+}
+
+static void check_decls(struct l7_module *m, struct l7_diags *d)
+{
+	struct { struct l7_decl *arr; int n; } groups[] = {
+		{ m->services, m->nservices }, { m->upstreams, m->nupstreams }, { m->fallback, m->fallback ? 1 : 0 },
+	};
+	/* one namespace for services, upstreams and the fallback */
+	for (int g = 0; g < 3; g++)
+		for (int i = 0; i < groups[g].n; i++)
+			for (int h = 0; h <= g; h++)
+				for (int j = 0; j < (h == g ? i : groups[h].n); j++)
+					if (!strcmp(groups[g].arr[i].name, groups[h].arr[j].name)) {
+						l7_diag(d, L7_ERROR, groups[g].arr[i].loc, "'%s' is declared twice", groups[g].arr[i].name);
+						l7_diag(d, L7_NOTE, groups[h].arr[j].loc, "previous declaration is here");
+					}
+	for (int i = 0; i < m->nservices; i++)
+		if (m->services[i].nendpoints != 1)
+			l7_diag(d, L7_ERROR, m->services[i].loc, "service '%s' needs exactly one address", m->services[i].name);
+	for (int i = 0; i < m->npolicies; i++)
+		for (int j = 0; j < i; j++)
+			if (!strcmp(m->policies[i].name, m->policies[j].name)) {
+				l7_diag(d, L7_ERROR, m->policies[i].loc, "policy '%s' is defined twice", m->policies[i].name);
+				l7_diag(d, L7_NOTE, m->policies[j].loc, "previous definition is here");
+			}
+}
+
+void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclude, struct l7_diags *d)
+{
+	struct l7_loc none = { 0 };
+	bool have_http = false;
+	for (int i = 0; i < m->nimports; i++) {
+		load_interface(m, m->imports[i], m->import_locs[i], include_dirs, ninclude, d);
+		have_http |= !strcmp(m->imports[i], "http.l7i");
+	}
+	if (!have_http)   /* HTTP is the language's own act type: always available */
+		load_interface(m, "http.l7i", none, include_dirs, ninclude, d);
+	check_interfaces(m, d);
+	check_decls(m, d);
+
+	for (int i = 0; i < m->npolicies; i++) {
+		struct l7_policy *p = &m->policies[i];
+		struct rx x = { m, d, p };
+		if (p->has_act)
+			check_binding(&x, &p->act, false);
+		for (int u = 0; u < p->nusings; u++)
+			check_binding(&x, &p->usings[u], true);
+		if (p->context) {
+			regex_t re;
+			int rc = regcomp(&re, p->context, REG_EXTENDED | REG_NOSUB);
+			if (rc) {
+				char msg[128];
+				regerror(rc, &re, msg, sizeof(msg));
+				l7_diag(d, L7_ERROR, p->context_loc, "invalid context pattern: %s", msg);
+			} else {
+				regfree(&re);
+			}
+		}
+		if (p->has_act && p->act.iface)
+			check_stmt(&x, p->body);
+	}
+}

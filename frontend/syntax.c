@@ -1,0 +1,510 @@
+/* Concrete syntax tree (tree-sitter) -> AST.
+ *
+ * Syntax errors come from ERROR and MISSING nodes; each is reported once, at the first token
+ * the parser could not place, and the rest of the file is still turned into AST so that name
+ * and type errors elsewhere are reported in the same run. */
+#include "frontend.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <tree_sitter/api.h>
+
+const TSLanguage *tree_sitter_l7(void);
+
+struct cx {
+	struct l7_module *m;
+	const struct l7_source *src;
+	struct l7_diags *d;
+	bool is_interface;
+};
+
+#define NEW(cx, T) ((T *)l7_alloc(&(cx)->m->arena, sizeof(T)))
+#define GROW(cx, arr, n) grow(cx, (void **)&(arr), (n), sizeof(*(arr)))
+
+/* Arrays are built by doubling in the arena; old blocks stay until the arena goes. */
+static void grow(struct cx *cx, void **arr, int n, size_t elem)
+{
+	if (n == 0 || (n & (n - 1)) == 0) {
+		size_t cap = n ? (size_t)n * 2 : 4;
+		void *p = l7_alloc(&cx->m->arena, cap * elem);
+		if (n)
+			memcpy(p, *arr, (size_t)n * elem);
+		*arr = p;
+	}
+}
+
+static struct l7_loc loc_of(struct cx *cx, TSNode n)
+{
+	TSPoint p = ts_node_start_point(n);
+	struct l7_loc l = { cx->src, p.row + 1, p.column + 1, ts_node_start_byte(n), ts_node_end_byte(n) };
+	return l;
+}
+
+static const char *type_of(TSNode n) { return ts_node_type(n); }
+static bool is(TSNode n, const char *t) { return !ts_node_is_null(n) && strcmp(ts_node_type(n), t) == 0; }
+static TSNode field(TSNode n, const char *name) { return ts_node_child_by_field_name(n, name, strlen(name)); }
+
+static char *text(struct cx *cx, TSNode n)
+{
+	uint32_t a = ts_node_start_byte(n), b = ts_node_end_byte(n);
+	return l7_strndup(&cx->m->arena, cx->src->text + a, b - a);
+}
+
+/* ---- syntax errors ---- */
+
+static void report_syntax_errors(struct cx *cx, TSNode n)
+{
+	if (!ts_node_has_error(n))
+		return;
+	if (ts_node_is_missing(n)) {
+		struct l7_loc l = loc_of(cx, n);
+		l7_diag(cx->d, L7_ERROR, l, "expected '%s'", type_of(n));
+		return;
+	}
+	if (is(n, "ERROR")) {
+		/* Point at the first leaf inside the error: the token that did not fit. */
+		TSNode leaf = n;
+		while (ts_node_child_count(leaf) > 0)
+			leaf = ts_node_child(leaf, 0);
+		struct l7_loc l = loc_of(cx, leaf);
+		char *tok = text(cx, leaf);
+		if (ts_node_start_byte(leaf) >= cx->src->len || !*tok)
+			l7_diag(cx->d, L7_ERROR, l, "syntax error: unexpected end of file");
+		else
+			l7_diag(cx->d, L7_ERROR, l, "syntax error: unexpected '%.40s'", tok);
+		return;
+	}
+	uint32_t c = ts_node_child_count(n);
+	for (uint32_t i = 0; i < c; i++)
+		report_syntax_errors(cx, ts_node_child(n, i));
+}
+
+/* ---- literals ---- */
+
+static bool parse_ipv4(const char *s, unsigned *ip, const char **rest)
+{
+	unsigned v = 0;
+	for (int i = 0; i < 4; i++) {
+		char *end;
+		long o = strtol(s, &end, 10);
+		if (end == s || o < 0 || o > 255)
+			return false;
+		v = v << 8 | (unsigned)o;
+		s = end;
+		if (i < 3) {
+			if (*s != '.')
+				return false;
+			s++;
+		}
+	}
+	*ip = v;
+	*rest = s;
+	return true;
+}
+
+static struct l7_expr *new_expr(struct cx *cx, enum l7_expr_kind k, TSNode n)
+{
+	struct l7_expr *e = NEW(cx, struct l7_expr);
+	e->kind = k;
+	e->loc = loc_of(cx, n);
+	return e;
+}
+
+/* Decodes a quoted string with its escapes. */
+static void string_value(struct cx *cx, TSNode n, struct l7_expr *e)
+{
+	const char *t = cx->src->text + ts_node_start_byte(n) + 1;
+	size_t len = ts_node_end_byte(n) - ts_node_start_byte(n);
+	len = len >= 2 ? len - 2 : 0;
+	char *out = l7_alloc(&cx->m->arena, len + 1);
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		char c = t[i];
+		if (c == '\\' && i + 1 < len) {
+			c = t[++i];
+			c = c == 'n' ? '\n' : c == 'r' ? '\r' : c == 't' ? '\t' : c == '0' ? '\0' : c;
+		}
+		out[o++] = c;
+	}
+	e->str = out;
+	e->str_len = o;
+}
+
+static bool address_value(struct cx *cx, TSNode n, unsigned *ip, unsigned *port)
+{
+	char *t = text(cx, n);
+	const char *rest;
+	if (!parse_ipv4(t, ip, &rest) || *rest != ':')
+		goto bad;
+	char *end;
+	long p = strtol(rest + 1, &end, 10);
+	if (*end || p < 1 || p > 65535)
+		goto bad;
+	*port = (unsigned)p;
+	return true;
+bad:
+	l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "invalid address '%s' (expected A.B.C.D:PORT, port 1-65535)", t);
+	return false;
+}
+
+/* ---- expressions ---- */
+
+static struct l7_expr *expr(struct cx *cx, TSNode n);
+
+static void expr_list(struct cx *cx, TSNode n, struct l7_expr *e)
+{
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (is(ch, "comment"))
+			continue;
+		struct l7_expr *a = expr(cx, ch);
+		if (!a)
+			continue;
+		GROW(cx, e->args, e->nargs);
+		e->args[e->nargs++] = a;
+	}
+}
+
+static const struct { const char *tok; enum l7_binop op; } binops[] = {
+	{ "||", OP_OR }, { "&&", OP_AND }, { "==", OP_EQ }, { "!=", OP_NE }, { "<", OP_LT },
+	{ "<=", OP_LE }, { ">", OP_GT }, { ">=", OP_GE }, { "in", OP_IN },
+};
+
+static struct l7_expr *expr(struct cx *cx, TSNode n)
+{
+	if (ts_node_is_null(n) || is(n, "ERROR") || ts_node_is_missing(n))
+		return NULL;
+	const char *t = type_of(n);
+	struct l7_expr *e;
+	if (!strcmp(t, "string")) {
+		e = new_expr(cx, E_STRING, n);
+		string_value(cx, n, e);
+	} else if (!strcmp(t, "integer")) {
+		e = new_expr(cx, E_INT, n);
+		char *s = text(cx, n), *end;
+		e->num = strtoll(s, &end, 10);
+		if (strlen(s) > 12)
+			l7_diag(cx->d, L7_ERROR, e->loc, "integer '%s' is too large", s);
+	} else if (!strcmp(t, "boolean")) {
+		e = new_expr(cx, E_BOOL, n);
+		e->num = !strcmp(text(cx, n), "true");
+	} else if (!strcmp(t, "ip") || !strcmp(t, "cidr")) {
+		e = new_expr(cx, !strcmp(t, "ip") ? E_IP : E_CIDR, n);
+		const char *rest, *s = text(cx, n);
+		bool ok = parse_ipv4(s, &e->ip, &rest);
+		e->num2 = 32;
+		if (ok && *rest == '/') {
+			e->num2 = strtol(rest + 1, NULL, 10);
+			ok = e->num2 <= 32;
+		}
+		if (!ok)
+			l7_diag(cx->d, L7_ERROR, e->loc, "invalid IPv4 %s '%s'", e->kind == E_IP ? "address" : "prefix", s);
+	} else if (!strcmp(t, "address")) {
+		e = new_expr(cx, E_ADDRESS, n);
+		unsigned port = 0;
+		address_value(cx, n, &e->ip, &port);
+		e->num2 = port;
+	} else if (!strcmp(t, "identifier")) {
+		e = new_expr(cx, E_IDENT, n);
+		e->str = text(cx, n);
+	} else if (!strcmp(t, "member_expression")) {
+		e = new_expr(cx, E_MEMBER, n);
+		e->lhs = expr(cx, field(n, "object"));
+		e->str = text(cx, field(n, "field"));
+		e->loc = loc_of(cx, field(n, "field"));
+		if (!e->lhs)
+			return NULL;
+	} else if (!strcmp(t, "call_expression")) {
+		e = new_expr(cx, E_CALL, n);
+		TSNode fn = field(n, "function");
+		if (is(fn, "member_expression")) {
+			e->lhs = expr(cx, field(fn, "object"));
+			e->str = text(cx, field(fn, "field"));
+		} else {
+			e->str = text(cx, fn);
+		}
+		expr_list(cx, field(n, "arguments"), e);
+	} else if (!strcmp(t, "binary_expression")) {
+		e = new_expr(cx, E_BINARY, n);
+		char *op = text(cx, field(n, "operator"));
+		for (size_t i = 0; i < sizeof(binops) / sizeof(binops[0]); i++)
+			if (!strcmp(op, binops[i].tok))
+				e->op = binops[i].op;
+		e->lhs = expr(cx, field(n, "left"));
+		e->rhs = expr(cx, field(n, "right"));
+		if (!e->lhs || !e->rhs)
+			return NULL;
+	} else if (!strcmp(t, "unary_expression")) {
+		e = new_expr(cx, E_NOT, n);
+		e->lhs = expr(cx, field(n, "operand"));
+		if (!e->lhs)
+			return NULL;
+	} else if (!strcmp(t, "parenthesized_expression")) {
+		return expr(cx, ts_node_named_child(n, 0));
+	} else if (!strcmp(t, "list")) {
+		e = new_expr(cx, E_LIST, n);
+		expr_list(cx, n, e);
+	} else if (!strcmp(t, "range")) {
+		e = new_expr(cx, E_RANGE, n);
+		e->num = strtoll(text(cx, field(n, "low")), NULL, 10);
+		e->num2 = strtoll(text(cx, field(n, "high")), NULL, 10);
+		if (e->num > e->num2)
+			l7_diag(cx->d, L7_ERROR, e->loc, "empty range: %lld > %lld", e->num, e->num2);
+	} else {
+		return NULL;   /* comments and anything the parser could not place */
+	}
+	return e;
+}
+
+/* ---- statements ---- */
+
+static struct l7_stmt *stmt(struct cx *cx, TSNode n)
+{
+	if (ts_node_is_null(n) || is(n, "ERROR") || ts_node_is_missing(n) || is(n, "comment"))
+		return NULL;
+	struct l7_stmt *s = NEW(cx, struct l7_stmt);
+	s->loc = loc_of(cx, n);
+	const char *t = type_of(n);
+	if (!strcmp(t, "action_statement")) {
+		s->kind = S_ACTION;
+		s->call = expr(cx, field(n, "call"));
+		if (!s->call)
+			return NULL;
+	} else if (!strcmp(t, "if_statement")) {
+		s->kind = S_IF;
+		s->cond = expr(cx, field(n, "condition"));
+		s->then = stmt(cx, field(n, "consequence"));
+		s->otherwise = stmt(cx, field(n, "alternative"));
+		if (!s->cond)
+			return NULL;
+	} else if (!strcmp(t, "block")) {
+		s->kind = S_BLOCK;
+		uint32_t c = ts_node_named_child_count(n);
+		for (uint32_t i = 0; i < c; i++) {
+			struct l7_stmt *ch = stmt(cx, ts_node_named_child(n, i));
+			if (!ch)
+				continue;
+			GROW(cx, s->body, s->nbody);
+			s->body[s->nbody++] = ch;
+		}
+	} else if (!strcmp(t, "section_tag")) {
+		s->kind = S_SECTION;
+		s->section = text(cx, field(n, "name"));
+	} else {
+		return NULL;
+	}
+	return s;
+}
+
+/* ---- declarations ---- */
+
+static void binding(struct cx *cx, TSNode n, struct l7_binding *b)
+{
+	b->type = text(cx, field(n, "type"));
+	b->name = text(cx, field(n, "name"));
+	b->loc = loc_of(cx, field(n, "name"));
+	b->type_loc = loc_of(cx, field(n, "type"));
+}
+
+static void policy(struct cx *cx, TSNode n)
+{
+	struct l7_module *m = cx->m;
+	GROW(cx, m->policies, m->npolicies);
+	struct l7_policy *p = &m->policies[m->npolicies++];
+	memset(p, 0, sizeof(*p));
+	p->name = text(cx, field(n, "name"));
+	p->loc = loc_of(cx, field(n, "name"));
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (is(ch, "act_binding")) {
+			if (p->has_act)
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, ch), "policy '%s' binds more than one act", p->name);
+			binding(cx, ch, &p->act);
+			p->has_act = true;
+		} else if (is(ch, "using_binding")) {
+			GROW(cx, p->usings, p->nusings);
+			binding(cx, ch, &p->usings[p->nusings++]);
+		} else if (is(ch, "context_binding")) {
+			struct l7_expr tmp = { 0 };
+			TSNode pat = field(ch, "pattern");
+			string_value(cx, pat, &tmp);
+			p->context = tmp.str;
+			p->context_loc = loc_of(cx, pat);
+		}
+	}
+	if (!p->has_act)
+		l7_diag(cx->d, L7_ERROR, p->loc, "policy '%s' has no 'act (Type name)' binding", p->name);
+	p->body = stmt(cx, field(n, "body"));
+}
+
+static void endpoint(struct cx *cx, TSNode n, struct l7_decl *decl)
+{
+	GROW(cx, decl->endpoints, decl->nendpoints);
+	struct l7_endpoint *ep = &decl->endpoints[decl->nendpoints++];
+	memset(ep, 0, sizeof(*ep));
+	TSNode addr = is(n, "address") ? n : field(n, "address");
+	ep->loc = loc_of(cx, addr);
+	ep->weight = 1;
+	address_value(cx, addr, &ep->ip, &ep->port);
+	TSNode w = is(n, "endpoint") ? field(n, "weight") : (TSNode){ 0 };
+	if (!ts_node_is_null(w)) {
+		long v = strtol(text(cx, w), NULL, 10);
+		if (v < 1 || v > 1000)
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, w), "weight must be between 1 and 1000");
+		ep->weight = v < 1 ? 1 : (unsigned)v;
+	}
+}
+
+static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *count)
+{
+	GROW(cx, *arr, *count);
+	struct l7_decl *dcl = &(*arr)[(*count)++];
+	memset(dcl, 0, sizeof(*dcl));
+	dcl->name = text(cx, field(n, "name"));
+	dcl->loc = loc_of(cx, field(n, "name"));
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (is(ch, "endpoint") || is(ch, "address"))
+			endpoint(cx, ch, dcl);
+	}
+	return dcl;
+}
+
+static void params(struct cx *cx, TSNode n, struct l7_iface_param **out, int *count)
+{
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (!is(ch, "self") && !is(ch, "parameter"))
+			continue;
+		GROW(cx, *out, *count);
+		struct l7_iface_param *p = &(*out)[(*count)++];
+		memset(p, 0, sizeof(*p));
+		p->is_self = is(ch, "self");
+		if (!p->is_self) {
+			p->type = text(cx, field(ch, "type"));
+			p->name = text(cx, field(ch, "name"));
+		}
+	}
+}
+
+static void iface_type(struct cx *cx, TSNode n, bool is_state)
+{
+	struct l7_module *m = cx->m;
+	if (!cx->is_interface) {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "%s types are declared in interface files (*.l7i), not in policies",
+			is_state ? "state" : "act");
+		return;
+	}
+	GROW(cx, m->types, m->ntypes);
+	struct l7_iface_type *ty = &m->types[m->ntypes++];
+	memset(ty, 0, sizeof(*ty));
+	ty->name = text(cx, field(n, "name"));
+	ty->loc = loc_of(cx, field(n, "name"));
+	ty->is_state = is_state;
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		TSNode intr = field(ch, "intrinsic");
+		if (is(ch, "field_declaration")) {
+			GROW(cx, ty->fields, ty->nfields);
+			struct l7_iface_field *f = &ty->fields[ty->nfields++];
+			memset(f, 0, sizeof(*f));
+			f->name = text(cx, field(ch, "name"));
+			f->loc = loc_of(cx, field(ch, "name"));
+			TSNode ps = field(ch, "parameters");
+			if (!ts_node_is_null(ps))
+				params(cx, ps, &f->params, &f->nparams);
+			f->type_name = text(cx, field(ch, "type"));
+			f->intrinsic_name = ts_node_is_null(intr) ? NULL : text(cx, intr);
+		} else if (is(ch, "action_declaration")) {
+			GROW(cx, ty->actions, ty->nactions);
+			struct l7_iface_action *a = &ty->actions[ty->nactions++];
+			memset(a, 0, sizeof(*a));
+			a->name = text(cx, field(ch, "name"));
+			a->loc = loc_of(cx, field(ch, "name"));
+			params(cx, field(ch, "parameters"), &a->params, &a->nparams);
+			/* tags and the intrinsic name are interpreted by l7_resolve */
+			for (uint32_t k = 0; k < ts_node_named_child_count(ch); k++) {
+				TSNode tag = ts_node_named_child(ch, k);
+				if (!is(tag, "section_tag"))
+					continue;
+				char *tn = text(cx, field(tag, "name"));
+				if (!strcmp(tn, "proxy"))
+					a->proxy_only = true;
+				else if (!strcmp(tn, "Ingress"))
+					a->ingress_only = true;
+				else if (!strcmp(tn, "Egress"))
+					a->egress_only = true;
+				else
+					l7_diag(cx->d, L7_ERROR, loc_of(cx, tag), "unknown action tag '[%s]' (expected [proxy], [Ingress] or [Egress])", tn);
+			}
+			a->intrinsic_name = ts_node_is_null(intr) ? NULL : text(cx, intr);
+		}
+	}
+}
+
+void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interface, struct l7_diags *d)
+{
+	struct cx cx = { m, src, d, is_interface };
+	if (!m->src && !is_interface)
+		m->src = src;
+	TSParser *parser = ts_parser_new();
+	ts_parser_set_language(parser, tree_sitter_l7());
+	TSTree *tree = ts_parser_parse_string(parser, NULL, src->text, (uint32_t)src->len);
+	TSNode root = ts_tree_root_node(tree);
+	report_syntax_errors(&cx, root);
+
+	uint32_t c = ts_node_named_child_count(root);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode n = ts_node_named_child(root, i);
+		const char *t = type_of(n);
+		if (is_interface && strcmp(t, "act_declaration") && strcmp(t, "state_declaration") &&
+		    strcmp(t, "comment") && strcmp(t, "ERROR")) {
+			l7_diag(d, L7_ERROR, loc_of(&cx, n), "interface files declare only act and state types");
+			continue;
+		}
+		if (!strcmp(t, "import_declaration")) {
+			GROW(&cx, m->imports, m->nimports);
+			GROW(&cx, m->import_locs, m->nimports);
+			struct l7_expr tmp = { 0 };
+			string_value(&cx, field(n, "path"), &tmp);
+			m->import_locs[m->nimports] = loc_of(&cx, field(n, "path"));
+			m->imports[m->nimports++] = tmp.str;
+		} else if (!strcmp(t, "service_declaration")) {
+			decl(&cx, n, &m->services, &m->nservices);
+		} else if (!strcmp(t, "upstream_declaration")) {
+			decl(&cx, n, &m->upstreams, &m->nupstreams);
+		} else if (!strcmp(t, "fallback_declaration")) {
+			if (m->fallback) {
+				l7_diag(d, L7_ERROR, loc_of(&cx, n), "more than one fallback proxy declared");
+				l7_diag(d, L7_NOTE, m->fallback->loc, "the first is here");
+				continue;
+			}
+			int one = 0;
+			m->fallback = NULL;
+			struct l7_decl *arr = NULL;
+			m->fallback = decl(&cx, n, &arr, &one);
+		} else if (!strcmp(t, "policy_definition")) {
+			policy(&cx, n);
+		} else if (!strcmp(t, "act_declaration")) {
+			iface_type(&cx, n, false);
+		} else if (!strcmp(t, "state_declaration")) {
+			iface_type(&cx, n, true);
+		}
+	}
+	ts_tree_delete(tree);
+	ts_parser_delete(parser);
+}
+
+void l7_module_free(struct l7_module *m)
+{
+	for (int i = 0; i < m->niface_sources; i++)
+		l7_source_free(m->iface_sources[i]);
+	free(m->iface_sources);
+	l7_arena_free(m->arena);
+	memset(m, 0, sizeof(*m));
+}

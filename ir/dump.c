@@ -1,0 +1,136 @@
+/* --emit=ir: a stable text form of the Parse-Match-Action IR, for reading and golden tests. */
+#include "ir.h"
+
+#include "l7/abi.h"
+
+#include <string.h>
+
+static const char *const method_names[] = {
+	"OTHER", "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH",
+};
+
+static void str_out(FILE *o, const char *s, size_t n)
+{
+	fputc('"', o);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			fprintf(o, "\\%c", c);
+		else if (c < 32 || c >= 127)
+			fprintf(o, "\\x%02x", c);
+		else
+			fputc(c, o);
+	}
+	fputc('"', o);
+}
+
+static void field_out(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	static const char *names[] = { "path", "query", "method", "host", "header" };
+	if (c->field == IR_F_HEADER)
+		fprintf(o, "header[%d:%s]", c->header, p->headers[c->header]);
+	else
+		fputs(names[c->field], o);
+}
+
+void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	switch (c->kind) {
+	case IR_C_TRUE: fputs("true", o); return;
+	case IR_C_FALSE: fputs("false", o); return;
+	case IR_C_AND:
+	case IR_C_OR:
+		fputc('(', o);
+		ir_cond_print(p, c->a, o);
+		fputs(c->kind == IR_C_AND ? " && " : " || ", o);
+		ir_cond_print(p, c->b, o);
+		fputc(')', o);
+		return;
+	case IR_C_NOT: fputc('!', o); ir_cond_print(p, c->a, o); return;
+	case IR_C_STR_EQ: field_out(p, c, o); fputs(" == ", o); str_out(o, c->str, c->len); return;
+	case IR_C_STR_PREFIX:
+		fputs("starts_with(", o);
+		field_out(p, c, o);
+		fputs(", ", o);
+		str_out(o, c->str, c->len);
+		fputc(')', o);
+		return;
+	case IR_C_METHOD_IS:
+		fprintf(o, "method is %s", c->method < sizeof(method_names) / sizeof(*method_names) ? method_names[c->method] : "?");
+		return;
+	case IR_C_SERVICE_IN:
+		fputs("service in {", o);
+		for (int i = 0, first = 1; i < p->nservices && i < 64; i++)
+			if (c->mask >> i & 1) {
+				fprintf(o, "%s%s", first ? "" : ", ", p->services[i].name);
+				first = 0;
+			}
+		fputc('}', o);
+		return;
+	}
+}
+
+static void target_out(FILE *o, const char *kind, int idx, const struct ir_target *t)
+{
+	fprintf(o, "%s", kind);
+	if (idx >= 0)
+		fprintf(o, " %d", idx);
+	fprintf(o, " %s", t->name);
+	for (int i = 0; i < t->nendpoints; i++) {
+		unsigned ip = t->endpoints[i].ip;
+		fprintf(o, " %u.%u.%u.%u:%u", ip >> 24, ip >> 16 & 255, ip >> 8 & 255, ip & 255, t->endpoints[i].port);
+		if (t->endpoints[i].weight != 1)
+			fprintf(o, " weight %u", t->endpoints[i].weight);
+	}
+	fputc('\n', o);
+}
+
+static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *o)
+{
+	fprintf(o, "  rule %d (line %u): ", r->id, r->line);
+	ir_cond_print(p, r->cond, o);
+	fputs("\n    ->", o);
+	for (int i = 0; i < r->nactions; i++)
+		fprintf(o, " set_header #%d;", r->actions[i].mutation);
+	switch (r->term) {
+	case IR_CONTINUE: fputs(" continue\n", o); break;
+	case IR_FORWARD: fprintf(o, " forward %s\n", p->upstreams[r->upstream].name); break;
+	case IR_DENY: fprintf(o, " deny %d\n", r->status); break;
+	case IR_FALLBACK: fprintf(o, " fallback (%s)\n", r->reason ? r->reason : ""); break;
+	}
+}
+
+void ir_dump(const struct ir_program *p, FILE *o)
+{
+	fprintf(o, "; Parse-Match-Action IR\n");
+	for (int i = 0; i < p->nservices; i++)
+		target_out(o, "service", i, &p->services[i]);
+	for (int i = 0; i < p->nupstreams; i++)
+		target_out(o, i == p->fallback ? "fallback" : "upstream", i, &p->upstreams[i]);
+	fputs("parse:", o);
+	if (p->reads_method)
+		fputs(" method", o);
+	if (p->reads_path)
+		fputs(" path", o);
+	if (p->reads_query)
+		fputs(" query", o);
+	if (p->reads_host)
+		fputs(" host", o);
+	for (int i = 0; i < p->nheaders; i++)
+		fprintf(o, " header[%d:%s]", i, p->headers[i]);
+	fputc('\n', o);
+	for (int i = 0; i < p->nmutations; i++) {
+		fprintf(o, "mutation #%d set ", i);
+		str_out(o, p->mutations[i].name, strlen(p->mutations[i].name));
+		fputs(" = ", o);
+		str_out(o, p->mutations[i].value, strlen(p->mutations[i].value));
+		fputc('\n', o);
+	}
+	for (int i = 0; i < p->npolicies; i++) {
+		const struct ir_policy *pol = &p->policies[i];
+		fprintf(o, "policy %s (line %u): %d rule%s\n", pol->name, pol->line, pol->nrules, pol->nrules == 1 ? "" : "s");
+		for (int r = 0; r < pol->nrules; r++)
+			rule_out(p, &pol->rules[r], o);
+	}
+	fprintf(o, "default: deny %d\n", p->default_rule.status);
+}

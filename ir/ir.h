@@ -1,0 +1,109 @@
+/* ir: the Parse-Match-Action IR of one policy file.
+ *
+ *   Parse   the header vector: exactly the request fields some rule reads
+ *   Match   per policy, ordered rules; each rule a condition over the header vector
+ *   Action  per rule, header mutations then one terminal: forward, deny, fallback, or continue
+ *           to the next policy
+ *
+ * Built from the resolved AST by ir_lower(); printed by ir_dump() (--emit=ir). The IR owns
+ * copies of every string it keeps, so the AST can be freed after lowering. */
+#ifndef L7_IR_H
+#define L7_IR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+struct l7_module;
+struct l7_diags;
+struct l7_arena;
+
+enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER };
+
+enum ir_cond_kind {
+	IR_C_TRUE, IR_C_FALSE, IR_C_AND, IR_C_OR, IR_C_NOT,
+	IR_C_STR_EQ,       /* field == str */
+	IR_C_STR_PREFIX,   /* field starts with str */
+	IR_C_METHOD_IS,    /* parsed method number == method (enum l7_method) */
+	IR_C_SERVICE_IN,   /* the request came through one of the services in mask */
+};
+
+struct ir_cond {
+	enum ir_cond_kind kind;
+	struct ir_cond *a, *b;       /* AND, OR, NOT (a only) */
+	enum ir_field field;
+	int header;                  /* IR_F_HEADER: index into the header vector's names */
+	char *str;
+	size_t len;
+	unsigned method;
+	unsigned long long mask;
+	unsigned line;               /* .l7 line of the source expression */
+};
+
+enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK };
+
+struct ir_action {               /* non-terminal actions, in order */
+	int mutation;                /* SetHeader: index into ir_program.mutations */
+	unsigned line;
+};
+
+struct ir_rule {
+	int id;                      /* 1-based, unique in the program; 0 = the default */
+	struct ir_cond *cond;
+	struct ir_action *actions;
+	int nactions;
+	enum ir_term term;
+	int upstream;                /* IR_FORWARD */
+	int status;                  /* IR_DENY */
+	char *reason;                /* IR_FALLBACK: why this goes to the slow path */
+	unsigned line;               /* line of the terminal action (or the last statement) */
+};
+
+struct ir_policy {
+	char *name;
+	unsigned line;
+	struct ir_rule *rules;
+	int nrules;
+};
+
+struct ir_endpoint { unsigned ip, port, weight; };
+
+struct ir_target {               /* a service, an upstream or the fallback proxy */
+	char *name;
+	struct ir_endpoint *endpoints;
+	int nendpoints;
+};
+
+struct ir_mutation {
+	char *name, *value;
+	char *line;                  /* "name: value\r\n", what goes on the wire */
+	size_t line_len;
+};
+
+struct ir_program {
+	char *source_path;
+	struct ir_target *services, *upstreams;
+	int nservices, nupstreams;
+	int fallback;                /* upstream index of the fallback proxy, -1 if none */
+	/* header vector */
+	bool reads_path, reads_query, reads_method, reads_host;
+	char **headers;              /* lower-case names of the headers rules read */
+	int nheaders;
+	struct ir_mutation *mutations;
+	int nmutations;
+	struct ir_policy *policies;
+	int npolicies;
+	struct ir_rule default_rule; /* what a request no policy decided gets */
+	int nrules;                  /* rules in all policies */
+	struct l7_arena *arena;      /* owns everything above */
+};
+
+/* Lowers a resolved module. Returns NULL when it reported errors. */
+struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d);
+void ir_dump(const struct ir_program *p, FILE *out);
+void ir_free(struct ir_program *p);
+
+/* Text of a condition, as in the dump ("starts_with(path, \"/api\") && method == GET"). */
+void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *out);
+
+#endif

@@ -1,0 +1,448 @@
+/* AST -> Parse-Match-Action IR.
+ *
+ * A policy body is a tree of statements; the data plane wants ordered rules. Every path
+ * through the body becomes one rule: its condition is the conjunction of the branch
+ * conditions taken (negated for else), its actions the mutations met on the way, its terminal
+ * the Route/Deny/Fallback that ends the path (or "continue" into the next policy). Paths are
+ * mutually exclusive, so first-match order is kept trivially. */
+#include "ir.h"
+
+#include "frontend.h"
+#include "l7/abi.h"
+
+#include <ctype.h>
+#include <regex.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_RULES 65536
+
+struct lx {
+	struct ir_program *p;
+	const struct l7_module *m;
+	struct l7_diags *d;
+	struct ir_policy *pol;
+	const struct l7_policy *src;
+	bool too_many;
+};
+
+static void *alloc(struct lx *x, size_t n) { return l7_alloc(&x->p->arena, n); }
+static char *dup(struct lx *x, const char *s, size_t n) { return l7_strndup(&x->p->arena, s, n); }
+
+/* ---- conditions, simplified as they are built ---- */
+
+static struct ir_cond *cond_new(struct lx *x, enum ir_cond_kind k, unsigned line)
+{
+	struct ir_cond *c = alloc(x, sizeof(*c));
+	c->kind = k;
+	c->line = line;
+	return c;
+}
+
+static struct ir_cond *cond_not(struct lx *x, struct ir_cond *a)
+{
+	if (a->kind == IR_C_TRUE || a->kind == IR_C_FALSE)
+		return cond_new(x, a->kind == IR_C_TRUE ? IR_C_FALSE : IR_C_TRUE, a->line);
+	if (a->kind == IR_C_NOT)
+		return a->a;
+	struct ir_cond *c = cond_new(x, IR_C_NOT, a->line);
+	c->a = a;
+	return c;
+}
+
+static struct ir_cond *cond_bin(struct lx *x, enum ir_cond_kind k, struct ir_cond *a, struct ir_cond *b)
+{
+	enum ir_cond_kind unit = k == IR_C_AND ? IR_C_TRUE : IR_C_FALSE;
+	if (a->kind == unit)
+		return b;
+	if (b->kind == unit)
+		return a;
+	if (a->kind != unit && (a->kind == IR_C_TRUE || a->kind == IR_C_FALSE))
+		return a;   /* absorbing element */
+	if (b->kind == IR_C_TRUE || b->kind == IR_C_FALSE)
+		return b;
+	struct ir_cond *c = cond_new(x, k, a->line);
+	c->a = a;
+	c->b = b;
+	return c;
+}
+
+static int header_index(struct lx *x, const char *name, size_t len, struct l7_loc loc)
+{
+	char low[L7_MAX_NAME];
+	if (len == 0 || len >= L7_MAX_NAME) {
+		l7_diag(x->d, L7_ERROR, loc, "header name must be 1 to %d bytes", L7_MAX_NAME - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < len; i++)
+		low[i] = (char)tolower((unsigned char)name[i]);
+	low[len] = 0;
+	for (int i = 0; i < x->p->nheaders; i++)
+		if (!strcmp(x->p->headers[i], low))
+			return i;
+	if (!strcmp(low, "host")) {
+		l7_diag(x->d, L7_ERROR, loc, "use %s.host for the Host header", x->src->act.name);
+		return -1;
+	}
+	if (x->p->nheaders == L7_MAX_WANTED) {
+		l7_diag(x->d, L7_ERROR, loc, "a policy file can read at most %d distinct headers", L7_MAX_WANTED);
+		return -1;
+	}
+	char **n = alloc(x, sizeof(char *) * (x->p->nheaders + 1));
+	memcpy(n, x->p->headers, sizeof(char *) * x->p->nheaders);
+	n[x->p->nheaders] = dup(x, low, len);
+	x->p->headers = n;
+	return x->p->nheaders++;
+}
+
+/* The request field an expression reads, or false if it is not a field. */
+static bool field_of(struct lx *x, const struct l7_expr *e, enum ir_field *f, int *hdr)
+{
+	if (e->ref != REF_FIELD || !e->field)
+		return false;
+	switch (e->field->intrinsic) {
+	case I_PATH: *f = IR_F_PATH; x->p->reads_path = true; return true;
+	case I_QUERY: *f = IR_F_QUERY; x->p->reads_query = true; return true;
+	case I_METHOD: *f = IR_F_METHOD; x->p->reads_method = true; return true;
+	case I_HOST: *f = IR_F_HOST; x->p->reads_host = true; return true;
+	case I_HEADER:
+		*f = IR_F_HEADER;
+		*hdr = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
+		return *hdr >= 0;
+	default: return false;
+	}
+}
+
+static const char *const method_names[] = {
+	[L7_M_GET] = "GET", [L7_M_HEAD] = "HEAD", [L7_M_POST] = "POST", [L7_M_PUT] = "PUT",
+	[L7_M_DELETE] = "DELETE", [L7_M_CONNECT] = "CONNECT", [L7_M_OPTIONS] = "OPTIONS",
+	[L7_M_TRACE] = "TRACE", [L7_M_PATCH] = "PATCH",
+};
+
+static struct ir_cond *str_cond(struct lx *x, enum ir_cond_kind k, const struct l7_expr *fe,
+				const struct l7_expr *lit, unsigned line)
+{
+	enum ir_field f;
+	int hdr = 0;
+	if (!field_of(x, fe, &f, &hdr))
+		return cond_new(x, IR_C_FALSE, line);
+	if (f == IR_F_METHOD && k == IR_C_STR_EQ)
+		for (unsigned m = 1; m < sizeof(method_names) / sizeof(method_names[0]); m++)
+			if (lit->str_len == strlen(method_names[m]) && !memcmp(lit->str, method_names[m], lit->str_len)) {
+				struct ir_cond *c = cond_new(x, IR_C_METHOD_IS, line);
+				c->method = m;
+				return c;
+			}
+	if (lit->str_len >= L7_MAX_HEAD) {
+		l7_diag(x->d, L7_ERROR, lit->loc, "string longer than the data plane's head limit (%d bytes)", L7_MAX_HEAD);
+		return cond_new(x, IR_C_FALSE, line);
+	}
+	struct ir_cond *c = cond_new(x, k, line);
+	c->field = f;
+	c->header = hdr;
+	c->str = dup(x, lit->str, lit->str_len);
+	c->len = lit->str_len;
+	return c;
+}
+
+static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
+{
+	unsigned line = e->loc.line;
+	switch (e->kind) {
+	case E_BOOL:
+		return cond_new(x, e->num ? IR_C_TRUE : IR_C_FALSE, line);
+	case E_NOT:
+		return cond_not(x, lower_cond(x, e->lhs));
+	case E_CALL:
+		if (e->builtin == B_STARTS_WITH)
+			return str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line);
+		break;
+	case E_BINARY: {
+		const struct l7_expr *l = e->lhs, *r = e->rhs;
+		if (e->op == OP_AND || e->op == OP_OR)
+			return cond_bin(x, e->op == OP_AND ? IR_C_AND : IR_C_OR, lower_cond(x, l), lower_cond(x, r));
+		if ((e->op == OP_EQ || e->op == OP_NE) && l->type == T_STRING) {
+			if (l->kind == E_STRING && r->kind == E_STRING) {   /* constant: fold */
+				bool eq = l->str_len == r->str_len && !memcmp(l->str, r->str, l->str_len);
+				return cond_new(x, eq == (e->op == OP_EQ) ? IR_C_TRUE : IR_C_FALSE, line);
+			}
+			if (l->kind == E_STRING) {
+				const struct l7_expr *t = l;
+				l = r;
+				r = t;
+			}
+			if (r->kind == E_STRING) {
+				struct ir_cond *c = str_cond(x, IR_C_STR_EQ, l, r, line);
+				return e->op == OP_EQ ? c : cond_not(x, c);
+			}
+			l7_diag(x->d, L7_ERROR, e->loc, "the data plane compares a request field with a constant; comparing two fields is not supported");
+			return cond_new(x, IR_C_FALSE, line);
+		}
+		if (e->op == OP_IN && r->kind == E_LIST && l->type == T_STRING) {
+			struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+			for (int i = 0; i < r->nargs; i++)
+				if (r->args[i]->kind == E_STRING)
+					acc = cond_bin(x, IR_C_OR, acc, str_cond(x, IR_C_STR_EQ, l, r->args[i], line));
+			return acc;
+		}
+		if ((e->op == OP_EQ || e->op == OP_NE) && l->kind == E_BOOL && r->kind == E_BOOL)
+			return cond_new(x, (l->num == r->num) == (e->op == OP_EQ) ? IR_C_TRUE : IR_C_FALSE, line);
+		break;
+	}
+	default:
+		break;
+	}
+	l7_diag(x->d, L7_ERROR, e->loc, "this condition cannot be evaluated by the kernel data plane yet");
+	return cond_new(x, IR_C_FALSE, line);
+}
+
+/* ---- mutations ---- */
+
+static int mutation_index(struct lx *x, const struct l7_expr *name, const struct l7_expr *value)
+{
+	struct ir_program *p = x->p;
+	for (int i = 0; i < p->nmutations; i++)
+		if (!strcmp(p->mutations[i].name, name->str) && strlen(p->mutations[i].value) == value->str_len &&
+		    !memcmp(p->mutations[i].value, value->str, value->str_len))
+			return i;
+	struct ir_mutation *n = alloc(x, sizeof(*n) * (p->nmutations + 1));
+	memcpy(n, p->mutations, sizeof(*n) * p->nmutations);
+	struct ir_mutation *mu = &n[p->nmutations];
+	mu->name = dup(x, name->str, name->str_len);
+	mu->value = dup(x, value->str, value->str_len);
+	mu->line_len = name->str_len + 2 + value->str_len + 2;
+	mu->line = alloc(x, mu->line_len + 1);
+	snprintf(mu->line, mu->line_len + 1, "%s: %s\r\n", mu->name, mu->value);
+	p->mutations = n;
+	return p->nmutations++;
+}
+
+/* ---- paths through the body ---- */
+
+struct seq {                       /* the statements still to run on a path */
+	const struct l7_stmt *s;
+	const struct seq *next;
+};
+
+struct path {
+	struct ir_cond *cond;
+	struct ir_action *actions;
+	int nactions;
+	unsigned line;
+};
+
+static void emit_rule(struct lx *x, const struct path *pa, enum ir_term term, int upstream, int status,
+		      const char *reason, unsigned line)
+{
+	if (term == IR_CONTINUE && pa->nactions == 0)
+		return;   /* a path that does nothing */
+	if (pa->cond->kind == IR_C_FALSE)
+		return;   /* never taken */
+	if (x->p->nrules >= MAX_RULES) {
+		if (!x->too_many)
+			l7_diag(x->d, L7_ERROR, x->src->loc, "policy '%s' has more than %d paths; split it", x->src->name, MAX_RULES);
+		x->too_many = true;
+		return;
+	}
+	struct ir_policy *pol = x->pol;
+	struct ir_rule *n = alloc(x, sizeof(*n) * (pol->nrules + 1));
+	memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
+	struct ir_rule *r = &n[pol->nrules];
+	r->id = ++x->p->nrules;
+	r->cond = pa->cond;
+	r->actions = pa->actions;
+	r->nactions = pa->nactions;
+	r->term = term;
+	r->upstream = upstream;
+	r->status = status;
+	r->reason = reason ? dup(x, reason, strlen(reason)) : NULL;
+	r->line = line;
+	pol->rules = n;
+	pol->nrules++;
+}
+
+static void lower_seq(struct lx *x, const struct seq *q, struct path pa);
+
+static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	const struct l7_iface_action *a = s->action;
+	const struct l7_expr *c = s->call;
+	unsigned line = s->loc.line;
+	char why[256];
+	switch (a->intrinsic) {
+	case I_SET_HEADER: {
+		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
+		memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
+		if (pa.nactions >= L7_MAX_SET) {
+			l7_diag(x->d, L7_ERROR, s->loc, "more than %d header mutations on one path", L7_MAX_SET);
+			return;
+		}
+		n[pa.nactions].mutation = mutation_index(x, c->args[1], c->args[2]);
+		n[pa.nactions].line = line;
+		pa.actions = n;
+		pa.nactions++;
+		pa.line = line;
+		lower_seq(x, rest, pa);
+		return;
+	}
+	case I_ROUTE:
+		emit_rule(x, &pa, IR_FORWARD, c->args[1]->ref_index, 0, NULL, line);
+		break;
+	case I_DENY:
+		emit_rule(x, &pa, IR_DENY, -1, (int)c->args[1]->num, NULL, line);
+		break;
+	case I_FALLBACK:
+	case I_PROXY_ONLY:
+		if (a->intrinsic == I_FALLBACK)
+			snprintf(why, sizeof(why), "Fallback() at line %u", line);
+		else
+			snprintf(why, sizeof(why), "action '%s' (line %u) runs only in the fallback proxy", a->name, line);
+		if (a->intrinsic == I_PROXY_ONLY)
+			l7_diag(x->d, L7_WARNING, s->loc, "'%s' runs only in the userspace proxy: requests reaching it take the slow path", a->name);
+		if (x->p->fallback < 0)
+			l7_diag(x->d, L7_ERROR, s->loc, "requests reaching this line go to the fallback proxy, but the policy file declares none (add: fallback proxy = ADDR:PORT;)");
+		emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, line);
+		break;
+	default:
+		return;
+	}
+}
+
+static void lower_seq(struct lx *x, const struct seq *q, struct path pa)
+{
+	if (x->too_many)
+		return;
+	if (!q) {
+		emit_rule(x, &pa, IR_CONTINUE, -1, 0, NULL, pa.line);
+		return;
+	}
+	const struct l7_stmt *s = q->s;
+	switch (s->kind) {
+	case S_SECTION:
+		if (!strcmp(s->section, "Egress"))
+			l7_diag(x->d, L7_WARNING, s->loc, "[Egress] placement: gateway mode enforces every policy at ingress");
+		lower_seq(x, q->next, pa);
+		return;
+	case S_ACTION:
+		if (s->action)
+			lower_action(x, s, q->next, pa);
+		return;
+	case S_BLOCK: {
+		/* Splice the block's statements in front of the rest, back to front. */
+		const struct seq *head = q->next;
+		struct seq *nodes = alloc(x, sizeof(*nodes) * (s->nbody ? s->nbody : 1));
+		for (int i = s->nbody - 1; i >= 0; i--) {
+			nodes[i].s = s->body[i];
+			nodes[i].next = head;
+			head = &nodes[i];
+		}
+		lower_seq(x, head, pa);
+		return;
+	}
+	case S_IF: {
+		struct ir_cond *c = lower_cond(x, s->cond);
+		struct path yes = pa, no = pa;
+		yes.cond = cond_bin(x, IR_C_AND, pa.cond, c);
+		no.cond = cond_bin(x, IR_C_AND, pa.cond, cond_not(x, c));
+		yes.line = no.line = s->loc.line;
+		if (c->kind == IR_C_FALSE && s->then)
+			l7_diag(x->d, L7_WARNING, s->cond->loc, "condition is always false");
+		struct seq then = { s->then, q->next }, other = { s->otherwise, q->next };
+		lower_seq(x, s->then ? &then : q->next, yes);
+		lower_seq(x, s->otherwise ? &other : q->next, no);
+		return;
+	}
+	}
+}
+
+/* ---- declarations ---- */
+
+static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl *d)
+{
+	t->name = dup(x, d->name, strlen(d->name));
+	t->nendpoints = d->nendpoints;
+	t->endpoints = alloc(x, sizeof(*t->endpoints) * (d->nendpoints ? d->nendpoints : 1));
+	for (int i = 0; i < d->nendpoints; i++)
+		t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
+}
+
+/* context ('regex over caller->callee'): in gateway mode the caller is "external"; the callee
+ * is the service the client connected to. Resolved here, against the declared services. */
+static struct ir_cond *context_cond(struct lx *x, const struct l7_policy *pol)
+{
+	if (!pol->context || x->m->nservices == 0)
+		return cond_new(x, IR_C_TRUE, pol->loc.line);
+	size_t n = strlen(pol->context) + 8;
+	char *anchored = malloc(n);
+	snprintf(anchored, n, "^(%s)$", pol->context);
+	regex_t re;
+	unsigned long long mask = 0;
+	if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
+		for (int i = 0; i < x->m->nservices && i < 64; i++) {
+			char chain[256];
+			snprintf(chain, sizeof(chain), "external->%s", x->m->services[i].name);
+			if (regexec(&re, chain, 0, NULL, 0) == 0)
+				mask |= 1ull << i;
+		}
+		regfree(&re);
+	}
+	free(anchored);
+	if (mask == 0)
+		l7_diag(x->d, L7_WARNING, pol->context_loc, "context matches none of the declared services; policy '%s' never applies", pol->name);
+	unsigned long long all = x->m->nservices >= 64 ? ~0ull : (1ull << x->m->nservices) - 1;
+	if (mask == all)
+		return cond_new(x, IR_C_TRUE, pol->loc.line);
+	struct ir_cond *c = cond_new(x, mask ? IR_C_SERVICE_IN : IR_C_FALSE, pol->loc.line);
+	c->mask = mask;
+	return c;
+}
+
+struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
+{
+	int errors_before = d->errors;
+	struct ir_program *p = calloc(1, sizeof(*p));
+	struct lx x = { .p = p, .m = m, .d = d };
+	p->source_path = dup(&x, m->src->path, strlen(m->src->path));
+	p->nservices = m->nservices;
+	p->services = alloc(&x, sizeof(*p->services) * (m->nservices + 1));
+	for (int i = 0; i < m->nservices; i++)
+		copy_target(&x, &p->services[i], &m->services[i]);
+	p->nupstreams = m->nupstreams + (m->fallback ? 1 : 0);
+	p->upstreams = alloc(&x, sizeof(*p->upstreams) * (p->nupstreams + 1));
+	for (int i = 0; i < m->nupstreams; i++)
+		copy_target(&x, &p->upstreams[i], &m->upstreams[i]);
+	p->fallback = -1;
+	if (m->fallback) {   /* the fallback proxy is the last upstream: pooled like any other */
+		p->fallback = m->nupstreams;
+		copy_target(&x, &p->upstreams[p->fallback], m->fallback);
+	}
+	p->policies = alloc(&x, sizeof(*p->policies) * (m->npolicies + 1));
+	for (int i = 0; i < m->npolicies; i++) {
+		const struct l7_policy *src = &m->policies[i];
+		struct ir_policy *pol = &p->policies[p->npolicies++];
+		pol->name = dup(&x, src->name, strlen(src->name));
+		pol->line = src->loc.line;
+		x.pol = pol;
+		x.src = src;
+		struct path start = { .cond = context_cond(&x, src), .line = src->loc.line };
+		struct seq body = { src->body, NULL };
+		if (src->body)
+			lower_seq(&x, &body, start);
+	}
+	/* Like a gateway with no matching route: 404, never forwarded unchecked. */
+	p->default_rule = (struct ir_rule){ .id = 0, .term = IR_DENY, .status = 404, .line = 0 };
+	p->default_rule.cond = cond_new(&x, IR_C_TRUE, 0);
+	if (d->errors > errors_before) {
+		ir_free(p);
+		return NULL;
+	}
+	return p;
+}
+
+void ir_free(struct ir_program *p)
+{
+	if (!p)
+		return;
+	l7_arena_free(p->arena);
+	free(p);
+}
