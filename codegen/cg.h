@@ -35,7 +35,7 @@ void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, 
 	       unsigned key_size, unsigned value_size);
 
 /* tables.c: header-vector names, mutations, l7.config, license, maps, program wrappers */
-void cg_tables(struct cg *g);
+int cg_tables(struct cg *g);
 void cg_maps(struct cg *g);
 void cg_programs(struct cg *g);
 int cg_is_program(const char *name);

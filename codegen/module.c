@@ -191,7 +191,8 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 		goto out;
 	cg_di_init(&g);
 
-	cg_tables(&g);
+	if (cg_tables(&g))
+		goto out;
 	cg_maps(&g);
 	cg_policy(&g);
 	cg_programs(&g);

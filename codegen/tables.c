@@ -54,31 +54,36 @@ static void wanted_headers(struct cg *g)
 	cg_const_global(g, "l7_wanted_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_WANTED), 0);
 }
 
-/* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. */
-static void mutations(struct cg *g)
+/* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. The
+ * tables have the fixed sizes the machinery declares (L7_MAX_MUT, L7_MUT_BYTES). */
+static int mutations(struct cg *g)
 {
 	const struct ir_program *p = g->p;
 	int n = p->nmutations;
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += p->mutations[i].line_len;
-	char *bytes = calloc(1, total + 1);
-	LLVMValueRef *offs = calloc((size_t)n + 1, sizeof(*offs)), *lens = calloc((size_t)n + 1, sizeof(*lens));
-	size_t at = 0;
-	for (int i = 0; i < n; i++) {
-		memcpy(bytes + at, p->mutations[i].line, p->mutations[i].line_len);
-		offs[i] = LLVMConstInt(g->i16, at, 0);
-		lens[i] = LLVMConstInt(g->i16, p->mutations[i].line_len, 0);
-		at += p->mutations[i].line_len;
+	if (n > L7_MAX_MUT || total > L7_MUT_BYTES) {
+		fprintf(stderr, "l7c: error: %s: %d distinct header mutations of %zu bytes; the data plane holds at most %d of %d bytes\n",
+			p->source_path, n, total, L7_MAX_MUT, L7_MUT_BYTES);
+		return -1;
 	}
-	offs[n] = lens[n] = LLVMConstInt(g->i16, 0, 0);   /* never an empty array */
+	char bytes[L7_MUT_BYTES] = { 0 };
+	LLVMValueRef offs[L7_MAX_MUT], lens[L7_MAX_MUT];
+	size_t at = 0;
+	for (int i = 0; i < L7_MAX_MUT; i++) {
+		size_t len = i < n ? p->mutations[i].line_len : 0;
+		if (len)
+			memcpy(bytes + at, p->mutations[i].line, len);
+		offs[i] = LLVMConstInt(g->i16, at, 0);
+		lens[i] = LLVMConstInt(g->i16, len, 0);
+		at += len;
+	}
 	cg_const_global(g, "l7_n_mut", u32c(g, (unsigned)n), 0);
-	cg_const_global(g, "l7_mut_off", LLVMConstArray2(g->i16, offs, (uint64_t)n + 1), 0);
-	cg_const_global(g, "l7_mut_len", LLVMConstArray2(g->i16, lens, (uint64_t)n + 1), 0);
-	cg_const_global(g, "l7_mut_bytes", LLVMConstStringInContext(g->ctx, bytes, (unsigned)total + 1, 1), 0);
-	free(bytes);
-	free(offs);
-	free(lens);
+	cg_const_global(g, "l7_mut_off", LLVMConstArray2(g->i16, offs, L7_MAX_MUT), 0);
+	cg_const_global(g, "l7_mut_len", LLVMConstArray2(g->i16, lens, L7_MAX_MUT), 0);
+	cg_const_global(g, "l7_mut_bytes", LLVMConstStringInContext(g->ctx, bytes, L7_MUT_BYTES, 1), 0);
+	return 0;
 }
 
 static void endpoint_text(char *buf, size_t n, const struct ir_endpoint *e)
@@ -119,15 +124,22 @@ static void config_section(struct cg *g)
 	free(text);
 }
 
-void cg_tables(struct cg *g)
+int cg_tables(struct cg *g)
 {
+	if (g->p->nupstreams > L7_MAX_UPSTREAMS) {
+		fprintf(stderr, "l7c: error: %s: %d upstreams (fallback included); the data plane binds at most %d\n",
+			g->p->source_path, g->p->nupstreams, L7_MAX_UPSTREAMS);
+		return -1;
+	}
 	wanted_headers(g);
-	mutations(g);
+	if (mutations(g))
+		return -1;
 	config_section(g);
 	LLVMValueRef lic = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, 4), "_license");
 	LLVMSetInitializer(lic, LLVMConstStringInContext(g->ctx, "GPL", 3, 0));
 	LLVMSetSection(lic, "license");
 	cg_keep(g, lic);
+	return 0;
 }
 
 void cg_maps(struct cg *g)

@@ -62,8 +62,15 @@ static void report_syntax_errors(struct cx *cx, TSNode n)
 		return;
 	}
 	if (is(n, "ERROR")) {
-		/* Point at the first leaf inside the error: the token that did not fit. */
+		/* Tree-sitter wraps what it could not place in ERROR. When that ends with a complete
+		 * construct (e.g. `if (cond` then `{`), the mistake is the token after it; otherwise it
+		 * is the first token inside. */
 		TSNode leaf = n;
+		uint32_t nc = ts_node_child_count(n);
+		TSNode last = nc ? ts_node_child(n, nc - 1) : n;
+		TSNode after = ts_node_next_sibling(n);
+		if (nc && ts_node_is_named(last) && !is(last, "ERROR") && !ts_node_is_null(after))
+			leaf = after;
 		while (ts_node_child_count(leaf) > 0)
 			leaf = ts_node_child(leaf, 0);
 		struct l7_loc l = loc_of(cx, leaf);

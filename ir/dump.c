@@ -46,7 +46,14 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 		ir_cond_print(p, c->b, o);
 		fputc(')', o);
 		return;
-	case IR_C_NOT: fputc('!', o); ir_cond_print(p, c->a, o); return;
+	case IR_C_NOT: {
+		bool wrap = c->a->kind != IR_C_AND && c->a->kind != IR_C_OR;   /* those print their own () */
+		fputs(wrap ? "!(" : "!", o);
+		ir_cond_print(p, c->a, o);
+		if (wrap)
+			fputc(')', o);
+		return;
+	}
 	case IR_C_STR_EQ: field_out(p, c, o); fputs(" == ", o); str_out(o, c->str, c->len); return;
 	case IR_C_STR_PREFIX:
 		fputs("starts_with(", o);

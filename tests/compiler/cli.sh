@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The l7c command line: exit codes (0 compiled, 1 policy errors, 2 usage/I-O), every --emit
+# kind, default output names. Usage: cli.sh L7C SOURCE_DIR TMPDIR
+set -u
+l7c=$1 src=$2 tmp=$3
+rm -rf "$tmp" && mkdir -p "$tmp"
+pass=0 fail=0
+check() {   # check NAME EXPECTED_STATUS COMMAND... ; output in $tmp/out
+  local name=$1 want=$2; shift 2
+  "$@" >"$tmp/out" 2>&1; local got=$?
+  if [ "$got" = "$want" ]; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name: exit $got, want $want"; cat "$tmp/out"; fi
+}
+contains() {  # contains NAME PATTERN : $tmp/out matches
+  if grep -Eq -- "$2" "$tmp/out"; then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $1: no /$2/ in:"; head -20 "$tmp/out"; fi
+}
+ex=$src/examples/route.l7
+
+check version 0 "$l7c" --version;                         contains version '^l7c [0-9]'
+check help 0 "$l7c" --help;                               contains help 'usage: l7c'
+check no-input 2 "$l7c";                                  contains no-input 'no policy file given'
+check two-inputs 2 "$l7c" "$ex" "$ex"
+check bad-emit 2 "$l7c" --emit=exe "$ex";                 contains bad-emit 'expected ast, ir, llvm, asm or obj'
+check bad-opt 2 "$l7c" -O0 "$ex";                         contains bad-opt 'use -O1 or -O2'
+check bad-flag 2 "$l7c" --frobnicate "$ex"
+check missing-file 2 "$l7c" "$tmp/nope.l7";               contains missing-file "cannot open"
+check five-mistakes 1 "$l7c" --color=never "$src/tests/compiler/cases/five_mistakes.l7"
+contains five-mistakes '^5 errors generated\.$'
+[ ! -e five_mistakes.o ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL: object written despite errors"; }
+
+check obj 0 "$l7c" "$ex" -o "$tmp/route.o"
+# ELF, 64-bit, little endian, e_machine 247 (EM_BPF)
+magic=$(od -An -tx1 -N4 "$tmp/route.o" | tr -d ' \n'); mach=$(od -An -tu2 -j18 -N2 "$tmp/route.o" | tr -d ' ')
+[ "$magic" = 7f454c46 ] && [ "$mach" = 247 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL obj: not a BPF ELF ($magic, machine $mach)"; }
+check O1 0 "$l7c" -O1 "$ex" -o "$tmp/route1.o"
+check ast 0 "$l7c" --emit=ast "$ex";                      contains ast '^\(policy edge \(act HttpRequest request\)'
+check ir 0 "$l7c" --emit=ir "$ex";                        contains ir '^policy edge \(line [0-9]+\): [0-9]+ rules'
+check llvm 0 "$l7c" --emit=llvm "$ex";                    contains llvm 'define .*@l7_client_verdict\(ptr'
+contains llvm-section 'section "sk_skb/stream_verdict"'
+contains llvm-lines '!DIFile\(filename: "route.l7"'
+check asm 0 "$l7c" --emit=asm "$ex" -o -;                 contains asm 'l7_client_verdict:'
+(cd "$tmp" && cp "$ex" ./copy.l7 && "$l7c" copy.l7) && [ -s "$tmp/copy.o" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL default output name"; }
+check unwritable 2 "$l7c" "$ex" -o /nonexistent-dir/x.o;  contains unwritable "cannot write"
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" = 0 ]

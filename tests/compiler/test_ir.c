@@ -1,0 +1,84 @@
+/* IR goldens: ir/NAME.l7 lowers to exactly ir/NAME.ir (set L7C_UPDATE_GOLDENS=1 to rewrite
+ * them after an intended change, then review the diff). */
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "ir.h"
+
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f)
+		return NULL;
+	fseek(f, 0, SEEK_END);
+	long n = ftell(f);
+	rewind(f);
+	char *s = malloc((size_t)n + 1);
+	s[fread(s, 1, (size_t)n, f)] = 0;
+	fclose(f);
+	return s;
+}
+
+ParameterizedTestParameters(ir, goldens)
+{
+	static char names[64][128];
+	int n = 0;
+	DIR *d = opendir(IR_DIR);
+	struct dirent *e;
+	while (d && (e = readdir(d)) && n < 64) {
+		size_t l = strlen(e->d_name);
+		if (l > 3 && !strcmp(e->d_name + l - 3, ".l7"))
+			snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(l - 3), e->d_name);
+	}
+	if (d)
+		closedir(d);
+	char **params = cr_malloc(sizeof(char *) * (size_t)n);
+	for (int i = 0; i < n; i++) {
+		params[i] = cr_malloc(strlen(names[i]) + 1);
+		strcpy(params[i], names[i]);
+	}
+	return cr_make_param_array(char *, params, (size_t)n, NULL);
+}
+
+ParameterizedTest(char **name, ir, goldens)
+{
+	char src_path[512], ir_path[512];
+	snprintf(src_path, sizeof(src_path), "%s/%s.l7", IR_DIR, *name);
+	snprintf(ir_path, sizeof(ir_path), "%s/%s.ir", IR_DIR, *name);
+
+	char *diags = NULL, *dump = NULL;
+	size_t dl = 0, il = 0;
+	FILE *df = open_memstream(&diags, &dl), *irf = open_memstream(&dump, &il);
+	struct l7_diags d = { .out = df };
+	struct l7_source *src = l7_source_load(src_path, &d);
+	struct l7_module m = { 0 };
+	const char *inc[] = { L7_STDLIB_DIR };
+	l7_parse(&m, src, false, &d);
+	l7_resolve(&m, inc, 1, &d);
+	struct ir_program *p = d.errors ? NULL : ir_lower(&m, &d);
+	fflush(df);
+	cr_assert_not_null(p, "%s does not lower:\n%s", *name, diags);
+	ir_dump(p, irf);
+	fclose(irf);
+	fclose(df);
+
+	if (getenv("L7C_UPDATE_GOLDENS")) {
+		FILE *w = fopen(ir_path, "w");
+		fputs(dump, w);
+		fclose(w);
+	}
+	char *want = slurp(ir_path);
+	cr_assert_not_null(want, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", ir_path);
+	cr_expect_str_eq(dump, want, "IR of %s changed:\n%s", *name, dump);
+	ir_free(p);
+	l7_module_free(&m);
+	l7_source_free(src);
+	free(want);
+	free(diags);
+	free(dump);
+}
