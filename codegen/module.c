@@ -54,9 +54,10 @@ static int target_init(struct cg *g, int opt)
 	return 0;
 }
 
-/* Links one embedded bitcode module into ours. Its debug info is dropped, so inlined
- * machinery reports the policy line it was called from, not stdlib's C lines. */
-static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc, size_t size)
+/* Links one embedded bitcode module into ours. The comparisons' debug info is dropped, so
+ * their inlined code reports the policy line it implements; the machinery keeps its own (its
+ * bpf_loop callbacks stay functions, and BTF needs their prototypes). */
+static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc, size_t size, int keep_debug)
 {
 	LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)bc, size, name, 0);
 	LLVMModuleRef lib;
@@ -64,7 +65,8 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
 		fprintf(stderr, "l7c: error: embedded bitcode '%s' is unreadable\n", name);
 		return -1;
 	}
-	LLVMStripModuleDebugInfo(lib);
+	if (!keep_debug)
+		LLVMStripModuleDebugInfo(lib);
 	LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(g->mod));
 	if (LLVMLinkModules2(g->mod, lib)) {
 		fprintf(stderr, "l7c: error: linking '%s' failed\n", name);
@@ -198,8 +200,8 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	cg_programs(&g);
 	LLVMDIBuilderFinalize(g.di);
 
-	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size) ||
-	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size) || internalise(&g))
+	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size, 0) ||
+	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size, 1) || internalise(&g))
 		goto out;
 	add_used(&g);
 
