@@ -12,6 +12,7 @@
 #include "codegen.h"
 #include "frontend.h"
 #include "ir.h"
+#include "l7/abi.h"
 
 #ifndef L7_STDLIB_DIR
 #define L7_STDLIB_DIR "/usr/share/l7c/stdlib"
@@ -32,6 +33,8 @@ static void usage(FILE *o)
 		"  --emit=KIND         ast | ir | llvm | asm | obj (default obj)\n"
 		"  -O1, -O2            optimisation level (default -O2)\n"
 		"  -I DIR              also search DIR for interface files (*.l7i)\n"
+		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
+		"                      reference evaluator and print the decision\n"
 		"  --color=WHEN        never | always | auto (default auto)\n"
 		"  --version           print the version\n"
 		"  -h, --help          this text\n");
@@ -51,17 +54,59 @@ static char *default_output(const char *in)
 	return out;
 }
 
+/* --eval: the decision the policy makes for one request, as the data plane would make it. */
+static int eval(const struct ir_program *ir, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "l7c: error: cannot open '%s'\n", path);
+		return 2;
+	}
+	static unsigned char bytes[L7_MAX_HEAD * 4];
+	size_t n = fread(bytes, 1, sizeof(bytes), f);
+	fclose(f);
+	static struct l7_req req;
+	int head = ir_parse_request(ir, &req, bytes, (unsigned)n);
+	if (head <= 0) {
+		static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
+					      [L7_E_URI_TOO_LONG] = 414 };
+		if (head == 0)
+			printf("verdict: incomplete (no end of the request head in %zu bytes)\n", n);
+		else
+			printf("verdict: refuse %d (the kernel parser rejects the request)\n", status[-head]);
+		return 0;
+	}
+	struct ir_decision d;
+	ir_eval(ir, &req, &d);
+	printf("request: %.*s %.*s (head %d bytes)\n", req.method_s.len, (char *)req.buf + req.method_s.off,
+	       req.target.len, (char *)req.buf + req.target.off, head);
+	switch (d.term) {
+	case IR_FORWARD: printf("verdict: forward %s\n", ir->upstreams[d.upstream].name); break;
+	case IR_DENY: printf("verdict: deny %d\n", d.status); break;
+	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
+	default: printf("verdict: ?\n"); break;
+	}
+	if (d.rule->id)
+		printf("rule: %d (line %u)\n", d.rule->id, d.rule->line);
+	else
+		printf("rule: default (no policy decided)\n");
+	for (int i = 0; i < d.nset; i++)
+		printf("set-header: %s: %s\n", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
-	const char *out = NULL;
+	const char *out = NULL, *eval_request = NULL;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 
 	static const struct option longopts[] = {
 		{ "emit", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' }, { "color", required_argument, NULL, 'c' },
+		{ "eval", required_argument, NULL, 'E' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -89,6 +134,7 @@ int main(int argc, char **argv)
 			emit = (enum emit)k;
 			break;
 		}
+		case 'E': eval_request = optarg; break;
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -124,7 +170,9 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto done;
 	}
-	if (emit == EMIT_IR) {
+	if (eval_request) {
+		rc = eval(ir, eval_request);
+	} else if (emit == EMIT_IR) {
 		ir_dump(ir, stdout);
 	} else {
 		struct codegen_opts o = {

@@ -103,6 +103,28 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d);
 void ir_dump(const struct ir_program *p, FILE *out);
 void ir_free(struct ir_program *p);
 
+/* ---- the reference evaluator: the IR's meaning, run in userspace ----
+ * The oracle for differential tests against the kernel data plane, and `l7c --eval`. */
+
+struct l7_req;
+
+struct ir_decision {
+	enum ir_term term;           /* IR_FORWARD, IR_DENY or IR_FALLBACK (never IR_CONTINUE) */
+	int upstream, status;
+	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
+	int set[16];                 /* mutations applied, in order */
+	int nset;
+};
+
+/* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser
+ * with the header names of p). */
+void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out);
+
+/* Parses raw request bytes with the data plane's own parser (stdlib/bpf/http.h, built
+ * natively) for the header names p reads. Returns the head length, 0 if incomplete, or
+ * -L7_E_* like the parser. */
+int ir_parse_request(const struct ir_program *p, struct l7_req *req, const void *bytes, unsigned len);
+
 /* Text of a condition, as in the dump ("starts_with(path, \"/api\") && method == GET"). */
 void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *out);
 

@@ -41,5 +41,18 @@ check asm 0 "$l7c" --emit=asm "$ex" -o -;                 contains asm 'l7_clien
 (cd "$tmp" && cp "$ex" ./copy.l7 && "$l7c" copy.l7) && [ -s "$tmp/copy.o" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL default output name"; }
 check unwritable 2 "$l7c" "$ex" -o /nonexistent-dir/x.o;  contains unwritable "cannot write"
 
+# --eval: the reference evaluator on raw requests
+ev=$src/tests/compiler/eval
+check eval-api 0 "$l7c" --eval="$ev/api-get.http" "$ex"
+contains eval-api '^verdict: forward api$'; contains eval-api-rule '^rule: 2 \(line 17\)$'
+contains eval-api-set '^set-header: x-l7-route: api$'
+check eval-host 0 "$l7c" --eval="$ev/api-post-static-host.http" "$ex";   contains eval-host '^verdict: forward web$'
+check eval-admin 0 "$l7c" --eval="$ev/admin.http" "$ex";                 contains eval-admin '^verdict: deny 403$'
+check eval-default 0 "$l7c" --eval="$ev/unmatched.http" "$ex";           contains eval-default '^verdict: deny 404$'
+contains eval-default-rule '^rule: default'
+check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
+check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
+check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]
