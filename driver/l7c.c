@@ -33,6 +33,9 @@ static void usage(FILE *o)
 		"  --emit=KIND         ast | ir | llvm | asm | obj (default obj)\n"
 		"  -O1, -O2            optimisation level (default -O2)\n"
 		"  -I DIR              also search DIR for interface files (*.l7i)\n"
+		"  --passes=LIST       partial-evaluation passes to run: 'none', or a comma-separated\n"
+		"                      subset of simplify,first-match,shadow (default: all, in order);\n"
+		"                      with --emit=ir the IR is printed after each pass\n"
 		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
 		"                      reference evaluator and print the decision\n"
 		"  --color=WHEN        never | always | auto (default auto)\n"
@@ -99,14 +102,14 @@ int main(int argc, char **argv)
 {
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
-	const char *out = NULL, *eval_request = NULL;
+	const char *out = NULL, *eval_request = NULL, *passes = NULL;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 
 	static const struct option longopts[] = {
 		{ "emit", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' }, { "color", required_argument, NULL, 'c' },
-		{ "eval", required_argument, NULL, 'E' },
+		{ "eval", required_argument, NULL, 'E' }, { "passes", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -135,6 +138,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'E': eval_request = optarg; break;
+		case 'P': passes = optarg; break;
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -170,10 +174,15 @@ int main(int argc, char **argv)
 		rc = 1;
 		goto done;
 	}
+	if (emit == EMIT_IR) {
+		printf("; ---- lowered ----\n");
+		ir_dump(ir, stdout);
+	}
+	ir_optimise(ir, passes, &d, emit == EMIT_IR ? stdout : NULL);
 	if (eval_request) {
 		rc = eval(ir, eval_request);
 	} else if (emit == EMIT_IR) {
-		ir_dump(ir, stdout);
+		/* printed above, after each pass */
 	} else {
 		struct codegen_opts o = {
 			.opt_level = opt_level,

@@ -52,6 +52,29 @@ void l7_source_free(struct l7_source *s)
 	free(s);
 }
 
+struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line)
+{
+	struct l7_loc loc = { src, line, 1, 0, 0 };
+	if (!src)
+		return loc;
+	size_t at = 0;
+	for (unsigned l = 1; l < line && at < src->len; at++)
+		if (src->text[at] == '\n')
+			l++;
+	size_t eol = at;
+	while (eol < src->len && src->text[eol] != '\n')
+		eol++;
+	while (at < eol && (src->text[at] == ' ' || src->text[at] == '\t')) {
+		at++;
+		loc.col++;
+	}
+	loc.start = (unsigned)at;
+	loc.end = (unsigned)eol;
+	while (loc.end > loc.start && (src->text[loc.end - 1] == '\r' || src->text[loc.end - 1] == ' '))
+		loc.end--;
+	return loc;
+}
+
 static const char *sev_name[] = { "note", "warning", "error" };
 static const char *sev_color[] = { "\033[1;36m", "\033[1;35m", "\033[1;31m" };
 

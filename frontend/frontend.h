@@ -39,6 +39,9 @@ struct l7_source *l7_source_load(const char *path, struct l7_diags *d);
 struct l7_source *l7_source_from_string(const char *path, const char *text);
 void l7_source_free(struct l7_source *s);
 
+/* The first non-blank column of a line, for diagnostics of stages that keep only lines. */
+struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line);
+
 /* Prints "file:line:col: error: message", the source line and a caret under loc. */
 void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

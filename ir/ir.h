@@ -16,6 +16,7 @@
 
 struct l7_module;
 struct l7_diags;
+struct l7_source;
 struct l7_arena;
 
 enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER };
@@ -82,6 +83,7 @@ struct ir_mutation {
 
 struct ir_program {
 	char *source_path;
+	const struct l7_source *src;  /* for diagnostics of later passes; not owned */
 	struct ir_target *services, *upstreams;
 	int nservices, nupstreams;
 	int fallback;                /* upstream index of the fallback proxy, -1 if none */
@@ -101,6 +103,12 @@ struct ir_program {
 /* Lowers a resolved module. Returns NULL when it reported errors. */
 struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d);
 void ir_dump(const struct ir_program *p, FILE *out);
+
+/* Partial evaluation (passes.c): runs the passes in their fixed order, or only those named in
+ * `only` ("simplify,shadow"; "none" for none). Warnings for removed rules go to d (may be
+ * NULL); with dump_each, the IR is printed after every pass. */
+int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE *dump_each);
+const char *ir_pass_names(void);
 void ir_free(struct ir_program *p);
 
 /* ---- the reference evaluator: the IR's meaning, run in userspace ----

@@ -403,6 +403,7 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 	struct ir_program *p = calloc(1, sizeof(*p));
 	struct lx x = { .p = p, .m = m, .d = d };
 	p->source_path = dup(&x, m->src->path, strlen(m->src->path));
+	p->src = m->src;
 	p->nservices = m->nservices;
 	p->services = alloc(&x, sizeof(*p->services) * (m->nservices + 1));
 	for (int i = 0; i < m->nservices; i++)

@@ -36,8 +36,12 @@ static char *compile(const char *path, int *errors)
 	const char *inc[] = { L7_STDLIB_DIR };
 	l7_parse(&m, src, false, &d);
 	l7_resolve(&m, inc, 1, &d);
-	if (!d.errors)
-		ir_free(ir_lower(&m, &d));
+	if (!d.errors) {
+		struct ir_program *p = ir_lower(&m, &d);
+		if (p)
+			ir_optimise(p, NULL, &d, NULL);
+		ir_free(p);
+	}
 	l7_module_free(&m);
 	l7_source_free(src);
 	fclose(f);

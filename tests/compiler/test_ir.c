@@ -75,6 +75,26 @@ ParameterizedTest(char **name, ir, goldens)
 	char *want = slurp(ir_path);
 	cr_assert_not_null(want, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", ir_path);
 	cr_expect_str_eq(dump, want, "IR of %s changed:\n%s", *name, dump);
+
+	/* and after the passes: NAME.opt.ir */
+	char *opt = NULL;
+	size_t ol = 0;
+	FILE *of = open_memstream(&opt, &ol);
+	ir_optimise(p, NULL, NULL, NULL);
+	ir_dump(p, of);
+	fclose(of);
+	char opt_path[512];
+	snprintf(opt_path, sizeof(opt_path), "%s/%s.opt.ir", IR_DIR, *name);
+	if (getenv("L7C_UPDATE_GOLDENS")) {
+		FILE *w = fopen(opt_path, "w");
+		fputs(opt, w);
+		fclose(w);
+	}
+	char *want_opt = slurp(opt_path);
+	cr_assert_not_null(want_opt, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", opt_path);
+	cr_expect_str_eq(opt, want_opt, "optimised IR of %s changed:\n%s", *name, opt);
+	free(want_opt);
+	free(opt);
 	ir_free(p);
 	l7_module_free(&m);
 	l7_source_free(src);

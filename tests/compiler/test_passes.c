@@ -1,0 +1,146 @@
+/* Property: the passes never change a decision. Each policy is lowered twice, with and
+ * without the passes, and thousands of requests built from the policy's own constants (the
+ * paths, prefixes, methods, hosts and header values rules compare with, and near misses) are
+ * decided by the reference evaluator on both. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "ir.h"
+#include "l7/abi.h"
+
+struct pool {
+	char *v[256];
+	int n;
+};
+
+static void add(struct pool *p, const char *s, size_t n)
+{
+	if (p->n == 256 || n > 200)
+		return;
+	for (size_t i = 0; i < n; i++)   /* keep only what a request line/field can carry */
+		if ((unsigned char)s[i] <= ' ' || s[i] == 127 || s[i] == '"')
+			return;
+	p->v[p->n++] = strndup(s, n);
+}
+
+static void collect(const struct ir_cond *c, struct pool *paths, struct pool *values)
+{
+	if (!c)
+		return;
+	collect(c->a, paths, values);
+	collect(c->b, paths, values);
+	if (c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX)
+		return;
+	struct pool *p = c->field == IR_F_PATH ? paths : values;
+	add(p, c->str, c->len);
+	if (c->kind == IR_C_STR_PREFIX) {   /* something longer, and one byte short */
+		char buf[256];
+		snprintf(buf, sizeof(buf), "%.*sx/y", (int)c->len, c->str);
+		add(p, buf, strlen(buf));
+	}
+	if (c->len > 1)
+		add(p, c->str, c->len - 1);
+}
+
+static unsigned rng(unsigned long long *s)
+{
+	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
+	return (unsigned)(*s >> 33);
+}
+
+static struct ir_program *lower(const char *path, struct l7_module *m, struct l7_source **src, bool optimise)
+{
+	FILE *sink = fopen("/dev/null", "w");
+	struct l7_diags d = { .out = sink };
+	*src = l7_source_load(path, &d);
+	const char *inc[] = { L7_STDLIB_DIR };
+	memset(m, 0, sizeof(*m));
+	l7_parse(m, *src, false, &d);
+	l7_resolve(m, inc, 1, &d);
+	struct ir_program *p = d.errors ? NULL : ir_lower(m, &d);
+	if (p && optimise)
+		ir_optimise(p, NULL, NULL, NULL);
+	fclose(sink);
+	return p;
+}
+
+static int check_policy(const char *path)
+{
+	struct l7_module m0, m1;
+	struct l7_source *s0, *s1;
+	struct ir_program *p0 = lower(path, &m0, &s0, false), *p1 = lower(path, &m1, &s1, true);
+	cr_assert(p0 && p1, "%s does not compile", path);
+	struct pool paths = { .n = 0 }, values = { .n = 0 };
+	for (int i = 0; i < p0->npolicies; i++)
+		for (int k = 0; k < p0->policies[i].nrules; k++)
+			collect(p0->policies[i].rules[k].cond, &paths, &values);
+	add(&paths, "/", 1);
+	add(&paths, "/other", 6);
+	add(&values, "none", 4);
+	static const char *methods[] = { "GET", "POST", "PUT", "DELETE", "HEAD", "PATCH", "MKCOL", "OPTIONS" };
+	unsigned long long seed = 42;
+	static struct l7_req r0, r1;
+	int decided = 0;
+	for (int iter = 0; iter < 3000; iter++) {
+		char req[2048];
+		int n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n",
+				 methods[rng(&seed) % 8], paths.v[rng(&seed) % paths.n], rng(&seed) % 3 ? "" : "?",
+				 rng(&seed) % 2 ? "" : values.v[rng(&seed) % values.n], values.v[rng(&seed) % values.n]);
+		for (int h = 0; h < p0->nheaders; h++)
+			if (rng(&seed) % 2)
+				n += snprintf(req + n, sizeof(req) - (size_t)n, "%s: %s\r\n", p0->headers[h],
+					      values.v[rng(&seed) % values.n]);
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
+		int h0 = ir_parse_request(p0, &r0, req, (unsigned)n);
+		int h1 = ir_parse_request(p1, &r1, req, (unsigned)n);
+		cr_assert_eq(h0, h1);
+		if (h0 <= 0)
+			continue;
+		for (unsigned svc = 0; svc < (unsigned)(p0->nservices ? p0->nservices : 1); svc++) {
+			r0.service = r1.service = svc;
+			struct ir_decision d0, d1;
+			ir_eval(p0, &r0, &d0);
+			ir_eval(p1, &r1, &d1);
+			cr_assert(d0.term == d1.term && d0.upstream == d1.upstream && d0.status == d1.status &&
+					  d0.nset == d1.nset && !memcmp(d0.set, d1.set, sizeof(int) * (size_t)d0.nset),
+				  "%s: the passes changed the decision for\n%s(service %u): %d/%d/%d vs %d/%d/%d", path, req, svc,
+				  d0.term, d0.upstream, d0.status, d1.term, d1.upstream, d1.status);
+			decided++;
+		}
+	}
+	cr_assert_gt(decided, 1000, "%s: only %d requests parsed", path, decided);
+	ir_free(p0);
+	ir_free(p1);
+	l7_module_free(&m0);
+	l7_module_free(&m1);
+	l7_source_free(s0);
+	l7_source_free(s1);
+	return decided;
+}
+
+Test(passes, same_decisions, .timeout = 120)
+{
+	const char *dirs[] = { IR_DIR, EXAMPLES_DIR };
+	int files = 0;
+	for (int i = 0; i < 2; i++) {
+		DIR *d = opendir(dirs[i]);
+		cr_assert_not_null(d);
+		struct dirent *e;
+		while ((e = readdir(d))) {
+			size_t l = strlen(e->d_name);
+			if (l < 4 || strcmp(e->d_name + l - 3, ".l7"))
+				continue;
+			char path[512];
+			snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
+			int n = check_policy(path);
+			cr_log_info("%s: %d decisions agree", e->d_name, n);
+			files++;
+		}
+		closedir(d);
+	}
+	cr_assert_gt(files, 1);
+}
