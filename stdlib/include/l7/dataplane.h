@@ -1,20 +1,138 @@
 /* Types of the data-plane machinery (stdlib/bpf/) that the runtime also reads.
- * Owned by the data-plane/runtime work; l7/abi.h holds the compiler-facing contract. */
+ * Owned by the data-plane/runtime work; l7/abi.h holds the compiler-facing contract.
+ *
+ * Writers: every map value has one writer at a time, because userspace cannot do atomic
+ * read-modify-write on a map value concurrently with BPF.
+ *   l7_conns  BPF only (l7run initialises it before the socket enters a SOCKHASH)
+ *   l7_ctl    l7run only (BPF reads bindings and how far l7run has caught up)
+ *   l7_pass   BPF writes, l7run reads and deletes
+ *   l7_txq    the current sender of requests on a pool socket: the client verdict while its
+ *             client is on the kernel path, l7run while it is not (then the socket is quiet)
+ *   l7_txport l7run only: pool socket local port -> cookie, because SK_MSG programs cannot
+ *             call bpf_get_socket_cookie (l7run keeps local ports of pool sockets unique) */
 #ifndef L7_DATAPLANE_H
 #define L7_DATAPLANE_H
 
 #include "abi.h"
 
-/* Per-socket state, keyed by socket cookie. Filled by l7run on insert, kept by the programs. */
+#define L7_MAX_UPSTREAMS 16    /* upstream indices a policy may use */
+#define L7_TXQ_DEPTH     8     /* requests in flight on one pool socket (power of two) */
+#define L7_MAX_MUT       64    /* entries of l7_mut_off/l7_mut_len (codegen pads to this) */
+#define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */
+#define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request */
+#define L7_SCAN_STATE    256   /* bytes of scanner state per CPU (l7_scan): kept out of the stack,
+                                * where the verifier would enumerate its values per bpf_loop step */
+
+enum l7_role { L7_ROLE_CLIENT = 1, L7_ROLE_UPSTREAM = 2 };
+
+/* What the next message of a socket's stream is. */
+enum l7_body {
+	L7_BODY_NONE = 0,   /* a head (request or response) */
+	L7_BODY_LEN,        /* body_left bytes of Content-Length body */
+	L7_BODY_CHUNK,      /* a chunk-size line (chunked body) */
+	L7_BODY_CHUNK_DATA, /* body_left bytes of chunk data + CRLF */
+	L7_BODY_RAW,        /* everything until close (upgrade, close-delimited, after an error) */
+};
+
+/* What the verdict does with the current message. */
+enum l7_act {
+	L7_ACT_REDIRECT = 1, /* to socket `target` (pool socket for clients, client for upstreams) */
+	L7_ACT_PASS,         /* to l7run, with a record in l7_pass */
+	L7_ACT_DROP,
+};
+
+/* Per-socket state, keyed by socket cookie. */
 struct l7_conn {
 	__u32 role;          /* L7_ROLE_* */
-	__u32 upstream;      /* for pool sockets: upstream index */
-	__u64 peer;          /* cookie of the socket responses/requests go to (0 = none) */
-	__u32 next_off;      /* stream-parser offset of the next message in the current skb */
+	__u32 upstream;      /* pool sockets: upstream index */
+	__u64 peer;          /* pool sockets: cookie of the bound client (written by l7run while quiet) */
+	/* Stream-parser framing. The parser cannot see where strparser's message starts in the skb
+	 * (strp_msg.offset is not exposed), so it is tracked: see l7_msg_start() in gateway.h. */
+	__u32 parse_pending; /* the last parser call returned 0: the next call sees the same start */
+	__u32 msg_start;     /* offset of the current message in the skb the parser sees */
+	__u32 msg_len;       /* length returned for the current message */
+	__u32 leftover;      /* bytes after the last completed message in its last skb */
+	__u32 body;          /* enum l7_body: what the next message is */
+	__u32 body_left;
+	/* Decision for the current message, made by the parser, applied by the verdict. */
+	__u32 act;           /* enum l7_act */
+	__u32 act_body;      /* enum l7_act for the body pieces that follow the head */
+	__u64 target;        /* redirect target cookie */
+	__u32 rec_kind;      /* for PASS: record to write (see l7_pass.kind) */
+	__u32 last_up;       /* clients: 1 + upstream index of the last kernel-forwarded request */
+	/* Clients: records handed to l7run so far (l7_pass keys 1..pass_seq). */
+	__u64 pass_seq;
+	/* Pool sockets: final responses completed (in flight = l7_txq.sent - done). */
+	__u64 done;
+	__u32 resp_final;    /* the current response message ends an exchange */
+	__u32 flags;         /* L7_CONN_* */
+	__u32 service;       /* clients: index of the service (listener) they connected to */
 	__u32 pad;
 };
 
-enum l7_role { L7_ROLE_CLIENT = 1, L7_ROLE_UPSTREAM = 2 };
+#define L7_CONN_BROKEN  (1u << 0)  /* framing lost (malformed): drop everything further */
+#define L7_CONN_CLOSE   (1u << 1)  /* pool socket: the backend said Connection: close */
+#define L7_CONN_NOREUSE (1u << 2)  /* pool socket: close-delimited or upgraded: not reusable */
+
+/* l7run's side of a client: bindings to pool sockets and how far it has caught up. */
+struct l7_ctl {
+	__u64 done_seq;                   /* l7_pass records fully handled (sent on or answered) */
+	__u64 bind[L7_MAX_UPSTREAMS];     /* pool socket cookie per upstream index (0 = none) */
+};
+
+/* A message handed to l7run (SK_PASS). Key: {client cookie, seq}, seq = 1, 2, ... */
+struct l7_pass_key {
+	__u64 cookie;
+	__u64 seq;
+};
+
+enum l7_pass_kind { L7_PASS_HEAD = 1, L7_PASS_BODY = 2, L7_PASS_BAD = 3 };
+
+enum l7_why {                /* why a request left the kernel path */
+	L7_WHY_POOL_MISS = 1,    /* no pool socket bound for the chosen upstream */
+	L7_WHY_ORDER,            /* another upstream still owes this client a response */
+	L7_WHY_DENY,             /* policy denied: l7run answers the status */
+	L7_WHY_BEHIND,           /* earlier messages of this client are still with l7run */
+	L7_WHY_BAD,              /* malformed / too large: status answered, connection closed */
+	L7_WHY_UNSUPPORTED,      /* valid HTTP the kernel path does not frame (chunked body...) */
+	L7_WHY_NO_FALLBACK,      /* policy asked for the fallback proxy, none is configured */
+};
+
+#define L7_PASSF_LAST   (1u << 0)  /* last piece of this request */
+#define L7_PASSF_CLOSE  (1u << 1)  /* request asked to close the connection */
+#define L7_PASSF_HEADM  (1u << 2)  /* method HEAD: the response has no body */
+
+struct l7_pass {
+	__u32 kind;        /* enum l7_pass_kind */
+	__u32 len;         /* bytes of this message in the client's stream */
+	__u32 verdict;     /* enum l7_verdict (heads) */
+	__u32 upstream;
+	__u32 status;      /* DENY / BAD: status to answer */
+	__u32 why;         /* enum l7_why */
+	__u32 flags;       /* L7_PASSF_* */
+	__u32 head_len;
+	__u32 n_set;       /* header mutations for l7run to queue for SK_MSG */
+	__u8  set[L7_MAX_SET];
+};
+
+/* One request queued on a pool socket, for the SK_MSG program (header insertion) and the
+ * response parser (HEAD responses have no body). */
+struct l7_tx_rec {
+	__u32 len;         /* bytes of the request as the client sent it */
+	__u32 ins_off;     /* where to insert header lines (head_len - 2); ignored if n_set = 0 */
+	__u8  n_set;
+	__u8  no_body;     /* response carries no body (HEAD) */
+	__u8  set[L7_MAX_SET];
+	__u8  pad[6];
+};
+
+struct l7_txq {
+	__u64 sent;        /* requests queued (records written) */
+	__u64 ms_idx;      /* records the SK_MSG program has passed completely */
+	__u32 ms_pos;      /* bytes of record ms_idx passed so far */
+	__u32 pad;
+	struct l7_tx_rec rec[L7_TXQ_DEPTH];
+};
 
 enum l7_stat {
 	L7_STAT_REQUESTS = 0,
@@ -23,6 +141,10 @@ enum l7_stat {
 	L7_STAT_FALLBACK,
 	L7_STAT_POOL_MISS,
 	L7_STAT_BAD_REQUEST,
+	L7_STAT_PASSED,       /* heads handed to l7run for any reason */
+	L7_STAT_ORDER_WAIT,   /* passed to keep responses in order */
+	L7_STAT_RESPONSES,    /* final responses redirected to clients */
+	L7_STAT_HDR_INSERT,   /* requests that got header lines inserted by SK_MSG */
 	L7_STAT_MAX,
 };
 

@@ -1,0 +1,357 @@
+#define _GNU_SOURCE   /* accept4 */
+/* Client connections: accept and insert into l7_clients, handle what the data plane passes
+ * up (pool misses, denies, fallback, bad requests, requests held back to keep responses in
+ * order), and reclaim: close after the queued responses have drained, never leave CLOSE_WAIT. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/sockios.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <bpf/bpf.h>
+#include "l7run.h"
+
+struct fd_ent *fds;
+static struct client **clients;
+static int n_clients, cap_clients;
+
+#define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
+#define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
+#define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
+
+int listen_services(void)
+{
+	for (int i = 0; i < rt.cfg.n_services; i++) {
+		struct cfg_endpoint *s = &rt.cfg.service[i];
+		if (!s->set)
+			continue;
+		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
+		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+		if (bind(fd, (struct sockaddr *)&s->addr, sizeof s->addr) || listen(fd, 4096)) {
+			fprintf(stderr, "l7run: listen on service %s: %s\n", s->name, strerror(errno));
+			return -1;
+		}
+		fds[fd].kind = FD_LISTENER;
+		fds[fd].service = i;
+		struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
+		epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
+		vlog("listening for service %s", s->name);
+	}
+	return 0;
+}
+
+static void client_add(struct client *c)
+{
+	if (n_clients == cap_clients) {
+		cap_clients = cap_clients ? cap_clients * 2 : 256;
+		clients = realloc(clients, sizeof *clients * cap_clients);
+	}
+	c->idx = n_clients;
+	clients[n_clients++] = c;
+}
+
+void accept_clients(int lfd, int service)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
+		if (fd < 0)
+			return;
+		if (fd >= MAX_FDS) {
+			close(fd);
+			continue;
+		}
+		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+		struct timeval tv = { .tv_sec = 2 };
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		struct client *c = calloc(1, sizeof *c);
+		c->fd = fd;
+		c->cookie = sock_cookie(fd);
+		c->service = service;
+		c->next_seq = 1;
+		struct l7_conn st;
+		memset(&st, 0, sizeof st);
+		st.role = L7_ROLE_CLIENT;
+		st.service = (uint32_t)service;
+		bpf_map_update_elem(rt.map_conns, &c->cookie, &st, BPF_ANY);
+		ctl_publish(c);
+		uint64_t v = (uint64_t)fd;
+		if (bpf_map_update_elem(rt.map_clients, &c->cookie, &v, BPF_NOEXIST)) {
+			/* e.g. EOPNOTSUPP: the client already closed (CLOSE_WAIT) */
+			vlog("client insert failed: %s", strerror(errno));
+			bpf_map_delete_elem(rt.map_conns, &c->cookie);
+			bpf_map_delete_elem(rt.map_ctl, &c->cookie);
+			close(fd);
+			free(c);
+			continue;
+		}
+		/* data that arrived before the insert was never seen by the parser: re-fire */
+		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+		fds[fd].kind = FD_CLIENT;
+		fds[fd].p = c;
+		client_add(c);
+		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
+		epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
+	}
+}
+
+static const char *reason(int st)
+{
+	switch (st) {
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 414: return "URI Too Long";
+	case 429: return "Too Many Requests";
+	case 431: return "Request Header Fields Too Large";
+	case 501: return "Not Implemented";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	default: return "Error";
+	}
+}
+
+static void respond(struct client *c, int status, int close_conn)
+{
+	char body[96], msg[320];
+	int bl = snprintf(body, sizeof body, "%d %s\n", status, reason(status));
+	int n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s\r\n%s",
+			 status, reason(status), bl, close_conn ? "connection: close\r\n" : "", body);
+	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
+		c->closing = 1;
+	if (close_conn)
+		c->closing = 1;
+}
+
+/* No pool socket of this client owes a response: answering or sending now keeps order. */
+static int client_quiet(struct client *c)
+{
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (c->bind[i] && pool_inflight(c->bind[i]))
+			return 0;
+	return 1;
+}
+
+static int read_more(struct client *c, size_t want)
+{
+	if (c->in_len + want > c->in_cap) {
+		c->in_cap = c->in_len + want + 4096;
+		c->in = realloc(c->in, c->in_cap);
+	}
+	while (want) {
+		ssize_t n = recv(c->fd, c->in + c->in_len, want, MSG_DONTWAIT);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return n == 0 ? -1 : 0;
+		c->in_len += (size_t)n;
+		want -= (size_t)n;
+	}
+	return 0;
+}
+
+/* A request head passed up: forward it (pool miss, order, fallback) or answer it. Returns 0
+ * done, 1 wait and retry, -1 close the client. */
+static int handle_head(struct client *c, const struct l7_pass *rec)
+{
+	if (!client_quiet(c))
+		return 1;   /* an earlier response is still on its way: keep the order */
+	c->body = (rec->flags & L7_PASSF_LAST) ? BODY_NONE : BODY_DISCARD;
+	if (rec->flags & L7_PASSF_CLOSE)
+		c->close_after = 1;
+	if (rec->verdict == L7_DENY) {
+		respond(c, rec->status ? (int)rec->status : 403, c->close_after);
+		return 0;
+	}
+	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
+	if (rec->verdict != L7_FORWARD && rec->verdict != L7_FALLBACK)
+		up = -1;
+	if (up < 0 || up >= L7_MAX_UPSTREAMS || !rt.cfg.upstream[up].set) {
+		respond(c, 502, c->close_after);
+		return 0;
+	}
+	if (c->conn_err[up]) {
+		c->conn_err[up] = 0;
+		respond(c, 502, c->close_after);   /* the backend is down: fail fast */
+		return 0;
+	}
+	struct pool_sock *ps = c->bind[up];
+	if (!ps) {
+		int err;
+		ps = pool_get(c, up, &err);
+		if (!ps) {
+			if (err == EAGAIN && now_ms() - c->wait_since < POOL_WAIT_MS)
+				return 1;   /* pool at its bound: wait for a socket to come back */
+			respond(c, err == EAGAIN ? 503 : 502, c->close_after);
+			return 0;
+		}
+		pool_bind(c, ps);
+	}
+	if (ps->connecting)
+		return 1;
+	if (pool_send(ps, c->in, rec->len, rec)) {
+		respond(c, 502, 1);
+		return -1;
+	}
+	ctl_publish(c);   /* the binding now serves the kernel path */
+	if (!(rec->flags & L7_PASSF_LAST)) {
+		c->body = BODY_TO_POOL;
+		c->body_to = ps;
+	}
+	if (c->close_after)
+		c->closing = 1;   /* drain the response, then close */
+	return 0;
+}
+
+static int handle(struct client *c, const struct l7_pass *rec)
+{
+	switch (rec->kind) {
+	case L7_PASS_HEAD:
+		return handle_head(c, rec);
+	case L7_PASS_BODY:
+		if (c->body == BODY_TO_POOL && c->body_to && c->bind[c->body_to->up] == c->body_to &&
+		    pool_send(c->body_to, c->in, rec->len, rec))
+			return -1;
+		if (rec->flags & L7_PASSF_LAST)
+			c->body = BODY_NONE;
+		return 0;
+	case L7_PASS_BAD:
+		if (!client_quiet(c))
+			return 1;
+		respond(c, rec->status ? (int)rec->status : 400, 1);
+		return -1;
+	}
+	return -1;
+}
+
+void client_pump(struct client *c)
+{
+	struct l7_pass rec;
+
+	for (;;) {
+		struct l7_pass_key k = { .cookie = c->cookie, .seq = c->next_seq };
+		if (bpf_map_lookup_elem(rt.map_pass, &k, &rec))
+			break;
+		if (c->in_len < rec.len && read_more(c, rec.len - c->in_len) < 0) {
+			c->closing = 1;
+			break;
+		}
+		if (c->in_len < rec.len)
+			break;
+		if (!c->waiting)
+			c->wait_since = now_ms();
+		int r = handle(c, &rec);
+		if (r == 1) {
+			c->waiting = 1;
+			break;
+		}
+		c->waiting = 0;
+		memmove(c->in, c->in + rec.len, c->in_len - rec.len);
+		c->in_len -= rec.len;
+		bpf_map_delete_elem(rt.map_pass, &k);
+		c->next_seq++;
+		ctl_publish(c);
+		if (r < 0) {
+			c->closing = 1;
+			c->deadline = 0;
+			break;
+		}
+	}
+	if (c->closing && !c->deadline)
+		c->deadline = now_ms() + DRAIN_LIMIT_MS;
+}
+
+static void client_finish(struct client *c)
+{
+	struct l7_conn st;
+
+	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	fds[c->fd].kind = FD_NONE;
+	close(c->fd);   /* leaves l7_clients with the fd */
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (c->bind[i])
+			pool_release(c->bind[i]);
+	if (!bpf_map_lookup_elem(rt.map_conns, &c->cookie, &st))
+		for (uint64_t s = c->next_seq; s <= st.pass_seq; s++) {
+			struct l7_pass_key k = { .cookie = c->cookie, .seq = s };
+			bpf_map_delete_elem(rt.map_pass, &k);
+		}
+	bpf_map_delete_elem(rt.map_conns, &c->cookie);
+	bpf_map_delete_elem(rt.map_ctl, &c->cookie);
+	clients[c->idx] = clients[--n_clients];
+	clients[c->idx]->idx = c->idx;
+	free(c->in);
+	free(c);
+}
+
+/* Close a closing client once nothing is owed and its queue has drained. */
+static void client_try_close(struct client *c)
+{
+	uint64_t now = now_ms();
+	int outq = 0;
+	struct l7_pass rec;
+	struct l7_pass_key k = { .cookie = c->cookie, .seq = c->next_seq };
+
+	if (now >= c->deadline) {
+		client_finish(c);
+		return;
+	}
+	ioctl(c->fd, SIOCOUTQ, &outq);
+	if (!client_quiet(c) || outq > 0 || !bpf_map_lookup_elem(rt.map_pass, &k, &rec)) {
+		c->quiet_since = 0;
+		return;
+	}
+	if (!c->quiet_since)
+		c->quiet_since = now;
+	else if (now - c->quiet_since >= DRAIN_GRACE_MS)
+		client_finish(c);
+}
+
+void client_event(struct client *c, uint32_t ev)
+{
+	if (ev & EPOLLERR) {
+		client_finish(c);
+		return;
+	}
+	if (ev & EPOLLIN)
+		client_pump(c);
+	if ((ev & (EPOLLRDHUP | EPOLLHUP)) && !c->closing) {
+		c->closing = 1;
+		c->deadline = now_ms() + DRAIN_LIMIT_MS;
+	}
+	if (c->closing) {
+		/* level-triggered EOF would fire forever: the tick finishes the drain */
+		struct epoll_event e = { .events = 0, .data.fd = c->fd };
+		epoll_ctl(rt.epfd, EPOLL_CTL_MOD, c->fd, &e);
+	}
+}
+
+int clients_waiting(void)
+{
+	for (int i = 0; i < n_clients; i++)
+		if (clients[i]->waiting || clients[i]->closing)
+			return 1;
+	return 0;
+}
+
+void client_tick(void)
+{
+	for (int i = n_clients - 1; i >= 0; i--) {
+		struct client *c = clients[i];
+		if (c->waiting)
+			client_pump(c);
+		if (c->closing) {
+			client_pump(c);
+			client_try_close(c);
+		}
+	}
+}
+
+void client_close_all(void)
+{
+	while (n_clients)
+		client_finish(clients[n_clients - 1]);
+}

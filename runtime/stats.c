@@ -1,0 +1,81 @@
+/* `l7run --stats DIR`: per-program run time from the kernel (needs the running l7run to have
+ * been started with --bpf-stats, or kernel.bpf_stats_enabled=1), the policy's counters, and
+ * how many sockets the SOCKHASHes hold. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include "l7run.h"
+
+static const char *const prog_names[] = {
+#define L7_PROG(name, section, entry, map) #name,
+#include "l7/progs.def"
+#undef L7_PROG
+};
+
+static const char *const stat_names[L7_STAT_MAX] = {
+	"requests", "forwarded", "denied", "fallback", "pool_miss", "bad_request",
+	"passed", "order_wait", "responses", "hdr_insert",
+};
+
+static long sockhash_count(int fd)
+{
+	uint64_t k, next;
+	long n = 0;
+	void *prev = NULL;
+
+	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+		k = next;
+		prev = &k;
+		n++;
+	}
+	return n;
+}
+
+int print_stats(const char *dir)
+{
+	char p[512];
+	int ncpu = libbpf_num_possible_cpus();
+
+	for (size_t i = 0; i < sizeof prog_names / sizeof prog_names[0]; i++) {
+		snprintf(p, sizeof p, "%s/prog_%s", dir, prog_names[i]);
+		int fd = bpf_obj_get(p);
+		if (fd < 0) {
+			fprintf(stderr, "l7run: %s: %s\n", p, strerror(errno));
+			return 1;
+		}
+		struct bpf_prog_info info;
+		uint32_t len = sizeof info;
+		memset(&info, 0, sizeof info);
+		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+			printf("prog %-20s run_cnt %llu run_time_ns %llu ns_per_run %.1f\n", prog_names[i],
+			       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
+			       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+		close(fd);
+	}
+	snprintf(p, sizeof p, "%s/map_l7_stats", dir);
+	int sfd = bpf_obj_get(p);
+	if (sfd >= 0 && ncpu > 0) {
+		uint64_t *v = calloc((size_t)ncpu, sizeof *v);
+		for (uint32_t i = 0; i < L7_STAT_MAX; i++) {
+			uint64_t sum = 0;
+			if (bpf_map_lookup_elem(sfd, &i, v) == 0)
+				for (int c = 0; c < ncpu; c++)
+					sum += v[c];
+			printf("stat %-12s %llu\n", stat_names[i], (unsigned long long)sum);
+		}
+		free(v);
+		close(sfd);
+	}
+	const char *maps[] = { "l7_clients", "l7_upstreams" };
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof p, "%s/map_%s", dir, maps[i]);
+		int fd = bpf_obj_get(p);
+		if (fd >= 0) {
+			printf("sockets %-12s %ld\n", maps[i], sockhash_count(fd));
+			close(fd);
+		}
+	}
+	return 0;
+}
