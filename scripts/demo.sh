@@ -43,8 +43,8 @@ step "requests through the kernel"
 req() {  # req DESCRIPTION CURL_ARGS...
   local what=$1; shift
   local out; out=$(curl -s -m 5 -o "$work/body" -w '%{http_code}' "$@" || true)
-  local who; who=$(grep -m1 '^backend:' "$work/body" 2>/dev/null | cut -d' ' -f2 || true)
-  local tag; tag=$(grep -im1 '^x-l7-route:' "$work/body" 2>/dev/null | tr -d '\r' || true)
+  local who; who=$(grep -m1 '^backend=' "$work/body" 2>/dev/null | cut -d= -f2 || true)
+  local tag; tag=$(grep -im1 '^header=x-l7-route:' "$work/body" 2>/dev/null | cut -d= -f2 | tr -d '\r' || true)
   printf '  %-44s -> %s %s %s\n' "$what" "$out" "${who:+(backend $who)}" "$tag"
 }
 req "GET /api/users"                  "http://127.0.0.1:$front/api/users"
