@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/sockios.h>
-#include <netinet/tcp.h>
+#include <linux/tcp.h>   /* struct tcp_info with tcpi_bytes_acked */
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -122,17 +122,35 @@ static void respond(struct client *c, int status, int close_conn)
 			 status, reason(status), bl, close_conn ? "connection: close\r\n" : "", body);
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
+	else
+		c->own_bytes += (uint64_t)n;
 	if (close_conn)
 		c->closing = 1;
 }
 
-/* No pool socket of this client owes a response: answering or sending now keeps order. */
+/* Every response redirected to this client has reached its socket (see l7_conn.resp_bytes). */
+static int client_delivered(struct client *c)
+{
+	struct l7_conn st;
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	int outq = 0;
+
+	if (bpf_map_lookup_elem(rt.map_conns, &c->cookie, &st))
+		return 1;
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || ioctl(c->fd, SIOCOUTQ, &outq))
+		return 1;
+	return ti.tcpi_bytes_acked + (uint64_t)outq >= st.resp_bytes + c->own_bytes;
+}
+
+/* No pool socket of this client owes a response and all responses are on the client's socket:
+ * answering or sending now keeps the order. */
 static int client_quiet(struct client *c)
 {
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i] && pool_inflight(c->bind[i]))
 			return 0;
-	return 1;
+	return client_delivered(c);
 }
 
 static int read_more(struct client *c, size_t want)

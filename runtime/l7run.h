@@ -93,6 +93,7 @@ struct client {
 	uint64_t wait_since;
 	unsigned char conn_err[L7_MAX_UPSTREAMS];  /* a connect to this upstream failed */
 	int idx;                 /* position in the client list */
+	uint64_t own_bytes;      /* bytes l7run wrote to this client itself */
 };
 
 struct fd_ent {

@@ -111,6 +111,8 @@ int load_object(const char *path)
 	if (rt.pin_dir[0])
 		mkdir(rt.pin_dir, 0700);
 	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
+		if (!strncmp(progs[i].map, "l7_mesh_", 8))
+			continue;   /* mesh-mode programs: not attached in gateway mode */
 		struct bpf_program *p = bpf_object__find_program_by_name(rt.obj, progs[i].name);
 		int type = attach_type(progs[i].section);
 		int mfd = bpf_object__find_map_fd_by_name(rt.obj, progs[i].map);

@@ -90,7 +90,7 @@ static int pool_ready(struct pool_sock *ps)
 	/* the SK_MSG program finds the socket by local port: it must be unique among pool sockets */
 	if (bpf_map_update_elem(rt.map_txport, &ps->port, &ps->cookie, BPF_NOEXIST)) {
 		ps->port = 0;
-		return -1;
+		return -2;   /* another pool socket (to another backend) has this port: reconnect */
 	}
 
 	struct l7_conn u;
@@ -130,10 +130,35 @@ static void pool_forget(struct pool_sock *ps)
 		bpf_map_delete_elem(rt.map_txq, &ps->cookie);
 	}
 	pool_count[ps->up]--;
-	fds[ps->fd].kind = FD_NONE;
-	close(ps->fd);   /* closing the fd is what removes it from the SOCKHASH */
+	if (ps->fd >= 0) {
+		fds[ps->fd].kind = FD_NONE;
+		close(ps->fd);   /* closing the fd is what removes it from the SOCKHASH */
+	}
 	vlog("pool: closed upstream %d socket", ps->up);
 	free(ps);
+}
+
+/* Start a non-blocking connect for ps (a new socket). Returns 0 or an errno. */
+static int pool_connect(struct pool_sock *ps)
+{
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+
+	ps->fd = fd;
+	ps->connecting = 1;
+	if (fd < 0 || fd >= MAX_FDS) {
+		if (fd >= 0)
+			close(fd);
+		ps->fd = -1;
+		return EMFILE;
+	}
+	fds[fd].kind = FD_POOL;
+	fds[fd].p = ps;
+	int r = connect(fd, (struct sockaddr *)&rt.cfg.upstream[ps->up].addr, sizeof rt.cfg.upstream[ps->up].addr);
+	if (r && errno != EINPROGRESS)
+		return errno;
+	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
+	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
+	return 0;
 }
 
 /* A pool socket for upstream `up` for client c: an idle one, or a new connection (returned
@@ -159,30 +184,16 @@ struct pool_sock *pool_get(struct client *c, int up, int *err)
 		*err = EINVAL;
 		return NULL;
 	}
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || fd >= MAX_FDS) {
-		*err = EMFILE;
-		if (fd >= 0)
-			close(fd);
-		return NULL;
-	}
 	struct pool_sock *ps = calloc(1, sizeof *ps);
-	ps->fd = fd;
 	ps->up = up;
 	ps->owner = c;
-	ps->connecting = 1;
 	pool_count[up]++;
-	fds[fd].kind = FD_POOL;
-	fds[fd].p = ps;
-	int r = connect(fd, (struct sockaddr *)&rt.cfg.upstream[up].addr, sizeof rt.cfg.upstream[up].addr);
-	if (r && errno != EINPROGRESS) {
-		*err = errno;
+	*err = pool_connect(ps);
+	if (*err) {
 		ps->owner = NULL;
 		pool_forget(ps);
 		return NULL;
 	}
-	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
-	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
 	vlog("pool: miss on upstream %d, connecting", up);
 	return ps;
 }
@@ -218,7 +229,17 @@ void pool_event(struct pool_sock *ps, uint32_t ev)
 {
 	if (ps->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
 		struct client *c = ps->owner;
-		if (pool_ready(ps)) {
+		int r = pool_ready(ps);
+		if (r == -2) {
+			epoll_ctl(rt.epfd, EPOLL_CTL_DEL, ps->fd, NULL);
+			fds[ps->fd].kind = FD_NONE;
+			close(ps->fd);
+			ps->cookie = 0;
+			if (!pool_connect(ps))
+				return;
+			r = -1;
+		}
+		if (r) {
 			vlog("pool: connect to upstream %d failed", ps->up);
 			if (c) {
 				c->conn_err[ps->up] = 1;   /* the waiting request gets 502 */

@@ -453,9 +453,16 @@ L7_ENTRY int l7_gw_upstream_verdict(struct __sk_buff *skb)
 		l7_stat(L7_STAT_RESPONSES);
 	}
 	__u64 peer = c->peer;
+	__u32 len = c->msg_len;
 	if (!peer)
 		return SK_DROP;   /* nobody to answer: the client is gone */
-	return bpf_sk_redirect_hash(skb, &l7_clients, &peer, 0);
+	long v = bpf_sk_redirect_hash(skb, &l7_clients, &peer, 0);
+	if (v == SK_PASS) {
+		struct l7_conn *cc = bpf_map_lookup_elem(&l7_conns, &peer);
+		if (cc)
+			__sync_fetch_and_add(&cc->resp_bytes, len);
+	}
+	return v;
 }
 
 /* Insert the header lines of record r at offset `at` of this message. */

@@ -68,6 +68,11 @@ struct l7_conn {
 	__u32 flags;         /* L7_CONN_* */
 	__u32 service;       /* clients: index of the service (listener) they connected to */
 	__u32 pad;
+	/* Clients: response bytes redirected to this client by pool sockets. A redirect is queued
+	 * on the client's psock and sent later by a worker, so l7run waits until the socket has
+	 * taken these bytes (TCP_INFO bytes_acked + SIOCOUTQ) before it writes an answer itself:
+	 * otherwise its 403 overtakes an earlier response (measured). */
+	__u64 resp_bytes;
 };
 
 #define L7_CONN_BROKEN  (1u << 0)  /* framing lost (malformed): drop everything further */

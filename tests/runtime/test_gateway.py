@@ -1,0 +1,233 @@
+#!/usr/bin/env python3
+"""End-to-end tests of gateway mode: real backends on loopback, l7run, a compiled policy.
+Run by ctest:  test_gateway.py L7C L7RUN POLICY.l7
+Every process started here is ended by pid; ports derive from our pid; pins are removed."""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gw_client import Reader, connect, get, req, wait_port  # noqa: E402
+
+L7C, L7RUN, POLICY = sys.argv[1:4]
+HERE = os.path.dirname(os.path.abspath(__file__))
+BASE = 20000 + (os.getpid() % 1200) * 10   # below the ephemeral range (32768-)
+FRONT, B1, B2, FRONT_DOWN, DEAD = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4
+procs = []
+pins = []
+failures = []
+
+
+def start(args, **kw):
+    p = subprocess.Popen(args, **kw)
+    procs.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def l7run(obj, listen, up1, pin, log):
+    pins.append(pin)
+    p = start([L7RUN, "--pin", pin, "--listen", "127.0.0.1:%d" % listen, "--upstream", "0=127.0.0.1:%d" % B1,
+               "--upstream", "1=127.0.0.1:%d" % up1, obj], stdout=log, stderr=log)
+    if not wait_port(listen, 30):
+        log.flush()
+        sys.stdout.write(open(log.name).read()[-2000:])
+        raise SystemExit("l7run did not come up on port %d" % listen)
+    return p
+
+
+def stats(pin):
+    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True, timeout=10).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"sockets (\S+)\s+(\d+)", out)}
+
+
+def case(fn):
+    t = time.time()
+    try:
+        fn()
+        print("PASS %-28s %.2fs" % (fn.__name__, time.time() - t), flush=True)
+    except Exception as e:  # noqa: BLE001 - report and go on
+        failures.append(fn.__name__)
+        print("FAIL %-28s %r" % (fn.__name__, e), flush=True)
+
+
+def t_routing():
+    st, _, b = get(FRONT, "/a/route")
+    assert st == 200 and "backend=one" in b and "target=/a/route" in b, b
+    st, _, b = get(FRONT, "/b/route")
+    assert st == 200 and "backend=two" in b, b
+
+
+def t_deny():
+    st, h, b = get(FRONT, "/deny/x")
+    assert st == 403, (st, b)
+    # the connection stays usable after a deny
+    s = connect(FRONT)
+    r = Reader(s)
+    s.sendall(req("/deny"))
+    assert r.response()[0] == 403
+    s.sendall(req("/a/after"))
+    st, _, b = r.response()
+    assert st == 200 and "target=/a/after" in b
+    s.close()
+
+
+def t_header_added():
+    s = connect(FRONT)
+    r = Reader(s)
+    for i in range(3):   # first via l7run (pool miss), then the kernel path
+        s.sendall(req("/b/h%d" % i))
+        st, _, b = r.response()
+        assert st == 200 and "header=x-l7: yes" in b, b
+    s.close()
+
+
+def t_keepalive_1000():
+    s = connect(FRONT)
+    r = Reader(s)
+    for i in range(1000):
+        s.sendall(req("/a/%d" % i))
+        st, _, b = r.response()
+        assert st == 200 and "target=/a/%d\n" % i in b, (i, b)
+    s.close()
+
+
+def t_pipelined_mixed():
+    s = connect(FRONT)
+    r = Reader(s)
+    paths = ["/a/1", "/b/2", "/deny", "/a/3", "/b/4", "/b/5", "/a/6"]
+    for rnd in range(20):
+        s.sendall(b"".join(req(p) for p in paths))   # one write: several messages per segment
+        for p in paths:
+            st, _, b = r.response()
+            if p == "/deny":
+                assert st == 403, (rnd, p, st, b)   # no bypass through the 2nd-message offset
+            else:
+                want = "backend=one" if p.startswith("/a") else "backend=two"
+                assert st == 200 and want in b and "target=%s\n" % p in b, (rnd, p, b)
+    s.close()
+
+
+def t_split_writes():
+    s = connect(FRONT)
+    r = Reader(s)
+    data = req("/b/split", b"X-Pad: " + b"p" * 300 + b"\r\n")
+    for i in range(0, len(data), 7):
+        s.sendall(data[i:i + 7])
+        time.sleep(0.002)
+    st, _, b = r.response()
+    assert st == 200 and "target=/b/split" in b and "x-l7: yes" in b, b
+    s.sendall(data)   # and a whole one after it on the same connection
+    assert r.response()[0] == 200
+    s.close()
+
+
+def t_headers_16k():
+    big = b"".join(b"X-H%d: %s\r\n" % (i, b"v" * 990) for i in range(16))   # ~16,000 bytes
+    s = connect(FRONT)
+    r = Reader(s)
+    s.sendall(req("/a/big", big))
+    st, _, b = r.response()
+    assert st == 200 and "X-H15: " in b and "x-l7: yes" in b, (st, b[:200])
+    s.sendall(req("/a/big", big + b"X-More: " + b"m" * 1000 + b"\r\n"))   # over 16 KiB
+    st, h, _ = r.response()
+    assert st == 431, st
+    s.close()
+
+
+def t_malformed_400():
+    s = connect(FRONT)
+    r = Reader(s)
+    s.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+    st, h, _ = r.response()
+    assert st == 400 and h.get("connection") == "close", st
+    s.settimeout(3)
+    assert s.recv(100) == b""   # closed, never forwarded
+    s.close()
+
+
+def close_wait(port):
+    out = subprocess.run(["ss", "-Htan", "state", "close-wait"], capture_output=True, text=True).stdout
+    return [l for l in out.splitlines() if ":%d " % port in l or ":%d\n" % port in l or
+            re.search(r":(%d|%d|%d)\b" % (port, B1, B2), l)]
+
+
+def t_churn_200x5():
+    base = stats(pins[0])
+    for rnd in range(5):
+        socks = [connect(FRONT) for _ in range(200)]
+        for i, s in enumerate(socks):
+            s.sendall(req("/a/c%d" % i if i % 2 else "/b/c%d" % i))
+        for i, s in enumerate(socks):
+            st, _, b = Reader(s).response()
+            assert st == 200, (rnd, i, st)
+        for s in socks:
+            s.close()
+    end = time.time() + 10
+    while time.time() < end:
+        now = stats(pins[0])
+        if now.get("l7_clients") == base.get("l7_clients") and not close_wait(FRONT):
+            break
+        time.sleep(0.2)
+    now = stats(pins[0])
+    assert now.get("l7_clients") == base.get("l7_clients"), (base, now)
+    assert now.get("l7_upstreams", 0) <= 400, now   # idle pool sockets, bounded
+    cw = close_wait(FRONT)
+    assert not cw, cw
+
+
+def t_down_backend_502():
+    t = time.time()
+    st, _, b = get(FRONT_DOWN, "/b/down")
+    dt = time.time() - t
+    assert st == 502 and dt < 1.0, (st, dt)
+    st, _, b = get(FRONT_DOWN, "/a/up")   # the other upstream still works
+    assert st == 200, st
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="l7rt-")
+    obj = os.path.join(tmp, "gw.o")
+    subprocess.run([L7C, POLICY, "-o", obj], check=True, timeout=60)
+    log = open(os.path.join(tmp, "l7run.log"), "w")
+    try:
+        for port, name in ((B1, "one"), (B2, "two")):
+            start([sys.executable, os.path.join(HERE, "echo_backend.py"), str(port), name], stdout=subprocess.DEVNULL)
+            assert wait_port(port)
+        gw = l7run(obj, FRONT, B2, "/sys/fs/bpf/l7rt-%d-a" % os.getpid(), log)
+        gw_down = l7run(obj, FRONT_DOWN, DEAD, "/sys/fs/bpf/l7rt-%d-b" % os.getpid(), log)
+        for fn in (t_routing, t_deny, t_header_added, t_keepalive_1000, t_pipelined_mixed, t_split_writes,
+                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502):
+            case(fn)
+        for p in (gw, gw_down):
+            stop(p)
+            assert p.returncode == 0, "l7run exit %s" % p.returncode
+        for pin in pins:
+            assert not os.path.exists(pin), "pin left behind: " + pin
+    finally:
+        for p in procs:
+            stop(p)
+        log.close()
+        if failures:
+            sys.stdout.write(open(os.path.join(tmp, "l7run.log")).read()[-3000:])
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
