@@ -20,7 +20,9 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 struct codegen_opts {
 	int opt_level;              /* 1 or 2 */
 	enum codegen_output output;
-	const char *out_path;       /* "-" for stdout */
+	const char *out_path;       /* "-" for stdout; NULL: into *out_buf (malloc'd), *out_len */
+	char **out_buf;
+	size_t *out_len;
 };
 
 /* Returns 0 on success; on failure prints "l7c: error: ..." to stderr and returns -1. */

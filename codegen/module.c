@@ -139,8 +139,16 @@ static int optimise(struct cg *g, int level)
 	return 0;
 }
 
-static int write_out(const char *path, const char *data, size_t n)
+static int write_out(const struct codegen_opts *o, const char *data, size_t n)
 {
+	const char *path = o->out_path;
+	if (!path) {
+		*o->out_buf = malloc(n + 1);
+		memcpy(*o->out_buf, data, n);
+		(*o->out_buf)[n] = 0;
+		*o->out_len = n;
+		return 0;
+	}
 	FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
 	if (!f) {
 		fprintf(stderr, "l7c: error: cannot write '%s'\n", path);
@@ -157,7 +165,7 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 {
 	if (o->output == CG_EMIT_LLVM) {
 		char *s = LLVMPrintModuleToString(g->mod);
-		int rc = write_out(o->out_path, s, strlen(s));
+		int rc = write_out(o, s, strlen(s));
 		LLVMDisposeMessage(s);
 		return rc;
 	}
@@ -170,7 +178,7 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 		LLVMDisposeMessage(err);
 		return -1;
 	}
-	int rc = write_out(o->out_path, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
+	int rc = write_out(o, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
 	LLVMDisposeMemoryBuffer(buf);
 	return rc;
 }

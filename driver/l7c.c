@@ -4,12 +4,14 @@
  *
  * Exit status: 0 compiled, 1 the policy has errors, 2 usage or I/O errors. */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "codegen.h"
+#include "explain.h"
 #include "frontend.h"
 #include "ir.h"
 #include "l7/abi.h"
@@ -36,6 +38,12 @@ static void usage(FILE *o)
 		"  --passes=LIST       partial-evaluation passes to run: 'none', or a comma-separated\n"
 		"                      subset of simplify,first-match,shadow (default: all, in order);\n"
 		"                      with --emit=ir the IR is printed after each pass\n"
+		"  --explain           report, per program, the verifier budget (instructions, estimated\n"
+		"                      processed instructions, stack, tail calls) and, per rule, where it\n"
+		"                      landed and what goes to the slow path\n"
+		"  --verify            with --explain: load into the kernel for the verifier's numbers\n"
+		"  --format=FMT        with --explain: text (default), json or html\n"
+		"  --budget=N          processed-instruction budget per program (default 1000000)\n"
 		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
 		"                      reference evaluator and print the decision\n"
 		"  --color=WHEN        never | always | auto (default auto)\n"
@@ -103,6 +111,8 @@ int main(int argc, char **argv)
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
 	const char *out = NULL, *eval_request = NULL, *passes = NULL;
+	struct explain_opts ex = { .budget = 1000000 };
+	bool do_explain = false;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 
@@ -110,6 +120,8 @@ int main(int argc, char **argv)
 		{ "emit", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' }, { "color", required_argument, NULL, 'c' },
 		{ "eval", required_argument, NULL, 'E' }, { "passes", required_argument, NULL, 'P' },
+		{ "explain", no_argument, NULL, 'X' }, { "verify", no_argument, NULL, 'Y' },
+		{ "format", required_argument, NULL, 'F' }, { "budget", required_argument, NULL, 'B' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -139,6 +151,24 @@ int main(int argc, char **argv)
 		}
 		case 'E': eval_request = optarg; break;
 		case 'P': passes = optarg; break;
+		case 'X': do_explain = true; break;
+		case 'Y': ex.verify = 1; break;
+		case 'F':
+			if (!strcmp(optarg, "text") || !strcmp(optarg, "json") || !strcmp(optarg, "html")) {
+				ex.format = optarg[0] == 't' ? EXPLAIN_TEXT : optarg[0] == 'j' ? EXPLAIN_JSON : EXPLAIN_HTML;
+				break;
+			}
+			fprintf(stderr, "l7c: error: --format=%s: expected text, json or html\n", optarg);
+			return 2;
+		case 'B': {
+			char *end;
+			ex.budget = strtol(optarg, &end, 10);
+			if (*end || ex.budget <= 0) {
+				fprintf(stderr, "l7c: error: --budget=%s: expected a positive number\n", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -179,7 +209,10 @@ int main(int argc, char **argv)
 		ir_dump(ir, stdout);
 	}
 	ir_optimise(ir, passes, &d, emit == EMIT_IR ? stdout : NULL);
-	if (eval_request) {
+	if (do_explain) {
+		ex.opt_level = opt_level;
+		rc = explain(ir, &ex);
+	} else if (eval_request) {
 		rc = eval(ir, eval_request);
 	} else if (emit == EMIT_IR) {
 		/* printed above, after each pass */

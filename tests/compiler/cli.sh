@@ -54,5 +54,20 @@ check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contain
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
 
+# --explain in its three formats (the kernel's own numbers: tests/kernel/explain.sh)
+check explain 0 "$l7c" --explain "$ex"
+contains explain '^l7_client_parser +sk_skb/stream_parser +[0-9]+'
+contains explain-rules '^2 +17 +edge +l7_client_parser +[0-9]+ +[0-9.]+% +forward api \+ header mutations$'
+contains explain-slow 'no rule sends requests to the fallback proxy'
+check explain-json 0 "$l7c" --explain --format=json "$ex"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rules"][1]["line"]==17 and d["rules"][1]["decision"]=="forward"; assert any(p["name"]=="l7_client_verdict" and p["insns"]>0 for p in d["programs"])' "$tmp/out" \
+  && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-json: not the expected JSON"; head -c 400 "$tmp/out"; }
+check explain-html 0 "$l7c" --explain --format=html "$ex"
+contains explain-html '<table>'; contains explain-html-bar 'background:#3a3'
+check explain-fallback 0 "$l7c" --explain "$src/tests/compiler/ir/multi.l7"
+contains explain-fallback 'rule 5 \(line 27\): Fallback\(\) at line 27'
+check bad-format 2 "$l7c" --explain --format=xml "$ex"
+check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
+
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -1,0 +1,19 @@
+/* l7c --explain: the verifier budget of each program and where each rule landed. */
+#ifndef L7_EXPLAIN_H
+#define L7_EXPLAIN_H
+
+struct ir_program;
+
+enum explain_format { EXPLAIN_TEXT, EXPLAIN_JSON, EXPLAIN_HTML };
+
+struct explain_opts {
+	int opt_level;
+	enum explain_format format;
+	int verify;          /* load into the kernel for the verifier's real numbers */
+	long budget;         /* processed-instruction budget per program */
+};
+
+/* Prints the report to stdout. Returns 0, or 2 when code generation failed. */
+int explain(const struct ir_program *p, const struct explain_opts *o);
+
+#endif
