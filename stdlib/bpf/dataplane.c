@@ -2,3 +2,4 @@
  * l7/progs.def are non-static so they survive into the bitcode; l7c internalises and inlines
  * them into the program wrappers it generates. */
 #include "gateway.h"
+#include "mesh.h"

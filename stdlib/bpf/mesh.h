@@ -1,0 +1,515 @@
+/* mesh.h: the mesh-mode data plane (types and who writes what: l7/mesh.h).
+ *
+ * Client and backend run in one cgroup. sock_ops enrolls the sockets that matter (an endpoint
+ * is a service or an upstream address) in l7_mesh_socks, keyed by 4-tuple. SK_MSG runs on every
+ * sendmsg of those sockets:
+ *   client   -> frame one request (cork until the head is complete, apply_bytes = head +
+ *               inserted lines + body so that pipelined requests are routed one by one), run the
+ *               policy, insert header lines, redirect it with BPF_F_INGRESS into the backend's
+ *               socket of the client's pool connection for that upstream. Whatever the kernel
+ *               path cannot do in order (another upstream still owes a response, a deny behind
+ *               in-flight responses, no pool connection) goes over TCP to l7run with a record.
+ *   backend  -> frame responses (Content-Length, chunked), count final ones, redirect them with
+ *               BPF_F_INGRESS into the bound client's socket.
+ *   l7run    -> its writes on its end of a client or pool connection go into the peer's socket
+ *               the same way, so a client only ever receives through its ingress queue (order).
+ * Requests are never forwarded unchecked: an unparseable head goes to l7run, which answers and
+ * closes. */
+#ifndef L7_BPF_MESH_H
+#define L7_BPF_MESH_H
+
+#include <linux/bpf.h>
+#include <bpf/bpf_endian.h>
+#include "compat.h"
+#include "l7/mesh.h"
+#include "mesh_resp.h"
+#if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
+#include "http.h"
+#endif
+
+#define L7_MESH_PULL1 2048     /* first look at a message: most heads fit */
+#define L7_AF_INET    2
+#define L7_TCP_CLOSE  7
+
+static __always_inline void l7_mesh_stat(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_stats, &idx);
+	if (v)
+		*v += 1;
+}
+
+static __always_inline struct l7_mesh_key l7_mesh_rev(const struct l7_mesh_key *k)
+{
+	struct l7_mesh_key r = { .lip = k->rip, .rip = k->lip, .lport = k->rport, .rport = k->lport };
+	return r;
+}
+
+static __always_inline int l7_mesh_same(const struct l7_mesh_key *a, const struct l7_mesh_key *b)
+{
+	return a->lip == b->lip && a->rip == b->rip && a->lport == b->lport && a->rport == b->rport;
+}
+
+static __always_inline struct l7_mesh_slot *l7_mesh_slot_at(__u32 idx)
+{
+	__u32 i = idx & (L7_MESH_POOL_SIZE - 1);
+	return bpf_map_lookup_elem(&l7_mesh_pool, &i);
+}
+
+/* ---- sock_ops ------------------------------------------------------------------------- */
+
+static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct l7_mesh_key *k)
+{
+	for (int u = 0; u < L7_MESH_UPSTREAMS; u++) {
+		__u32 b = c->bind[u];
+		if (!b)
+			continue;
+		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
+		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k))
+			continue;
+		/* responses still owed would reach whoever takes the slot next: drop them first */
+		__u32 to = s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
+		__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to);
+	}
+}
+
+static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
+{
+	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, k);
+
+	if (!c)
+		return;
+	if (c->role == L7_MR_CLIENT) {
+		l7_mesh_release(c, k);
+	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL) {
+		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
+		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
+		if (s && s->gen == c->gen)
+			s->state = L7_MS_DEAD;
+	}
+	bpf_map_delete_elem(&l7_mesh_conns, k);
+}
+
+__attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
+{
+	if (s->family != L7_AF_INET)
+		return 1;
+	struct l7_mesh_key k = {
+		.lip = s->local_ip4, .rip = s->remote_ip4,
+		.lport = s->local_port, .rport = bpf_ntohl(s->remote_port),
+	};
+
+	if (s->op == BPF_SOCK_OPS_ACTIVE_ESTABLISHED_CB || s->op == BPF_SOCK_OPS_PASSIVE_ESTABLISHED_CB) {
+		struct l7_mesh_addr_key lk = { k.lip, k.lport }, rk = { k.rip, k.rport };
+		/* kinds, not pointers: clang would OR the two pointers, which the verifier refuses */
+		__u32 lkind = 0, rkind = 0, rindex = 0;
+		struct l7_mesh_addr *a = bpf_map_lookup_elem(&l7_mesh_addrs, &lk);
+		if (a)
+			lkind = a->kind;
+		a = bpf_map_lookup_elem(&l7_mesh_addrs, &rk);
+		if (a) {
+			rkind = a->kind;
+			rindex = a->index;
+		}
+		l7_barrier_var(lkind);
+		if (!lkind && !rkind)
+			return 1;   /* traffic the policy does not cover: leave it alone */
+		struct l7_mesh_conn c;
+		__builtin_memset(&c, 0, sizeof(c));
+		if (rkind == L7_MA_SERVICE) {
+			c.role = L7_MR_CLIENT;
+			c.index = rindex;
+		} else if (lkind == L7_MA_SERVICE) {
+			c.role = L7_MR_RT_CLIENT;
+		}
+		/* the state entry before the socket can send: SK_MSG finds it on the first write */
+		if (c.role)
+			bpf_map_update_elem(&l7_mesh_conns, &k, &c, BPF_ANY);
+		bpf_sock_hash_update(s, &l7_mesh_socks, &k, BPF_ANY);
+		bpf_sock_ops_cb_flags_set(s, BPF_SOCK_OPS_STATE_CB_FLAG);
+	} else if (s->op == BPF_SOCK_OPS_STATE_CB && s->args[1] == L7_TCP_CLOSE) {
+		l7_mesh_closed(&k);
+	}
+	return 1;
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+struct l7_mesh_claim {
+	__u32 up;
+	__u32 found;            /* 1 + pool index */
+	struct l7_mesh_key key;
+};
+
+L7_LOOP_CB(l7_mesh_claim_cb)
+{
+	struct l7_mesh_claim *cl = l7_ctx;
+	__u32 idx = cl->up * L7_MESH_SLOTS + (__u32)(l7_idx & (L7_MESH_SLOTS - 1));
+	struct l7_mesh_slot *s = l7_mesh_slot_at(idx);
+
+	if (!s || s->state != L7_MS_IDLE)
+		return 0;
+	if (__sync_val_compare_and_swap(&s->state, L7_MS_IDLE, L7_MS_BUSY) != L7_MS_IDLE)
+		return 0;
+	s->owner = cl->key;
+	cl->found = idx + 1;
+	return 1;
+}
+
+/* The client's pool connection to upstream u: the bound one while it lives, else a free one.
+ * Returns 1 + pool index, 0 when the pool of u is exhausted or empty. */
+static __always_inline __u32 l7_mesh_bind(struct l7_mesh_conn *c, const struct l7_mesh_key *k, __u32 u)
+{
+	u &= L7_MESH_UPSTREAMS - 1;
+	__u32 b = c->bind[u];
+	if (b) {
+		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
+		if (s && s->gen == c->bind_gen[u] && s->state == L7_MS_BUSY && l7_mesh_same(&s->owner, k))
+			return b;
+		c->bind[u] = 0;
+	}
+	struct l7_mesh_claim cl = { .up = u, .key = *k };
+	l7_loop(L7_MESH_SLOTS, l7_mesh_claim_cb, &cl);
+	if (!cl.found)
+		return 0;
+	struct l7_mesh_slot *s = l7_mesh_slot_at(cl.found - 1);
+	if (!s)
+		return 0;
+	c->bind[u] = (__u16)cl.found;
+	c->bind_gen[u] = s->gen;
+	return cl.found;
+}
+
+/* Insert the policy's header lines before the final CRLF of the head (at `at`). Returns the
+ * number of bytes inserted. Staged in the scratch buffer: the parsed request is done with. */
+static __always_inline __u32 l7_mesh_insert(struct sk_msg_md *msg, struct l7_req *scratch,
+					    const struct l7_decision *d, __u32 at)
+{
+	__u32 total = 0;
+
+	for (int i = 0; i < L7_MAX_SET; i++) {
+		if (i >= (int)d->n_set)
+			break;
+		__u16 off = 0, len = 0;
+		__u32 m = d->set[i] & (L7_MAX_MUT - 1);
+		bpf_probe_read_kernel(&off, sizeof(off), &l7_mut_off[m]);
+		bpf_probe_read_kernel(&len, sizeof(len), &l7_mut_len[m]);
+		if (len == 0 || total + len > L7_MAX_INSERT || off >= L7_MUT_BYTES)
+			break;
+		bpf_probe_read_kernel(&scratch->buf[total & (L7_MAX_INSERT - 1)], len & (L7_MAX_INSERT - 1),
+				      &l7_mut_bytes[off]);
+		total += len;
+	}
+	if (!total || total > L7_MAX_INSERT)
+		return 0;
+	if (bpf_msg_push_data(msg, at, total, 0))
+		return 0;
+	if (bpf_msg_pull_data(msg, at, at + total, 0))
+		return total;   /* pushed but not writable: cannot happen for a fresh push */
+	__u8 *p = msg->data, *e = msg->data_end;
+	for (__u32 i = 0; i < L7_MAX_INSERT; i++) {
+		if (i >= total || p + i + 1 > e)
+			break;
+		p[i] = scratch->buf[i & (L7_MAX_INSERT - 1)];
+	}
+	l7_mesh_stat(L7_STAT_HDR_INSERT);
+	return total;
+}
+
+/* Into the receive queue of l7run's end of this connection. Always an explicit redirect, never
+ * a bare SK_PASS: when one sendmsg carries several requests, the kernel re-runs the program on
+ * the rest with msg->sk_redir still set from the previous request, so SK_PASS without a new
+ * redirect would follow the old target. */
+static __always_inline int l7_mesh_to_own_end(struct sk_msg_md *msg, const struct l7_mesh_key *k)
+{
+	struct l7_mesh_key own = l7_mesh_rev(k);
+
+	return bpf_msg_redirect_hash(msg, &l7_mesh_socks, &own, BPF_F_INGRESS);
+}
+
+/* Hand `len` bytes (0 = the rest of the message) to l7run with a record saying what to do. */
+static __always_inline int l7_mesh_to_l7run(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					    const struct l7_mesh_key *k, __u32 kind, __u32 len,
+					    __u32 status, __u32 slot, __u64 seq)
+{
+	struct l7_mesh_pass_key pk = { .client = *k, .seq = c->pass_seq + 1 };
+	struct l7_mesh_pass p = { .kind = kind, .len = len, .status = status, .slot = slot, .req = seq };
+
+	if (bpf_map_update_elem(&l7_mesh_pass, &pk, &p, BPF_ANY)) {
+		/* no record, no way for l7run to frame: stop this connection */
+		c->flags |= L7_MC_BROKEN;
+		return SK_DROP;
+	}
+	c->pass_seq = pk.seq;
+	c->last_up = 0;   /* what is in flight is no longer known here */
+	if (len)
+		bpf_msg_apply_bytes(msg, len);
+	l7_mesh_stat(L7_STAT_PASSED);
+	return l7_mesh_to_own_end(msg, k);
+}
+
+static __always_inline __u32 l7_mesh_bad_status(int err)
+{
+	if (err == -L7_E_TOO_LARGE)
+		return 431;
+	if (err == -L7_E_URI_TOO_LONG)
+		return 414;
+	if (err == -L7_E_UNSUPPORTED)
+		return 501;
+	return 400;
+}
+
+/* Copy the first n bytes of the message into req->buf and parse them. */
+static __always_inline int l7_mesh_parse(struct sk_msg_md *msg, struct l7_req *req, __u32 n)
+{
+	l7_barrier_var(n);
+	if (n == 0 || n > L7_MAX_HEAD)
+		return -L7_E_BAD;
+	if (bpf_msg_pull_data(msg, 0, n, 0))
+		return -L7_E_TOO_LARGE;
+	void *d = msg->data;
+	if (bpf_probe_read_kernel(req->buf, n, d))
+		return -L7_E_BAD;
+	return l7_http_parse_head(req, n);
+}
+
+static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					   const struct l7_mesh_key *k)
+{
+	__u32 zero = 0, size = msg->size;
+	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
+
+	if (c->flags & L7_MC_BROKEN)
+		return l7_mesh_to_own_end(msg, k);   /* l7run answered and is closing: it discards */
+	if (!req || size == 0)
+		return l7_mesh_to_own_end(msg, k);
+	__u32 n = size < L7_MESH_PULL1 ? size : L7_MESH_PULL1;
+	int h = l7_mesh_parse(msg, req, n);
+	if (h == 0 && size > n) {
+		n = size < L7_MAX_HEAD ? size : L7_MAX_HEAD;
+		h = l7_mesh_parse(msg, req, n);
+	}
+	if (h == 0 && size < L7_MAX_HEAD) {
+		/* head incomplete: hold the bytes until at least one more arrives (complete framing
+		 * only: never ask for more than the head can still need) */
+		bpf_msg_cork_bytes(msg, size + 1);
+		return SK_PASS;
+	}
+	__u64 seq = c->req_seq++;
+	l7_mesh_stat(L7_STAT_REQUESTS);
+	if (h <= 0 || (req->flags & (L7_REQ_CHUNKED | L7_REQ_UPGRADE))) {
+		/* never forwarded unchecked: l7run answers and closes (the stream cannot be framed) */
+		__u32 st = h == 0 ? 431 : h < 0 ? l7_mesh_bad_status(h) : 501;
+		l7_mesh_stat(L7_STAT_BAD_REQUEST);
+		int rc = l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, st, 0, seq);
+		c->flags |= L7_MC_BROKEN;
+		return rc;
+	}
+
+	struct l7_decision d;
+	__builtin_memset(&d, 0, sizeof(d));
+	req->service = c->index;
+	l7_policy_decide(req, &d);
+	__u32 head = (__u32)h, body = req->body_len;
+	__u32 up = d.upstream;
+	if (d.verdict == L7_FALLBACK) {
+		struct l7_mesh_addr_key fk = { 0, 0 };
+		struct l7_mesh_addr *fb = bpf_map_lookup_elem(&l7_mesh_addrs, &fk);
+		l7_mesh_stat(L7_STAT_FALLBACK);
+		if (!fb)
+			return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
+		up = fb->index;
+	} else if (d.verdict == L7_DENY) {
+		l7_mesh_stat(L7_STAT_DENIED);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, d.status, 0, seq);
+	} else if (d.verdict != L7_FORWARD) {
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
+	}
+	if (up >= L7_MESH_UPSTREAMS)
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
+
+	__u32 b = l7_mesh_bind(c, k, up);
+	if (!b) {
+		l7_mesh_stat(L7_STAT_POOL_MISS);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
+	}
+	struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
+	if (!s)
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
+	__u32 total = head + body;
+	if (d.n_set)
+		total += l7_mesh_insert(msg, req, &d, head - 2);
+
+	/* In order when nothing is with l7run and either nothing is in flight or what is in flight
+	 * goes to the same connection (a connection answers in order). */
+	struct l7_mesh_ctl *ctl = bpf_map_lookup_elem(&l7_mesh_ctl, k);
+	__u64 done = ctl ? ctl->done_seq : 0, local = ctl ? ctl->local_done : 0;
+	int in_order = c->pass_seq == done && (c->resp_done + local == seq || c->last_up == up + 1);
+
+	__sync_fetch_and_add(&s->req_cnt, 1);
+	if (!in_order) {
+		l7_mesh_stat(L7_STAT_ORDER_WAIT);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_FORWARD, total, 0, b - 1, seq);
+	}
+	struct l7_mesh_key be = s->backend;
+	bpf_msg_apply_bytes(msg, total);
+	if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, &be, BPF_F_INGRESS) != SK_PASS) {
+		/* the backend's socket is gone (closed under us): 502, the slot gets refilled */
+		__sync_fetch_and_add(&s->resp_cnt, 1);
+		c->bind[up & (L7_MESH_UPSTREAMS - 1)] = 0;
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, total, 502, 0, seq);
+	}
+	c->last_up = up + 1;
+	l7_mesh_stat(L7_STAT_FORWARDED);
+	return SK_PASS;
+}
+
+/* ---- responses ------------------------------------------------------------------------ */
+
+/* Frame the response bytes at the start of this message. Returns how many of them belong to
+ * the current piece (the rest is framed by the next run, via apply_bytes), 0 to wait for more;
+ * *final says whether the piece ends a response. */
+static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+						     struct l7_req *r, __u32 size, int *final)
+{
+	*final = 0;
+	if (c->body == L7_MB_RAW)
+		return size;
+	if (c->body == L7_MB_LEN || c->body == L7_MB_CHUNK_DATA) {
+		if (c->body_left > size) {
+			c->body_left -= size;
+			return size;
+		}
+		__u32 n = (__u32)c->body_left;
+		c->body_left = 0;
+		if (c->body == L7_MB_LEN) {
+			c->body = L7_MB_HEAD;
+			*final = 1;
+		} else {
+			c->body = L7_MB_CHUNK;
+		}
+		return n;
+	}
+	if (c->body == L7_MB_CHUNK) {
+		__u32 n = size < 64 ? size : 64;
+		__u64 csize = 0;
+		if (bpf_msg_pull_data(msg, 0, n, 0) || bpf_probe_read_kernel(r->buf, n & 127, msg->data))
+			goto raw;
+		int ln = l7_mesh_scan_chunk(r, n, &csize);
+		if (ln == 0)
+			return size < 64 ? 0 : size;
+		if (ln < 0)
+			goto raw;
+		if (csize == 0) {
+			/* last chunk: CRLF must follow (trailers are not framed here) */
+			if (size < (__u32)ln + 2)
+				return 0;
+			c->body = L7_MB_HEAD;
+			*final = 1;
+			return (__u32)ln + 2;
+		}
+		c->body = L7_MB_CHUNK_DATA;
+		c->body_left = csize + 2;
+		return (__u32)ln;
+	}
+	/* a head */
+	__u32 n = size < L7_RS_MAXHEAD ? size : L7_RS_MAXHEAD;
+	struct l7_mesh_rscan *hs;
+	l7_barrier_var(n);
+	if (n == 0 || n > L7_RS_MAXHEAD)
+		goto raw;
+	if (bpf_msg_pull_data(msg, 0, n, 0) || bpf_probe_read_kernel(r->buf, n, msg->data))
+		goto raw;
+	int h = l7_mesh_scan_response(r, n, &hs);
+	if (h == 0)
+		return 0;
+	if (h < 0)
+		goto raw;
+	__u32 st = hs->status;
+	if (st >= 100 && st < 200)
+		return (__u32)h;                           /* interim: the exchange goes on */
+	if (st == 204 || st == 304 || (hs->has_clen && hs->clen == 0)) {
+		*final = 1;
+		return (__u32)h;
+	}
+	if (hs->chunked) {
+		c->body = L7_MB_CHUNK;
+		return (__u32)h;
+	}
+	if (hs->has_clen) {
+		__u64 total = (__u64)h + hs->clen;
+		if (total <= size) {
+			*final = 1;
+			return (__u32)total;
+		}
+		c->body = L7_MB_LEN;
+		c->body_left = total - size;
+		return size;
+	}
+raw:
+	c->body = L7_MB_RAW;   /* close-delimited or unframeable: the connection ends with it */
+	return size;
+}
+
+static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					    const struct l7_mesh_key *k)
+{
+	__u32 zero = 0, size = msg->size;
+	struct l7_req *r = bpf_map_lookup_elem(&l7_scratch, &zero);
+	struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
+	int final = 0;
+
+	if (!r || !s || s->gen != c->gen || size == 0)
+		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it */
+	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final);
+	if (len == 0) {
+		bpf_msg_cork_bytes(msg, size + 1);
+		return SK_PASS;
+	}
+	if (len < size)
+		bpf_msg_apply_bytes(msg, len);
+	struct l7_mesh_key owner = s->owner;
+	if (final)
+		__sync_fetch_and_add(&s->resp_cnt, 1);
+	if (s->state == L7_MS_BUSY) {
+		struct l7_mesh_conn *oc = bpf_map_lookup_elem(&l7_mesh_conns, &owner);
+		if (final) {
+			l7_mesh_stat(L7_STAT_RESPONSES);
+			if (oc)
+				__sync_fetch_and_add(&oc->resp_done, 1);
+		}
+		/* a failed redirect (client gone) must not become SK_DROP: the backend would get
+		 * EACCES and drop the connection */
+		if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, &owner, BPF_F_INGRESS) == SK_PASS)
+			return SK_PASS;
+		l7_mesh_to_own_end(msg, k);
+		return SK_PASS;
+	}
+	if (s->state == L7_MS_ORPHAN && final && s->resp_cnt == s->req_cnt)
+		__sync_val_compare_and_swap(&s->state, L7_MS_ORPHAN, L7_MS_IDLE);
+	l7_mesh_to_own_end(msg, k);
+	return SK_PASS;
+}
+
+/* ---- entry ----------------------------------------------------------------------------- */
+
+__attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
+{
+	struct l7_mesh_key k = {
+		.lip = msg->local_ip4, .rip = msg->remote_ip4,
+		.lport = msg->local_port, .rport = bpf_ntohl(msg->remote_port),
+	};
+	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+
+	if (!c)
+		return SK_PASS;
+	if (c->role == L7_MR_CLIENT)
+		return l7_mesh_request(msg, c, &k);
+	if (c->role == L7_MR_BACKEND)
+		return l7_mesh_response(msg, c, &k);
+	/* l7run's ends: into the peer's receive queue, like everything else it gets */
+	struct l7_mesh_key peer = l7_mesh_rev(&k);
+	bpf_msg_redirect_hash(msg, &l7_mesh_socks, &peer, BPF_F_INGRESS);
+	return SK_PASS;
+}
+
+#endif

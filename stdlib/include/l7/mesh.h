@@ -1,0 +1,132 @@
+/* Mesh mode: the types shared by the mesh data plane (stdlib/bpf/mesh.h) and l7run --mesh
+ * (runtime/mesh*.c). Clients and backends sit in one cgroup; sock_ops enrolls their sockets
+ * in l7_mesh_socks (keyed by 4-tuple) and SK_MSG moves each request from the client's send
+ * path straight into the receive queue of a backend socket of a pre-opened pool connection
+ * (BPF_F_INGRESS), and the backend's response straight into the client's socket.
+ *
+ * Writers (a map value has one writer at a time; userspace has no atomics on map values):
+ *   l7_mesh_addrs  l7run, before attaching
+ *   l7_mesh_conns  CLIENT/RT_CLIENT entries: BPF (sock_ops creates, SK_MSG keeps, sock_ops
+ *                  deletes); RT_POOL/BACKEND entries: l7run creates before the slot is
+ *                  published, BPF keeps the response framing in them afterwards
+ *   l7_mesh_pool   l7run fills a slot while it is EMPTY/DEAD; BPF moves IDLE<->BUSY<->ORPHAN
+ *                  with compare-and-swap and keeps the counters
+ *   l7_mesh_pass   BPF writes, l7run reads and deletes
+ *   l7_mesh_ctl    l7run only
+ *
+ * The map rows in l7/maps.def carry these sizes as numbers (that file is also read where
+ * this header is not included); the asserts below keep them in step. */
+#ifndef L7_MESH_TYPES_H
+#define L7_MESH_TYPES_H
+
+#include <linux/types.h>
+
+#define L7_MESH_SLOTS      64   /* pool connections per upstream (power of two) */
+#define L7_MESH_UPSTREAMS  16   /* = L7_MAX_UPSTREAMS */
+#define L7_MESH_RING       16   /* requests in flight on one pool connection (power of two) */
+
+/* A socket's 4-tuple as sk_msg_md / bpf_sock_ops show it: addresses in network order,
+ * local port in host order, remote port converted to host order too. */
+struct l7_mesh_key {
+	__u32 lip, rip, lport, rport;
+};
+
+/* l7_mesh_addrs: which endpoints matter. Key: {ip (network order), port (host order)}. */
+struct l7_mesh_addr_key {
+	__u32 ip, port;
+};
+enum l7_mesh_addr_kind { L7_MA_SERVICE = 1, L7_MA_UPSTREAM = 2 };
+struct l7_mesh_addr {
+	__u32 kind;     /* enum l7_mesh_addr_kind */
+	__u32 index;    /* service or upstream index */
+};
+
+enum l7_mesh_role {
+	L7_MR_CLIENT = 1,     /* an application's socket connected to a service address */
+	L7_MR_RT_CLIENT,      /* l7run's accepted end of it (slow-path bytes, l7run's answers) */
+	L7_MR_RT_POOL,        /* l7run's end of a pool connection */
+	L7_MR_BACKEND,        /* the backend's accepted end of a pool connection */
+};
+
+enum l7_mesh_body { L7_MB_HEAD = 0, L7_MB_LEN, L7_MB_CHUNK, L7_MB_CHUNK_DATA, L7_MB_RAW };
+
+/* l7_mesh_conns value, keyed by the socket's own 4-tuple. */
+struct l7_mesh_conn {
+	__u32 role;           /* enum l7_mesh_role */
+	__u32 index;          /* CLIENT: service index; RT_POOL/BACKEND: pool slot */
+	__u32 gen;            /* RT_POOL/BACKEND: generation of the slot when it was filled */
+	__u32 body;           /* BACKEND: enum l7_mesh_body of the response stream */
+	__u64 body_left;      /* BACKEND: bytes left of the current response body / chunk */
+	/* CLIENT: ordering. Every request gets seq = req_seq++; responses delivered by the
+	 * kernel count in resp_done, answers written by l7run in l7_mesh_ctl.local_done. */
+	__u64 req_seq;
+	__u64 resp_done;      /* atomically incremented by the backend side */
+	__u64 pass_seq;       /* records handed to l7run (l7_mesh_pass seq 1..pass_seq) */
+	__u32 last_up;        /* 1 + upstream of the requests in flight; 0 = none known */
+	__u32 flags;          /* L7_MC_* */
+	__u16 bind[L7_MESH_UPSTREAMS];      /* 1 + pool slot bound per upstream */
+	__u32 bind_gen[L7_MESH_UPSTREAMS];
+};
+#define L7_MC_BROKEN 1u   /* a bad request was seen: everything further goes to l7run */
+
+enum l7_mesh_slot_state {
+	L7_MS_EMPTY = 0,      /* never filled */
+	L7_MS_IDLE,           /* connected, free */
+	L7_MS_BUSY,           /* bound to client `owner` */
+	L7_MS_ORPHAN,         /* owner closed with responses owed: drop them, then IDLE */
+	L7_MS_DEAD,           /* connection closed: l7run refills */
+};
+
+/* l7_mesh_pool value, index = upstream * L7_MESH_SLOTS + slot. */
+struct l7_mesh_slot {
+	__u32 state;          /* enum l7_mesh_slot_state (BPF: compare-and-swap) */
+	__u32 gen;            /* l7run bumps it on every refill */
+	struct l7_mesh_key backend;   /* the backend's accepted socket: requests go here */
+	struct l7_mesh_key owner;     /* BUSY: the client socket responses go to */
+	__u64 req_cnt;        /* requests sent (or handed to l7run to send) on this connection */
+	__u64 resp_cnt;       /* final responses framed */
+};
+
+/* A message handed to l7run (SK_PASS on the client's socket). Key: {client key, seq}. */
+struct l7_mesh_pass_key {
+	struct l7_mesh_key client;
+	__u64 seq;
+};
+enum l7_mesh_pass_kind {
+	L7_MP_FORWARD = 1,    /* send on pool slot `slot` once responses up to `req` are done */
+	L7_MP_ANSWER,         /* answer `status` (after earlier responses), discard the bytes */
+	L7_MP_CLOSE,          /* answer `status` and close (bad request: framing lost) */
+};
+struct l7_mesh_pass {
+	__u32 kind;           /* enum l7_mesh_pass_kind */
+	__u32 len;            /* bytes of the client's stream this record covers; 0 = the rest */
+	__u32 status;
+	__u32 slot;           /* FORWARD: pool index (upstream * L7_MESH_SLOTS + slot) */
+	__u64 req;            /* the request's seq: earlier responses must be done first */
+};
+
+/* l7_mesh_ctl value, keyed by the client key: how far l7run has caught up. */
+struct l7_mesh_ctl {
+	__u64 done_seq;       /* pass records fully handled */
+	__u64 local_done;     /* answers l7run wrote to the client */
+};
+
+#define L7_MESH_KEY_SIZE   16
+#define L7_MESH_CONN_SIZE  152
+#define L7_MESH_SLOT_SIZE  56
+#define L7_MESH_PKEY_SIZE  24
+#define L7_MESH_PASS_SIZE  24
+#define L7_MESH_CTL_SIZE   16
+#define L7_MESH_POOL_SIZE  (L7_MESH_UPSTREAMS * L7_MESH_SLOTS)
+_Static_assert(sizeof(struct l7_mesh_key) == L7_MESH_KEY_SIZE, "maps.def: l7_mesh_* key size");
+_Static_assert(sizeof(struct l7_mesh_conn) == L7_MESH_CONN_SIZE, "maps.def: l7_mesh_conns value size");
+_Static_assert(sizeof(struct l7_mesh_slot) == L7_MESH_SLOT_SIZE, "maps.def: l7_mesh_pool value size");
+_Static_assert(sizeof(struct l7_mesh_pass_key) == L7_MESH_PKEY_SIZE, "maps.def: l7_mesh_pass key size");
+_Static_assert(sizeof(struct l7_mesh_pass) == L7_MESH_PASS_SIZE, "maps.def: l7_mesh_pass value size");
+_Static_assert(sizeof(struct l7_mesh_ctl) == L7_MESH_CTL_SIZE, "maps.def: l7_mesh_ctl value size");
+
+/* Program and map names l7run looks up. */
+#define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
+#define L7_MESH_PROG_MSG     "l7_mesh_msg_prog"
+
+#endif
