@@ -605,9 +605,10 @@ L7_LOOP_CB(l7_http_step)
 			r->head_len = pos + 2;
 			return 0;
 		}
+		/* The request line starts here: scan the method in this same step. */
 		r->method_s.off = (__u16)pos;
 		l7_http_set_state(r, L7H_S_METHOD);
-		return 0;
+		st = L7H_S_METHOD;
 	}
 
 	m = L7_HTTP_WINDOW(r, pos, st, L7_HTTP_WIN);
