@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static long STATES = 2, CALLBACK_PASSES = 6;
+static long STATES = 2, CALLBACK_PASSES = 3;
 #define LOOP_CAP 8192
 
 struct insn {

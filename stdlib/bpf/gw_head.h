@@ -1,6 +1,6 @@
 /* gw_head.h: line scanner for HTTP/1.1 heads in a l7_req buffer, used by the gateway for
  * response heads (status, Content-Length, chunked, Connection: close) and chunk-size lines.
- * Request heads are parsed by http.h (l7_http_parse_head); until it lands, gw_req_tmp.h. */
+ * Request heads are parsed by http.h (l7_http_parse_head). */
 #ifndef L7_GW_HEAD_H
 #define L7_GW_HEAD_H
 
