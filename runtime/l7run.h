@@ -116,6 +116,9 @@ int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7
 void pool_close_all(void);
 void ctl_publish(struct client *c);
 
+/* mesh.c: l7run --mesh (mesh mode, its own runtime) */
+int mesh_main(int argc, char **argv);
+
 /* main.c */
 int gateway_run_loop(volatile sig_atomic_t *stopping);
 

@@ -56,6 +56,9 @@ int main(int argc, char **argv)
 {
 	const char *obj = NULL;
 	const char *listen_args[MAX_SERVICES], *up_args[L7_MAX_UPSTREAMS];
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--mesh"))
+			return mesh_main(argc, argv);   /* runtime/mesh.c */
 	int n_listen = 0, n_up = 0, fallback = -2, bpf_stats = 0;
 
 	for (int i = 1; i < argc; i++) {

@@ -1,0 +1,79 @@
+/* l7run --mesh: the runtime of mesh mode (data plane: stdlib/bpf/mesh.h, types: l7/mesh.h).
+ * It attaches the programs, keeps the pool of pre-opened connections to each upstream, listens
+ * on the service addresses so that clients' connections establish, and handles the slow path:
+ * requests the kernel could not send in order, answers (deny, 502/503), bad requests. */
+#ifndef L7RUN_MESH_H
+#define L7RUN_MESH_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <bpf/libbpf.h>
+#include "l7/mesh.h"
+#include "l7run.h"
+
+#define MESH_MAX_CLIENTS 8192
+
+struct mesh_pool_conn {
+	int fd;                  /* l7run's end; -1 = none */
+	uint32_t gen;
+	uint64_t retry_at;       /* ms: next connect attempt while empty */
+};
+
+struct mesh_client {
+	int fd;
+	struct l7_mesh_key key;  /* the application's socket (responses and answers go there) */
+	uint64_t next_seq;       /* next l7_mesh_pass record */
+	uint64_t local_done;     /* answers written */
+	char *in;                /* bytes received, not yet consumed by a record */
+	size_t in_len, in_cap;
+	int closing;             /* answered with connection: close */
+	int eof;                 /* the client sent FIN */
+	uint64_t close_at;       /* ms: close after the answer drained */
+};
+
+struct mesh {
+	struct config cfg;
+	struct bpf_object *obj;
+	struct bpf_link *sockops_link;
+	int msg_prog, socks, conns, addrs, pool, pass, ctl, stats;
+	int msg_attached;
+	int cgfd;
+	char cgroup[4096];
+	int created_cgroup;
+	char pin_dir[256];
+	int pool_n;              /* connections per upstream */
+	int verbose;
+	int epfd;
+	int listen_fd[MAX_SERVICES];
+	struct mesh_pool_conn slot[L7_MESH_POOL_SIZE];
+	struct mesh_client *client[MESH_MAX_CLIENTS];
+	int n_clients;
+};
+
+extern struct mesh M;
+
+#define mlog(...) do { if (M.verbose) { fprintf(stderr, "l7run[mesh]: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
+
+/* mesh.c */
+int mesh_main(int argc, char **argv);
+
+/* mesh_pool.c */
+uint64_t mesh_now_ms(void);
+struct l7_mesh_key mesh_key_of(int fd);
+void mesh_pool_fill(int force);
+void mesh_pool_event(int idx, uint32_t ev);
+void mesh_pool_close_all(void);
+
+/* mesh_client.c */
+void mesh_accept(int lfd);
+void mesh_client_event(struct mesh_client *c, uint32_t ev);
+void mesh_clients_tick(void);
+void mesh_client_close(struct mesh_client *c);
+struct mesh_client *mesh_client_by_key(const struct l7_mesh_key *k);
+void mesh_client_answer(struct mesh_client *c, int status, int close_after);
+
+/* epoll data: what an event's fd is */
+#define MESH_EV_LISTEN  (1ull << 62)
+#define MESH_EV_POOL    (1ull << 61)
+
+#endif

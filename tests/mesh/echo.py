@@ -1,0 +1,49 @@
+#!/usr/bin/env python3
+"""Echo backend for the mesh tests: answers every request with the headers it received.
+
+usage: echo.py NAME PORT [--max-requests N]
+Body: "backend=NAME", "path=...", "method=...", "len=N sha256=HEX" for request bodies, then
+one "h:name=value" line per received header (lower-case names). HTTP/1.1 keep-alive."""
+import hashlib
+import sys
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+NAME, PORT = sys.argv[1], int(sys.argv[2])
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def answer(self):
+        n = int(self.headers.get("content-length") or 0)
+        h = hashlib.sha256()
+        left = n
+        while left:
+            chunk = self.rfile.read(min(left, 65536))
+            if not chunk:
+                break
+            h.update(chunk)
+            left -= len(chunk)
+        lines = ["backend=" + NAME, "path=" + self.path, "method=" + self.command,
+                 "len=%d sha256=%s" % (n, h.hexdigest())]
+        lines += ["h:%s=%s" % (k.lower(), v) for k, v in self.headers.items()]
+        body = ("\n".join(lines) + "\n").encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/plain")
+        self.send_header("content-length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    do_GET = do_POST = do_PUT = do_DELETE = answer
+
+
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 1024
+    allow_reuse_address = True
+
+
+Server(("127.0.0.1", PORT), Handler).serve_forever()
