@@ -16,6 +16,10 @@
 #define L7_MAX_WANTED    16     /* distinct header names one policy reads */
 #define L7_MAX_NAME      32     /* bytes of a header name a policy reads */
 #define L7_MAX_SET       8      /* header mutations applied to one request */
+#define L7_MAX_JWT       4      /* JWT configurations one policy file declares */
+#define L7_MAX_CLAIMS    8      /* JWT claims one policy file reads */
+#define L7_JWT_JSON      2048   /* bytes of decoded JWT payload kept for claim predicates */
+#define L7_JWT_MAX_TOKEN 4096   /* longer tokens are invalid (401) */
 
 /* Methods, as the parser classifies them (policy compares with these numbers). */
 enum l7_method {
@@ -62,7 +66,22 @@ struct l7_req {
 	struct l7_span query;  /* after '?', without it */
 	struct l7_span host;   /* Host field value, trimmed */
 	struct l7_span hdr[L7_MAX_WANTED]; /* values of the wanted headers, trimmed */
+	__u32 src_ip4;         /* client address, network byte order (set by the machinery) */
+	__u32 dst_port;        /* port the client connected to, host order (set by the machinery) */
+	/* JWT (see l7_jwt_check below); reset by the machinery before l7_policy_decide */
+	__u32 jwt_done;        /* bit i: configuration i was checked for this request */
+	__u32 jwt_ok;          /* bit i: ... and the token was valid */
+	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
 	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];
+	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* decoded payload of the last checked token */
+};
+
+/* One `jwt NAME { ... }` declaration of the policy (generated table l7_jwt_cfg). */
+struct l7_jwt_cfg {
+	__u32 header;          /* wanted-header index of the header carrying "Bearer <token>" */
+	__u32 leeway;          /* seconds of clock skew allowed for exp and nbf */
+	__u32 iss_len, aud_len;/* 0: not checked */
+	char iss[64], aud[64]; /* required iss, and a value aud must equal (or contain, if an array) */
 };
 
 /* What the policy decided for one request. */
@@ -92,6 +111,21 @@ struct l7_decision {
  *   const __u32 l7_n_mut;                            header mutations, as full field lines
  *   const __u16 l7_mut_off[], l7_mut_len[];          into l7_mut_bytes: "name: value\r\n"
  *   const char  l7_mut_bytes[];
+ *   const __u32 l7_n_jwt;                            JWT configurations
+ *   const struct l7_jwt_cfg l7_jwt_cfg[L7_MAX_JWT];
+ *   const __u32 l7_n_claims;                         JWT claims rules read
+ *   const __u8  l7_claim_cfg[L7_MAX_CLAIMS];         which configuration a claim belongs to
+ *   const __u8  l7_claim_len[L7_MAX_CLAIMS];
+ *   const char  l7_claim_name[L7_MAX_CLAIMS][L7_MAX_NAME];
+ *
+ * Symbols the machinery defines and the generated code calls:
+ *
+ *   int l7_jwt_check(struct l7_req *req, __u32 cfg);
+ *       1 if the request carries a valid HS256 token for configuration cfg (alg "HS256",
+ *       signature with key l7_jwt_keys[cfg], exp/nbf against the clock with leeway, iss/aud
+ *       as configured), else 0. Cached per request in jwt_done/jwt_ok; on success the claims
+ *       of cfg (l7_claim_cfg[i] == cfg) are in req->claim[i] (len 0 when absent or not a
+ *       string). Verified tokens are cached across requests (l7_jwt_cache).
  */
 
 /* Map names in the object, defined by codegen with BTF. */
