@@ -1,0 +1,335 @@
+#!/usr/bin/env python3
+"""Mesh mode end to end: real clients and two echo backends in a cgroup of their own, l7run
+--mesh attaching the compiled policy to it. Needs root (CI runs as root); never skips.
+
+usage: test_mesh.py L7C L7RUN [CHECK...]   (default: every check)"""
+import hashlib
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CG_ROOT = "/sys/fs/cgroup/unified"
+L7C, L7RUN = sys.argv[1], sys.argv[2]
+ONLY = sys.argv[3:]
+PID = os.getpid()
+BASE = 20000 + (PID % 1000) * 10          # ports unique per run
+SVC, PA, PB = BASE, BASE + 1, BASE + 2
+POOL = 8
+CG = os.path.join(CG_ROOT, "l7mesh-test-%d" % PID)
+PIN = "/sys/fs/bpf/l7mesh-test-%d" % PID
+TMP = tempfile.mkdtemp(prefix="l7mesh-")
+
+POLICY = """import "http.l7i";
+service front = 127.0.0.1:%d;
+upstream a = 127.0.0.1:%d;
+upstream b = 127.0.0.1:%d;
+policy mesh (
+  act (HttpRequest request)
+  context ('.*->front')
+) {
+  [Ingress]
+  if (starts_with(request.path, "/admin")) {
+    Deny(request, 403);
+  } else if (starts_with(request.path, "/a")) {
+    SetHeader(request, "x-l7-mesh", "a");
+    Route(request, a);
+  } else if (starts_with(request.path, "/b")) {
+    Route(request, b);
+  } else {
+    Route(request, a);
+  }
+}
+""" % (SVC, PA, PB)
+
+procs = {}
+
+
+def in_cgroup():
+    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
+        f.write("%d\n" % os.getpid())
+
+
+def start(name, argv, **kw):
+    procs[name] = subprocess.Popen(argv, preexec_fn=in_cgroup, **kw)
+    return procs[name]
+
+
+def stop(name):
+    p = procs.pop(name, None)
+    if p and p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def wait_port(port, timeout=5.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError("port %d never opened" % port)
+
+
+def start_backend(name, port):
+    start("backend" + name, [sys.executable, os.path.join(HERE, "echo.py"), name, str(port)])
+    wait_port(port)
+
+
+def connect():
+    s = socket.create_connection(("127.0.0.1", SVC), 5)
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    s.settimeout(5)
+    return s
+
+
+def req(path, method="GET", body=b"", extra=""):
+    head = "%s %s HTTP/1.1\r\nHost: front\r\n%s" % (method, path, extra)
+    if body or method == "POST":
+        head += "Content-Length: %d\r\n" % len(body)
+    return (head + "\r\n").encode() + body
+
+
+class Reader:
+    """Reads HTTP/1.1 responses (Content-Length framed) from a socket."""
+
+    def __init__(self, s):
+        self.s, self.buf = s, b""
+
+    def more(self):
+        d = self.s.recv(262144)
+        if not d:
+            raise EOFError("connection closed")
+        self.buf += d
+
+    def response(self):
+        while b"\r\n\r\n" not in self.buf:
+            self.more()
+        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
+        lines = head.decode().split("\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = dict((l.split(":", 1)[0].lower(), l.split(":", 1)[1].strip()) for l in lines[1:])
+        n = int(hdrs.get("content-length", 0))
+        while len(self.buf) < n:
+            self.more()
+        body, self.buf = self.buf[:n], self.buf[n:]
+        return status, hdrs, body.decode(errors="replace")
+
+
+def field(body, name):
+    for line in body.splitlines():
+        if line.startswith(name + "="):
+            return line[len(name) + 1:]
+    return None
+
+
+def curl(*args):
+    r = subprocess.run(["curl", "-s", "-m", "5"] + list(args), capture_output=True, text=True, timeout=10)
+    return r.stdout
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+# ---- checks --------------------------------------------------------------------------------
+
+def t_routing():
+    check(field(curl("http://127.0.0.1:%d/a/x" % SVC), "backend") == "A", "/a/x -> A")
+    check(field(curl("http://127.0.0.1:%d/b/y" % SVC), "backend") == "B", "/b/y -> B")
+    check(field(curl("http://127.0.0.1:%d/other" % SVC), "backend") == "A", "default -> A")
+
+
+def t_deny():
+    out = curl("-i", "http://127.0.0.1:%d/admin/x" % SVC)
+    check(out.startswith("HTTP/1.1 403"), "deny gets 403: %r" % out[:40])
+    s = connect()
+    r = Reader(s)
+    s.sendall(req("/admin"))
+    check(r.response()[0] == 403, "403 on a keep-alive connection")
+    s.sendall(req("/b/after"))
+    st, _, body = r.response()
+    check(st == 200 and field(body, "backend") == "B", "connection usable after a deny")
+    s.close()
+
+
+def t_header():
+    check(field(curl("http://127.0.0.1:%d/a/h" % SVC), "h:x-l7-mesh") == "a", "header added for /a")
+    check(field(curl("http://127.0.0.1:%d/b/h" % SVC), "h:x-l7-mesh") is None, "no header for /b")
+
+
+def t_keepalive():
+    s = connect()
+    r = Reader(s)
+    for i in range(5000):
+        up = "ab"[i % 3 == 0]
+        s.sendall(req("/%s/%d" % (up, i)))
+        st, _, body = r.response()
+        check(st == 200 and field(body, "backend") == up.upper() and field(body, "path") == "/%s/%d" % (up, i),
+              "request %d routed to %s" % (i, up))
+    s.close()
+
+
+def t_pipeline():
+    s = connect()
+    r = Reader(s)
+    paths = ["/a/1", "/b/2", "/b/3", "/admin/4", "/a/5", "/b/6", "/a/7", "/a/8"]
+    s.sendall(b"".join(req(p) for p in paths))
+    for p in paths:
+        st, _, body = r.response()
+        if p.startswith("/admin"):
+            check(st == 403, "pipelined deny in place")
+        else:
+            check(st == 200 and field(body, "path") == p, "pipelined response for %s in order (got %s)"
+                  % (p, field(body, "path")))
+    s.close()
+
+
+def t_small_writes():
+    s = connect()
+    r = Reader(s)
+    for path in ("/b/split", "/a/split"):
+        data = req(path, extra="X-Pad: %s\r\n" % ("p" * 100))
+        for i in range(0, len(data), 3):
+            s.sendall(data[i:i + 3])
+            time.sleep(0.001)
+        st, _, body = r.response()
+        check(st == 200 and field(body, "path") == path, "3-byte writes of %s" % path)
+    s.close()
+
+
+def t_post():
+    blob = os.urandom(200 * 1024)
+    want = hashlib.sha256(blob).hexdigest()
+    fn = os.path.join(TMP, "blob")
+    with open(fn, "wb") as f:
+        f.write(blob)
+    for expect in ([], ["-H", "Expect:"]):
+        body = curl("--data-binary", "@" + fn, *expect, "http://127.0.0.1:%d/b/post" % SVC)
+        check(field(body, "len") == "%d sha256=%s" % (len(blob), want), "curl POST 200 KiB %s" % expect)
+    s = connect()
+    r = Reader(s)
+    s.sendall(req("/a/post", "POST", blob) + req("/b/after-post"))   # body and next request in one write
+    st, _, body = r.response()
+    check(st == 200 and field(body, "len") == "%d sha256=%s" % (len(blob), want), "raw POST checksum")
+    st, _, body = r.response()
+    check(st == 200 and field(body, "path") == "/b/after-post", "request after a body")
+    s.close()
+
+
+def t_restart():
+    stop("backendA")
+    statuses = set()
+    end = time.time() + 5
+    while time.time() < end and not statuses & {502, 503}:
+        out = curl("-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:%d/a/down" % SVC)
+        statuses.add(int(out or 0))
+    check(statuses & {502, 503}, "backend down gives 502/503 (got %s)" % statuses)
+    check(field(curl("http://127.0.0.1:%d/b/up" % SVC), "backend") == "B", "other upstream unaffected")
+    start_backend("A", PA)
+    end = time.time() + 5
+    ok = False
+    while time.time() < end and not ok:
+        ok = field(curl("http://127.0.0.1:%d/a/back" % SVC), "backend") == "A"
+        time.sleep(0.05)
+    check(ok, "pool refilled after the backend came back")
+
+
+def count(pinned):
+    out = subprocess.run(["bpftool", "-j", "map", "dump", "pinned", os.path.join(PIN, pinned)],
+                         capture_output=True, text=True, timeout=20).stdout
+    return len(json.loads(out or "[]"))
+
+
+def nfds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def t_churn():
+    base_socks, base_conns = count("l7_mesh_socks"), count("l7_mesh_conns")
+    base_fds = nfds(procs["l7run"].pid)
+    for i in range(1000):
+        s = connect()
+        r = Reader(s)
+        s.sendall(req("/%s/churn%d" % ("ab"[i % 2], i)))
+        check(r.response()[0] == 200, "churn request %d" % i)
+        s.close()
+    end = time.time() + 10
+    while time.time() < end:
+        now = (count("l7_mesh_socks"), count("l7_mesh_conns"), nfds(procs["l7run"].pid))
+        if now == (base_socks, base_conns, base_fds):
+            break
+        time.sleep(0.2)
+    check(now == (base_socks, base_conns, base_fds), "after 1,000 connections: socks/conns/fds %s, baseline %s"
+          % (now, (base_socks, base_conns, base_fds)))
+
+
+CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
+          ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
+          ("restart", t_restart), ("churn", t_churn)]
+
+
+def main():
+    if os.geteuid() != 0:
+        print("FAIL: needs root")
+        return 1
+    home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+    os.mkdir(CG)
+    failed = 0
+    try:
+        pol = os.path.join(TMP, "mesh.l7")
+        with open(pol, "w") as f:
+            f.write(POLICY)
+        obj = os.path.join(TMP, "mesh.o")
+        subprocess.run([L7C, pol, "-o", obj], check=True, timeout=60)
+        start_backend("A", PA)
+        start_backend("B", PB)
+        log = open(os.path.join(TMP, "l7run.log"), "w")
+        start("l7run", [L7RUN, "--mesh", "--cgroup", CG, "--pool", str(POOL), "--pin", PIN, obj], stderr=log)
+        wait_port(SVC)
+        time.sleep(0.3)    # pool filled
+        in_cgroup()        # this process is the raw-socket client; curl inherits the cgroup
+        for name, fn in CHECKS:
+            if ONLY and name not in ONLY:
+                continue
+            t0 = time.time()
+            try:
+                fn()
+                print("ok   %-13s %.2fs" % (name, time.time() - t0))
+            except Exception as e:  # report every check, then fail
+                failed += 1
+                print("FAIL %-13s %s" % (name, e))
+            sys.stdout.flush()
+    finally:
+        with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % os.getpid())
+        for name in list(procs):
+            stop(name)
+        if failed:
+            print(open(os.path.join(TMP, "l7run.log")).read()[-3000:])
+        for _ in range(50):
+            try:
+                os.rmdir(CG)
+                break
+            except OSError:
+                time.sleep(0.1)
+        subprocess.run(["rm", "-rf", TMP, PIN])
+    check(not os.path.exists(CG), "cgroup removed")
+    print("%d check(s) failed" % failed if failed else "all mesh checks passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
