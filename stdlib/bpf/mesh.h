@@ -308,6 +308,9 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	struct l7_decision d;
 	__builtin_memset(&d, 0, sizeof(d));
 	req->service = c->index;
+	req->src_ip4 = k->lip;      /* the client's own socket: its address, the service's port */
+	req->dst_port = k->rport;
+	req->jwt_done = req->jwt_ok = 0;
 	l7_policy_decide(req, &d);
 	__u32 head = (__u32)h, body = req->body_len;
 	__u32 up = d.upstream;
