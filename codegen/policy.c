@@ -1,9 +1,15 @@
 /* l7_policy_decide(req, d): the Match and Action stages as control flow.
  *
- * Each policy is a chain of rule tests; a matching rule applies its mutations, then either
- * decides (store the decision, return) or continues with the next policy. Conditions are
- * lowered with short-circuit branches, leaves are calls into stdlib/bpf/policy.c that inline
- * to byte compares against constants. Every instruction carries the .l7 line it came from. */
+ * Each policy is a chain of rule tests, first match wins. A matching rule counts its hit,
+ * applies its actions (header mutations, counters, rate limits), then: Deny decides at once
+ * (deny wins); Route/Fallback is remembered if nothing was routed yet; Allow marks the request
+ * allowed; evaluation goes on with the next policy. At the end an ALLOW policy that applied
+ * without allowing denies 403, else the remembered route decides, else the default (404) —
+ * the semantics of ir_eval, which the tests hold this code to.
+ *
+ * Conditions are lowered with short-circuit branches; leaves are calls into
+ * stdlib/bpf/policy.c (and l7_jwt_check of the machinery) that inline to compares against
+ * constants. Every instruction carries the .l7 line it came from. */
 #include "cg.h"
 
 #include <stddef.h>
@@ -15,8 +21,9 @@ struct pcx {
 	struct cg *g;
 	LLVMValueRef fn, req, d;
 	LLVMMetadataRef sp;
-	LLVMTypeRef cmp_ty;
-	LLVMValueRef eq_fn, prefix_fn;
+	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
+	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty;
+	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn;
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -37,14 +44,15 @@ static void store32(struct pcx *c, LLVMValueRef base, size_t off, LLVMValueRef v
 
 static LLVMValueRef u32c(struct pcx *c, unsigned long long v) { return LLVMConstInt(c->g->i32, v, 0); }
 
-static size_t span_offset(const struct ir_cond *k)
+static size_t span_offset(enum ir_field f, int idx)
 {
-	switch (k->field) {
+	switch (f) {
 	case IR_F_PATH: return offsetof(struct l7_req, path);
 	case IR_F_QUERY: return offsetof(struct l7_req, query);
 	case IR_F_METHOD: return offsetof(struct l7_req, method_s);
 	case IR_F_HOST: return offsetof(struct l7_req, host);
-	case IR_F_HEADER: return offsetof(struct l7_req, hdr) + (size_t)k->header * sizeof(struct l7_span);
+	case IR_F_HEADER: return offsetof(struct l7_req, hdr) + (size_t)idx * sizeof(struct l7_span);
+	case IR_F_CLAIM: return offsetof(struct l7_req, claim) + (size_t)idx * sizeof(struct l7_span);
 	}
 	return 0;
 }
@@ -52,6 +60,18 @@ static size_t span_offset(const struct ir_cond *k)
 static LLVMBasicBlockRef block(struct pcx *c, const char *name)
 {
 	return LLVMAppendBasicBlockInContext(c->g->ctx, c->fn, name);
+}
+
+static LLVMValueRef call(struct pcx *c, LLVMTypeRef ty, LLVMValueRef fn, LLVMValueRef *args, unsigned n)
+{
+	return LLVMBuildCall2(c->g->b, ty, fn, args, n, "");
+}
+
+static LLVMValueRef in_range(struct pcx *c, LLVMValueRef v, unsigned lo, unsigned hi)
+{
+	/* lo <= v <= hi as one unsigned compare: v - lo <= hi - lo */
+	LLVMValueRef off = LLVMBuildSub(c->g->b, v, u32c(c, lo), "");
+	return LLVMBuildICmp(c->g->b, LLVMIntULE, off, u32c(c, hi - lo), "");
 }
 
 /* Branches to yes or no on k. */
@@ -78,9 +98,16 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	}
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX: {
-		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k)), cg_string(g, k->str, k->len),
-					u32c(c, k->len) };
-		LLVMValueRef r = LLVMBuildCall2(g->b, c->cmp_ty, k->kind == IR_C_STR_EQ ? c->eq_fn : c->prefix_fn, args, 4, "");
+		bool eq = k->kind == IR_C_STR_EQ;
+		LLVMValueRef r;
+		if (k->field == IR_F_CLAIM) {
+			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->header), cg_string(g, k->str, k->len), u32c(c, k->len) };
+			r = call(c, c->claim_ty, eq ? c->claim_eq_fn : c->claim_prefix_fn, args, 4);
+		} else {
+			LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
+						cg_string(g, k->str, k->len), u32c(c, k->len) };
+			r = call(c, c->cmp_ty, eq ? c->eq_fn : c->prefix_fn, args, 4);
+		}
 		v = LLVMBuildICmp(g->b, LLVMIntNE, r, u32c(c, 0), "");
 		break;
 	}
@@ -89,17 +116,46 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 		break;
 	case IR_C_SERVICE_IN: {
 		LLVMValueRef s = LLVMBuildZExt(g->b, load32(c, c->req, offsetof(struct l7_req, service)), g->i64, "");
-		LLVMValueRef in_range = LLVMBuildICmp(g->b, LLVMIntULT, s, LLVMConstInt(g->i64, 64, 0), "");
+		LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, s, LLVMConstInt(g->i64, 64, 0), "");
 		LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, LLVMConstInt(g->i64, k->mask, 0), s, ""),
 						LLVMConstInt(g->i64, 1, 0), "");
-		v = LLVMBuildAnd(g->b, in_range, LLVMBuildTrunc(g->b, bit, g->i1, ""), "");
+		v = LLVMBuildAnd(g->b, ok, LLVMBuildTrunc(g->b, bit, g->i1, ""), "");
 		break;
 	}
+	case IR_C_HAS_HEADER: {
+		LLVMValueRef bits = load32(c, c->req, offsetof(struct l7_req, hdr_present));
+		v = LLVMBuildICmp(g->b, LLVMIntNE, LLVMBuildAnd(g->b, bits, u32c(c, 1u << k->header), ""), u32c(c, 0), "");
+		break;
+	}
+	case IR_C_SOURCE_IN: {
+		LLVMValueRef ip = load32(c, c->req, offsetof(struct l7_req, src_ip4));
+		v = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, ip, u32c(c, k->netmask), ""), u32c(c, k->net), "");
+		break;
+	}
+	case IR_C_PORT_IN:
+		v = in_range(c, load32(c, c->req, offsetof(struct l7_req, dst_port)), k->lo, k->hi);
+		break;
+	case IR_C_JWT_VALID: {
+		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->jwt) };
+		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->jwt_ty, c->jwt_fn, args, 2), u32c(c, 0), "");
+		break;
+	}
+	case IR_C_IDENTITY:
+		v = LLVMBuildICmp(g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), "");
+		break;
 	default:
 		LLVMBuildBr(g->b, no);
 		return;
 	}
 	LLVMBuildCondBr(g->b, v, yes, no);
+}
+
+static void count(struct pcx *c, unsigned idx)
+{
+	if (idx < L7_MAX_COUNTERS) {
+		LLVMValueRef a = u32c(c, idx);
+		call(c, c->count_ty, c->count_fn, &a, 1);
+	}
 }
 
 /* d->set[d->n_set++] = m, bounded by L7_MAX_SET. */
@@ -120,19 +176,63 @@ static void add_mutation(struct pcx *c, int m)
 	LLVMPositionBuilderAtEnd(g->b, done);
 }
 
-static void decide(struct pcx *c, const struct ir_rule *r)
+static const unsigned verdict_of[] = { [IR_FORWARD] = L7_FORWARD, [IR_DENY] = L7_DENY, [IR_FALLBACK] = L7_FALLBACK };
+
+static void store_decision(struct pcx *c, enum ir_term term, int upstream, int status, int rule)
 {
-	static const unsigned verdict[] = { [IR_FORWARD] = L7_FORWARD, [IR_DENY] = L7_DENY, [IR_FALLBACK] = L7_FALLBACK };
-	store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict[r->term]));
-	store32(c, c->d, offsetof(struct l7_decision, upstream), u32c(c, r->upstream < 0 ? 0 : (unsigned)r->upstream));
-	store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)r->status));
-	store32(c, c->d, offsetof(struct l7_decision, rule), u32c(c, (unsigned)r->id));
-	LLVMBuildRet(c->g->b, u32c(c, verdict[r->term]));
+	store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict_of[term]));
+	store32(c, c->d, offsetof(struct l7_decision, upstream), u32c(c, upstream < 0 ? 0 : (unsigned)upstream));
+	store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)status));
+	store32(c, c->d, offsetof(struct l7_decision, rule), u32c(c, (unsigned)rule));
+}
+
+static void deny_now(struct pcx *c, int status, int rule)
+{
+	store_decision(c, IR_DENY, -1, status, rule);
+	LLVMBuildRet(c->g->b, u32c(c, L7_DENY));
+}
+
+/* Limit(bucket, key): take a token or deny with the bucket's status. */
+static void limit(struct pcx *c, const struct ir_action *a, const struct ir_rule *r)
+{
+	struct cg *g = c->g;
+	const struct ir_bucket *b = &g->p->buckets[a->bucket];
+	LLVMValueRef key = (int)a->key_field >= 0 ? at_offset(c, c->req, span_offset(a->key_field, a->key_header))
+						  : LLVMConstNull(g->ptr);
+	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)a->bucket), key, u32c(c, b->rate), u32c(c, b->burst) };
+	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->take_ty, c->take_fn, args, 5), u32c(c, 0), "");
+	LLVMBasicBlockRef pass = block(c, "limit.ok"), over = block(c, "limit.over");
+	LLVMBuildCondBr(g->b, ok, pass, over);
+	LLVMPositionBuilderAtEnd(g->b, over);
+	deny_now(c, (int)b->status, r->id);
+	LLVMPositionBuilderAtEnd(g->b, pass);
+}
+
+static void set_flag(struct pcx *c, LLVMValueRef flag) { LLVMBuildStore(c->g->b, LLVMConstInt(c->g->i1, 1, 0), flag); }
+
+/* The first Route/Fallback reached is remembered in d; later ones do not replace it. */
+static void remember_route(struct pcx *c, const struct ir_rule *r, LLVMBasicBlockRef next)
+{
+	struct cg *g = c->g;
+	LLVMBasicBlockRef first = block(c, "route.first");
+	LLVMValueRef had = LLVMBuildLoad2(g->b, g->i1, c->routed, "");
+	LLVMBuildCondBr(g->b, had, next, first);
+	LLVMPositionBuilderAtEnd(g->b, first);
+	store_decision(c, r->term, r->upstream, 0, r->id);
+	set_flag(c, c->routed);
+	LLVMBuildBr(g->b, next);
+}
+
+static LLVMValueRef declare(struct pcx *c, const char *name, LLVMTypeRef ty)
+{
+	LLVMValueRef f = LLVMGetNamedFunction(c->g->mod, name);
+	return f ? f : LLVMAddFunction(c->g->mod, name, ty);
 }
 
 void cg_policy(struct cg *g)
 {
 	struct pcx c = { .g = g };
+	const struct ir_program *p = g->p;
 	LLVMTypeRef pp[] = { g->ptr, g->ptr };
 	LLVMTypeRef fty = LLVMFunctionType(g->i32, pp, 2, 0);
 	c.fn = LLVMAddFunction(g->mod, "l7_policy_decide", fty);
@@ -144,23 +244,52 @@ void cg_policy(struct cg *g)
 	LLVMAddAttributeAtIndex(c.fn, 2, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
 	c.req = LLVMGetParam(c.fn, 0);
 	c.d = LLVMGetParam(c.fn, 1);
+
 	LLVMTypeRef cp[] = { g->ptr, g->ptr, g->ptr, g->i32 };
 	c.cmp_ty = LLVMFunctionType(g->i32, cp, 4, 0);
-	c.eq_fn = LLVMAddFunction(g->mod, "l7_field_equals", c.cmp_ty);
-	c.prefix_fn = LLVMAddFunction(g->mod, "l7_field_prefix", c.cmp_ty);
+	c.eq_fn = declare(&c, "l7_field_equals", c.cmp_ty);
+	c.prefix_fn = declare(&c, "l7_field_prefix", c.cmp_ty);
+	LLVMTypeRef clp[] = { g->ptr, g->i32, g->ptr, g->i32 };
+	c.claim_ty = LLVMFunctionType(g->i32, clp, 4, 0);
+	c.claim_eq_fn = declare(&c, "l7_claim_equals", c.claim_ty);
+	c.claim_prefix_fn = declare(&c, "l7_claim_prefix", c.claim_ty);
+	LLVMTypeRef jp[] = { g->ptr, g->i32 };
+	c.jwt_ty = LLVMFunctionType(g->i32, jp, 2, 0);
+	c.jwt_fn = p->njwts ? declare(&c, "l7_jwt_check", c.jwt_ty) : NULL;
+	c.ident_ty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
+	c.ident_fn = declare(&c, "l7_identity_of", c.ident_ty);
+	c.count_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), &g->i32, 1, 0);
+	c.count_fn = declare(&c, "l7_count", c.count_ty);
+	LLVMTypeRef tp[] = { g->ptr, g->i32, g->ptr, g->i32, g->i32 };
+	c.take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
+	c.take_fn = declare(&c, "l7_bucket_take", c.take_ty);
 
-	const struct ir_program *p = g->p;
 	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
 	const char *params[] = { "req", "decision" };
 	c.sp = cg_di_function(g, c.fn, "l7_policy_decide", first_line, params, 2);
 
 	LLVMPositionBuilderAtEnd(g->b, block(&c, "entry"));
 	cg_di_at(g, c.sp, first_line);
+	c.routed = LLVMBuildAlloca(g->b, g->i1, "routed");
+	c.allowed = LLVMBuildAlloca(g->b, g->i1, "allowed");
+	c.allow_applies = LLVMBuildAlloca(g->b, g->i1, "allow_applies");
+	LLVMValueRef no = LLVMConstInt(g->i1, 0, 0);
+	LLVMBuildStore(g->b, no, c.routed);
+	LLVMBuildStore(g->b, no, c.allowed);
+	LLVMBuildStore(g->b, no, c.allow_applies);
 	store32(&c, c.d, offsetof(struct l7_decision, n_set), u32c(&c, 0));
 
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];
 		LLVMBasicBlockRef next_policy = block(&c, "policy.next");
+		if (pol->has_allow) {   /* does this ALLOW policy apply? */
+			LLVMBasicBlockRef yes = block(&c, "allow.applies"), rules = block(&c, "rules");
+			cond_br(&c, pol->applies, yes, rules);
+			LLVMPositionBuilderAtEnd(g->b, yes);
+			set_flag(&c, c.allow_applies);
+			LLVMBuildBr(g->b, rules);
+			LLVMPositionBuilderAtEnd(g->b, rules);
+		}
 		for (int r = 0; r < pol->nrules; r++) {
 			const struct ir_rule *rule = &pol->rules[r];
 			char name[32];
@@ -168,20 +297,45 @@ void cg_policy(struct cg *g)
 			LLVMBasicBlockRef match = block(&c, name), next = block(&c, "rule.next");
 			cond_br(&c, rule->cond, match, next);
 			LLVMPositionBuilderAtEnd(g->b, match);
+			cg_di_at(g, c.sp, rule->line);
+			count(&c, (unsigned)(p->ncounters + rule->id));
 			for (int a = 0; a < rule->nactions; a++) {
-				cg_di_at(g, c.sp, rule->actions[a].line);
-				add_mutation(&c, rule->actions[a].mutation);
+				const struct ir_action *act = &rule->actions[a];
+				cg_di_at(g, c.sp, act->line);
+				if (act->kind == IR_A_SET_HEADER)
+					add_mutation(&c, act->mutation);
+				else if (act->kind == IR_A_COUNT)
+					count(&c, (unsigned)act->counter);
+				else
+					limit(&c, act, rule);
 			}
 			cg_di_at(g, c.sp, rule->line);
-			if (rule->term == IR_CONTINUE)
-				LLVMBuildBr(g->b, next_policy);   /* paths are exclusive: no other rule of this policy */
-			else
-				decide(&c, rule);
+			switch (rule->term) {
+			case IR_DENY: deny_now(&c, rule->status, rule->id); break;
+			case IR_ALLOW: set_flag(&c, c.allowed); LLVMBuildBr(g->b, next_policy); break;
+			case IR_FORWARD:
+			case IR_FALLBACK: remember_route(&c, rule, next_policy); break;
+			case IR_CONTINUE: LLVMBuildBr(g->b, next_policy); break;
+			}
 			LLVMPositionBuilderAtEnd(g->b, next);
 		}
 		LLVMBuildBr(g->b, next_policy);
 		LLVMPositionBuilderAtEnd(g->b, next_policy);
 	}
+
+	/* combine: an ALLOW policy that applied without allowing, then the route, then 404 */
 	cg_di_at(g, c.sp, p->npolicies ? p->policies[p->npolicies - 1].line : 1);
-	decide(&c, &p->default_rule);
+	LLVMBasicBlockRef rbac = block(&c, "rbac.deny"), routing = block(&c, "routing");
+	LLVMValueRef applies = LLVMBuildLoad2(g->b, g->i1, c.allow_applies, "");
+	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c.allowed, "");
+	LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, applies, LLVMBuildNot(g->b, allowed, ""), ""), rbac, routing);
+	LLVMPositionBuilderAtEnd(g->b, rbac);
+	deny_now(&c, p->rbac_rule.status, 0);
+	LLVMPositionBuilderAtEnd(g->b, routing);
+	LLVMBasicBlockRef routed = block(&c, "routed"), none = block(&c, "default");
+	LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->i1, c.routed, ""), routed, none);
+	LLVMPositionBuilderAtEnd(g->b, routed);
+	LLVMBuildRet(g->b, load32(&c, c.d, offsetof(struct l7_decision, verdict)));
+	LLVMPositionBuilderAtEnd(g->b, none);
+	deny_now(&c, p->default_rule.status, 0);
 }

@@ -86,6 +86,73 @@ static int mutations(struct cg *g)
 	return 0;
 }
 
+static LLVMValueRef bytes_const(struct cg *g, const char *s, unsigned n)
+{
+	char buf[256] = { 0 };
+	memcpy(buf, s, strlen(s) < n ? strlen(s) : n);
+	return LLVMConstStringInContext(g->ctx, buf, n, 1);
+}
+
+/* JWT configurations and the claims rules read (struct l7_jwt_cfg of l7/abi.h). */
+static void jwt_tables(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	LLVMTypeRef chars = LLVMArrayType2(g->i8, 64);
+	LLVMTypeRef fields[] = { g->i32, g->i32, g->i32, g->i32, chars, chars };
+	LLVMTypeRef cfg_ty = LLVMStructTypeInContext(g->ctx, fields, 6, 0);
+	LLVMValueRef cfgs[L7_MAX_JWT];
+	for (int i = 0; i < L7_MAX_JWT; i++) {
+		const struct ir_jwt *j = i < p->njwts ? &p->jwts[i] : NULL;
+		LLVMValueRef v[] = {
+			u32c(g, j ? (unsigned)j->header : 0), u32c(g, j ? j->leeway : 0),
+			u32c(g, j ? strlen(j->issuer) : 0), u32c(g, j ? strlen(j->audience) : 0),
+			bytes_const(g, j ? j->issuer : "", 64), bytes_const(g, j ? j->audience : "", 64),
+		};
+		cfgs[i] = LLVMConstNamedStruct(cfg_ty, v, 6);
+	}
+	cg_const_global(g, "l7_n_jwt", u32c(g, (unsigned)p->njwts), 0);
+	cg_const_global(g, "l7_jwt_cfg", LLVMConstArray2(cfg_ty, cfgs, L7_MAX_JWT), 0);
+
+	LLVMValueRef cfg[L7_MAX_CLAIMS], len[L7_MAX_CLAIMS], name[L7_MAX_CLAIMS];
+	for (int i = 0; i < L7_MAX_CLAIMS; i++) {
+		const struct ir_claim *c = i < p->nclaims ? &p->claims[i] : NULL;
+		cfg[i] = LLVMConstInt(g->i8, c ? (unsigned)c->jwt : 0, 0);
+		len[i] = LLVMConstInt(g->i8, c ? strlen(c->name) : 0, 0);
+		name[i] = bytes_const(g, c ? c->name : "", L7_MAX_NAME);
+	}
+	cg_const_global(g, "l7_n_claims", u32c(g, (unsigned)p->nclaims), 0);
+	cg_const_global(g, "l7_claim_cfg", LLVMConstArray2(g->i8, cfg, L7_MAX_CLAIMS), 0);
+	cg_const_global(g, "l7_claim_len", LLVMConstArray2(g->i8, len, L7_MAX_CLAIMS), 0);
+	cg_const_global(g, "l7_claim_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), name, L7_MAX_CLAIMS), 0);
+}
+
+/* Caller identities: every prefix, in declaration order, with the identity it belongs to. */
+static int identity_tables(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	LLVMValueRef net[L7_MAX_IDENT_NETS], mask[L7_MAX_IDENT_NETS], id[L7_MAX_IDENT_NETS];
+	unsigned n = 0;
+	for (int i = 0; i < p->nidentities; i++)
+		for (int k = 0; k < p->identities[i].n; k++) {
+			if (n == L7_MAX_IDENT_NETS) {
+				fprintf(stderr, "l7c: error: %s: identities have more than %d address prefixes\n", p->source_path,
+					L7_MAX_IDENT_NETS);
+				return -1;
+			}
+			net[n] = u32c(g, p->identities[i].nets[k]);
+			mask[n] = u32c(g, p->identities[i].netmasks[k]);
+			id[n++] = u32c(g, (unsigned)i);
+		}
+	for (unsigned i = n; i < L7_MAX_IDENT_NETS; i++)
+		net[i] = mask[i] = id[i] = u32c(g, 0);
+	cg_const_global(g, "l7_n_ident_nets", u32c(g, n), 0);
+	cg_const_global(g, "l7_n_identities", u32c(g, (unsigned)p->nidentities), 0);
+	cg_const_global(g, "l7_ident_net", LLVMConstArray2(g->i32, net, L7_MAX_IDENT_NETS), 0);
+	cg_const_global(g, "l7_ident_mask", LLVMConstArray2(g->i32, mask, L7_MAX_IDENT_NETS), 0);
+	cg_const_global(g, "l7_ident_id", LLVMConstArray2(g->i32, id, L7_MAX_IDENT_NETS), 0);
+	return 0;
+}
+
 static void endpoint_text(char *buf, size_t n, const struct ir_endpoint *e)
 {
 	snprintf(buf, n, "%u.%u.%u.%u:%u", e->ip >> 24, e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port);
@@ -113,6 +180,32 @@ static void config_section(struct cg *g)
 		}
 	if (p->fallback >= 0)
 		fprintf(f, "fallback %d\n", p->fallback);
+	for (int i = 0; i < p->njwts; i++)
+		fprintf(f, "jwt %d %s key-file %s\n", i, p->jwts[i].name, p->jwts[i].key_file);
+	for (int i = 0; i < p->nidentities; i++)
+		for (int k = 0; k < p->identities[i].n; k++) {
+			const unsigned char *b = (const unsigned char *)&p->identities[i].nets[k];
+			fprintf(f, "identity %d %s %u.%u.%u.%u/%d\n", i, p->identities[i].name, b[0], b[1], b[2], b[3],
+				__builtin_popcount(p->identities[i].netmasks[k]));
+		}
+	for (int i = 0; i < p->nbuckets; i++)
+		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
+			p->buckets[i].burst, p->buckets[i].status);
+	/* telemetry: l7_counters holds the Counter instances, then one hit counter per rule */
+	for (int i = 0; i < p->ncounters; i++)
+		fprintf(f, "counter %d %s\n", i, p->counters[i]);
+	for (int i = 0; i < p->npolicies; i++)
+		for (int k = 0; k < p->policies[i].nrules; k++) {
+			const struct ir_rule *r = &p->policies[i].rules[k];
+			static const char *term[] = { "continue", "forward", "deny", "fallback", "allow" };
+			fprintf(f, "rule %d counter %d line %u policy %s %s", r->id, p->ncounters + r->id, r->line,
+				p->policies[i].name, term[r->term]);
+			if (r->term == IR_FORWARD || r->term == IR_FALLBACK)
+				fprintf(f, " %s", p->upstreams[r->upstream].name);
+			else if (r->term == IR_DENY)
+				fprintf(f, " %d", r->status);
+			fputc('\n', f);
+		}
 	fclose(f);
 	/* No debug info: libbpf skips sections it does not know, and nothing in BTF refers here. */
 	LLVMValueRef v = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, len + 1), "l7_config");
@@ -131,8 +224,12 @@ int cg_tables(struct cg *g)
 			g->p->source_path, g->p->nupstreams, L7_MAX_UPSTREAMS);
 		return -1;
 	}
+	if (g->p->ncounters + g->p->nrules + 1 > L7_MAX_COUNTERS)
+		fprintf(stderr, "l7c: warning: %s: more than %d counters and rules; rules past that are not counted\n",
+			g->p->source_path, L7_MAX_COUNTERS);
 	wanted_headers(g);
-	if (mutations(g))
+	jwt_tables(g);
+	if (mutations(g) || identity_tables(g))
 		return -1;
 	config_section(g);
 	LLVMValueRef lic = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, 4), "_license");

@@ -65,7 +65,9 @@ static char *default_output(const char *in)
 	return out;
 }
 
-/* --eval: the decision the policy makes for one request, as the data plane would make it. */
+/* --eval: the decision the policy makes for one request, as the data plane would make it.
+ * The request comes from 127.0.0.1 to the first service's port; JWTs count as invalid and
+ * rate limits as not reached (the evaluator has no keys and no clock). */
 static int eval(const struct ir_program *ir, const char *path)
 {
 	FILE *f = fopen(path, "rb");
@@ -78,6 +80,8 @@ static int eval(const struct ir_program *ir, const char *path)
 	fclose(f);
 	static struct l7_req req;
 	int head = ir_parse_request(ir, &req, bytes, (unsigned)n);
+	req.src_ip4 = 0x0100007f;
+	req.dst_port = ir->nservices ? ir->services[0].endpoints[0].port : 80;
 	if (head <= 0) {
 		static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
 					      [L7_E_URI_TOO_LONG] = 414 };
@@ -97,10 +101,14 @@ static int eval(const struct ir_program *ir, const char *path)
 	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
 	default: printf("verdict: ?\n"); break;
 	}
-	if (d.rule->id)
+	if (d.rule == &ir->rbac_rule)
+		printf("rule: rbac (an ALLOW policy applied and none of its rules allowed)\n");
+	else if (d.rule->id)
 		printf("rule: %d (line %u)\n", d.rule->id, d.rule->line);
 	else
 		printf("rule: default (no policy decided)\n");
+	for (int i = 0; i < d.ncounted; i++)
+		printf("count: %s\n", ir->counters[d.counted[i]]);
 	for (int i = 0; i < d.nset; i++)
 		printf("set-header: %s: %s\n", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value);
 	return 0;

@@ -34,6 +34,8 @@ module.exports = grammar({
       $.policy_separator,
       $.act_declaration,
       $.state_declaration,
+      $.instance_declaration,
+      $.identity_declaration,
     ),
 
     import_declaration: ($) => seq('import', field('path', $.string), ';'),
@@ -48,6 +50,16 @@ module.exports = grammar({
 
     // fallback proxy = 127.0.0.1:15001;  (the userspace proxy of the slow path)
     fallback_declaration: ($) => seq('fallback', field('name', $.identifier), '=', field('address', $.address), ';'),
+
+    // identity login = [10.0.1.0/24, 10.0.2.7];  (callers, for context patterns)
+    identity_declaration: ($) => seq('identity', field('name', $.identifier), '=',
+      field('addresses', choice($.cidr, $.ip, seq('[', commaSep(choice($.cidr, $.ip)), ']'))), ';'),
+
+    // Jwt auth { key_file = "hs256.key"; issuer = "https://id.example"; }  (a state instance
+    // with its settings; policies bind it with `using (Jwt auth)`)
+    instance_declaration: ($) => seq(field('type', $.identifier), field('name', $.identifier),
+      '{', repeat($.setting), '}'),
+    setting: ($) => seq(field('name', $.identifier), '=', field('value', $._expression), ';'),
 
     policy_separator: (_) => '---',
 

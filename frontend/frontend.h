@@ -117,6 +117,31 @@ struct l7_binding {
 	char *type, *name;
 	struct l7_loc loc, type_loc;
 	const struct l7_iface_type *iface;    /* set by l7_resolve */
+	int instance;                         /* using: index into l7_module.instances */
+};
+
+/* `Jwt auth { key_file = "k"; }`: a named state instance and its settings. */
+struct l7_setting {
+	char *name;
+	struct l7_expr *value;
+	struct l7_loc loc;
+};
+
+struct l7_instance {
+	char *type, *name;
+	struct l7_loc loc, type_loc;
+	struct l7_setting *settings;
+	int nsettings;
+	bool implicit;                        /* created by a `using` of a type without settings */
+	const struct l7_iface_type *iface;    /* set by l7_resolve */
+};
+
+/* `identity login = [10.0.1.0/24];`: who a caller is, by source address. */
+struct l7_identity {
+	char *name;
+	struct l7_loc loc;
+	unsigned *ips, *prefixes;
+	int n;
 };
 
 struct l7_policy {
@@ -149,11 +174,17 @@ struct l7_decl {                /* service, upstream or fallback */
 
 enum l7_intrinsic {
 	I_NONE = 0,
-	/* fields */
-	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER,
+	/* fields of the request */
+	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER, I_HAS_HEADER, I_SOURCE, I_PORT,
+	/* fields of state instances */
+	I_JWT_VALID, I_JWT_CLAIM,
 	/* actions */
-	I_ROUTE, I_DENY, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY,
+	I_ROUTE, I_DENY, I_ALLOW, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY, I_COUNT, I_LIMIT,
 };
+
+/* What a state type is, judged from the intrinsics its members bind to: decides which
+ * settings an instance takes. */
+enum l7_state_kind { SK_NONE, SK_JWT, SK_COUNTER, SK_BUCKET };
 
 struct l7_iface_param {
 	char *type, *name;
@@ -184,6 +215,7 @@ struct l7_iface_action {
 struct l7_iface_type {
 	char *name;
 	bool is_state;
+	enum l7_state_kind state_kind;    /* set by l7_resolve */
 	struct l7_loc loc;
 	struct l7_iface_field *fields;
 	int nfields;
@@ -202,6 +234,10 @@ struct l7_module {                      /* one policy file with its interfaces *
 	int nimports;
 	struct l7_iface_type *types;          /* from the interface files */
 	int ntypes;
+	struct l7_instance *instances;
+	int ninstances;
+	struct l7_identity *identities;
+	int nidentities;
 	struct l7_source **iface_sources;     /* kept alive for diagnostics */
 	int niface_sources;
 	struct l7_arena *arena;               /* owns every node above */
@@ -214,6 +250,9 @@ void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interfac
 void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclude, struct l7_diags *d);
 
 void l7_ast_dump(const struct l7_module *m, FILE *out);
+
+/* A setting of a state instance, or NULL when not given. */
+const struct l7_expr *l7_instance_setting(const struct l7_instance *in, const char *name);
 void l7_module_free(struct l7_module *m);
 
 #endif

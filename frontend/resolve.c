@@ -3,7 +3,7 @@
  * Act types, state types, their fields and actions are not known to this file: they come
  * from *.l7i interfaces. What the kernel implements is named by an intrinsic (`= route`), so a
  * new action in an interface binds to existing machinery without touching the compiler. */
-#include "frontend.h"
+#include "internal.h"
 
 #include <limits.h>
 #include <regex.h>
@@ -36,9 +36,12 @@ static enum l7_type type_by_name(const char *s)
 
 static const struct { const char *name; enum l7_intrinsic in; bool is_field; } intrinsics[] = {
 	{ "path", I_PATH, true }, { "query", I_QUERY, true }, { "method", I_METHOD, true },
-	{ "host", I_HOST, true }, { "header", I_HEADER, true },
-	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "set_header", I_SET_HEADER, false },
-	{ "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
+	{ "host", I_HOST, true }, { "header", I_HEADER, true }, { "has_header", I_HAS_HEADER, true },
+	{ "source", I_SOURCE, true }, { "port", I_PORT, true },
+	{ "jwt_valid", I_JWT_VALID, true }, { "jwt_claim", I_JWT_CLAIM, true },
+	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "allow", I_ALLOW, false },
+	{ "set_header", I_SET_HEADER, false }, { "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
+	{ "count", I_COUNT, false }, { "limit", I_LIMIT, false },
 };
 
 /* ---- "did you mean" ---- */
@@ -137,6 +140,20 @@ static void load_interface(struct l7_module *m, const char *name, struct l7_loc 
 	l7_parse(m, s, true, d);
 }
 
+static enum l7_state_kind kind_of(const struct l7_iface_type *ty)
+{
+	for (int i = 0; i < ty->nfields; i++)
+		if (ty->fields[i].intrinsic == I_JWT_VALID || ty->fields[i].intrinsic == I_JWT_CLAIM)
+			return SK_JWT;
+	for (int i = 0; i < ty->nactions; i++) {
+		if (ty->actions[i].intrinsic == I_COUNT)
+			return SK_COUNTER;
+		if (ty->actions[i].intrinsic == I_LIMIT)
+			return SK_BUCKET;
+	}
+	return SK_NONE;
+}
+
 static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 {
 	for (int t = 0; t < m->ntypes; t++) {
@@ -182,6 +199,9 @@ static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 					l7_diag(d, L7_ERROR, a->loc, "action '%s': parameter '%s' has unknown type '%s'", a->name, p->name, p->type);
 			}
 		}
+		ty->state_kind = kind_of(ty);
+		if (ty->is_state && ty->state_kind == SK_NONE)
+			l7_diag(d, L7_ERROR, ty->loc, "state type '%s' binds to no state the data plane implements (jwt_*, count, limit)", ty->name);
 	}
 }
 
@@ -236,13 +256,18 @@ static void check_ident(struct rx *x, struct l7_expr *e)
 	unknown_name(x, e);
 }
 
-/* request.path, request.header("x"): fields of the act type. */
+/* request.path, request.header("x"), auth.valid: fields of the act type or of a state type. */
 static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object, bool called)
 {
 	check_expr(x, object);
-	if (object->type != T_ACT)
-		return;
-	const struct l7_iface_type *ty = x->p->act.iface;
+	const struct l7_iface_type *ty = NULL;
+	if (object->type == T_ACT)
+		ty = x->p->act.iface;
+	else if (object->type == T_STATE)
+		ty = x->p->usings[object->ref_index].iface;
+	else if (object->type)
+		l7_diag(x->d, L7_ERROR, object->loc, "'%s' has no fields (it is %s)", object->str ? object->str : "this",
+			l7_type_name(object->type));
 	if (!ty)
 		return;
 	struct suggest s = { 0 };
@@ -315,7 +340,8 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 	case OP_IN:
 		if (r == T_LIST) {
 			for (int i = 0; i < e->rhs->nargs; i++)
-				if (e->rhs->args[i]->type && !comparable(l, e->rhs->args[i]->type))
+				if (e->rhs->args[i]->type && !comparable(l, e->rhs->args[i]->type) &&
+				    !(l == T_IP && e->rhs->args[i]->type == T_CIDR))
 					l7_diag(x->d, L7_ERROR, e->rhs->args[i]->loc, "list item is %s, expected %s",
 						l7_type_name(e->rhs->args[i]->type), l7_type_name(l));
 		} else if (!((l == T_INT && r == T_RANGE) || (l == T_IP && r == T_CIDR))) {
@@ -410,6 +436,17 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 	}
 	/* The first argument names the object: the act variable or a state variable. */
 	const struct l7_iface_type *ty = x->p->act.iface;
+	if (c->nargs > 0 && c->args[0]->kind == E_IDENT && !is_act_var(x, c->args[0])) {
+		bool bound = false;
+		for (int i = 0; i < x->p->nusings; i++)
+			bound |= !strcmp(c->args[0]->str, x->p->usings[i].name);
+		for (int i = 0; !bound && i < x->m->ninstances; i++)
+			if (!strcmp(x->m->instances[i].name, c->args[0]->str)) {
+				l7_diag(x->d, L7_ERROR, c->args[0]->loc, "'%s' is not bound in policy '%s'; add using (%s %s) to its header",
+					c->args[0]->str, x->p->name, x->m->instances[i].type, c->args[0]->str);
+				return;
+			}
+	}
 	if (c->nargs > 0 && c->args[0]->kind == E_IDENT)
 		for (int i = 0; i < x->p->nusings; i++)
 			if (!strcmp(c->args[0]->str, x->p->usings[i].name))
@@ -446,8 +483,10 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 		} else if (arg->type != p->ty) {
 			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' (%s) must be %s, not %s", i + 1, a->name,
 				p->name, l7_type_name(p->ty), l7_type_name(arg->type));
-		} else if (arg->kind != E_STRING && arg->kind != E_INT && arg->kind != E_IDENT) {
-			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be a constant", i + 1, a->name);
+		} else if (arg->kind != E_STRING && arg->kind != E_INT && arg->kind != E_IDENT &&
+			   !(a->intrinsic == I_LIMIT && arg->ref == REF_FIELD && arg->field->intrinsic <= I_HEADER)) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be a constant%s", i + 1, a->name,
+				a->intrinsic == I_LIMIT ? " or a request field" : "");
 		}
 	}
 	if (a->intrinsic == I_DENY && c->nargs == 2 && c->args[1]->kind == E_INT &&
@@ -485,7 +524,9 @@ static void check_stmt(struct rx *x, struct l7_stmt *s)
 		for (int i = 0; i < s->nbody; i++) {
 			check_stmt(x, s->body[i]);
 			const struct l7_iface_action *a = s->body[i]->action;
-			bool terminal = s->body[i]->kind == S_ACTION && a && a->intrinsic != I_SET_HEADER;
+			bool terminal = s->body[i]->kind == S_ACTION && a &&
+					(a->intrinsic == I_ROUTE || a->intrinsic == I_DENY || a->intrinsic == I_ALLOW ||
+					 a->intrinsic == I_FALLBACK || a->intrinsic == I_PROXY_ONLY);
 			if (terminal && i + 1 < s->nbody && s->body[i + 1]->kind != S_SECTION)
 				l7_diag(x->d, L7_WARNING, s->body[i + 1]->loc,
 					"statement is never reached: '%s' on line %u already decided the request", a->name,
@@ -533,6 +574,14 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 						l7_diag(d, L7_ERROR, groups[g].arr[i].loc, "'%s' is declared twice", groups[g].arr[i].name);
 						l7_diag(d, L7_NOTE, groups[h].arr[j].loc, "previous declaration is here");
 					}
+	for (int i = 0; i < m->nidentities; i++) {
+		const struct l7_identity *id = &m->identities[i];
+		for (int j = 0; j < i; j++)
+			if (!strcmp(id->name, m->identities[j].name))
+				l7_diag(d, L7_ERROR, id->loc, "identity '%s' is declared twice", id->name);
+		if (!strcmp(id->name, "external"))
+			l7_diag(d, L7_ERROR, id->loc, "'external' names callers no identity covers; choose another name");
+	}
 	for (int i = 0; i < m->nservices; i++)
 		if (m->services[i].nendpoints != 1)
 			l7_diag(d, L7_ERROR, m->services[i].loc, "service '%s' needs exactly one address", m->services[i].name);
@@ -554,16 +603,23 @@ void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclu
 	}
 	if (!have_http)   /* HTTP is the language's own act type: always available */
 		load_interface(m, "http.l7i", none, include_dirs, ninclude, d);
+	load_interface(m, "state.l7i", none, include_dirs, ninclude, d);   /* Jwt, Counter, TokenBucket */
 	check_interfaces(m, d);
 	check_decls(m, d);
+	l7_check_instances(m, d);
 
 	for (int i = 0; i < m->npolicies; i++) {
 		struct l7_policy *p = &m->policies[i];
 		struct rx x = { m, d, p };
 		if (p->has_act)
 			check_binding(&x, &p->act, false);
-		for (int u = 0; u < p->nusings; u++)
+		for (int u = 0; u < p->nusings; u++) {
 			check_binding(&x, &p->usings[u], true);
+			l7_bind_instance(m, &p->usings[u], d);
+			for (int v = 0; v < u; v++)
+				if (!strcmp(p->usings[v].name, p->usings[u].name))
+					l7_diag(d, L7_ERROR, p->usings[u].loc, "'%s' is bound twice", p->usings[u].name);
+		}
 		if (p->context) {
 			regex_t re;
 			int rc = regcomp(&re, p->context, REG_EXTENDED | REG_NOSUB);

@@ -380,6 +380,55 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 	return dcl;
 }
 
+static void instance(struct cx *cx, TSNode n)
+{
+	struct l7_module *m = cx->m;
+	GROW(cx, m->instances, m->ninstances);
+	struct l7_instance *in = &m->instances[m->ninstances++];
+	memset(in, 0, sizeof(*in));
+	in->type = text(cx, field(n, "type"));
+	in->type_loc = loc_of(cx, field(n, "type"));
+	in->name = text(cx, field(n, "name"));
+	in->loc = loc_of(cx, field(n, "name"));
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (!is(ch, "setting"))
+			continue;
+		struct l7_expr *v = expr(cx, field(ch, "value"));
+		if (!v)
+			continue;
+		GROW(cx, in->settings, in->nsettings);
+		struct l7_setting *st = &in->settings[in->nsettings++];
+		st->name = text(cx, field(ch, "name"));
+		st->loc = loc_of(cx, field(ch, "name"));
+		st->value = v;
+	}
+}
+
+static void identity(struct cx *cx, TSNode n)
+{
+	struct l7_module *m = cx->m;
+	GROW(cx, m->identities, m->nidentities);
+	struct l7_identity *id = &m->identities[m->nidentities++];
+	memset(id, 0, sizeof(*id));
+	id->name = text(cx, field(n, "name"));
+	id->loc = loc_of(cx, field(n, "name"));
+	uint32_t c = ts_node_named_child_count(n);
+	for (uint32_t i = 0; i < c; i++) {
+		TSNode ch = ts_node_named_child(n, i);
+		if (!is(ch, "cidr") && !is(ch, "ip"))
+			continue;
+		struct l7_expr *e = expr(cx, ch);
+		if (!e)
+			continue;
+		GROW(cx, id->ips, id->n);
+		GROW(cx, id->prefixes, id->n);
+		id->ips[id->n] = e->ip;
+		id->prefixes[id->n++] = (unsigned)e->num2;
+	}
+}
+
 static void params(struct cx *cx, TSNode n, struct l7_iface_param **out, int *count)
 {
 	uint32_t c = ts_node_named_child_count(n);
@@ -497,6 +546,10 @@ void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interfac
 			m->fallback = decl(&cx, n, &arr, &one);
 		} else if (!strcmp(t, "policy_definition")) {
 			policy(&cx, n);
+		} else if (!strcmp(t, "instance_declaration")) {
+			instance(&cx, n);
+		} else if (!strcmp(t, "identity_declaration")) {
+			identity(&cx, n);
 		} else if (!strcmp(t, "act_declaration")) {
 			iface_type(&cx, n, false);
 		} else if (!strcmp(t, "state_declaration")) {

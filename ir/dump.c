@@ -24,13 +24,23 @@ static void str_out(FILE *o, const char *s, size_t n)
 	fputc('"', o);
 }
 
-static void field_out(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+static void field_out(const struct ir_program *p, enum ir_field f, int idx, FILE *o)
 {
-	static const char *names[] = { "path", "query", "method", "host", "header" };
-	if (c->field == IR_F_HEADER)
-		fprintf(o, "header[%d:%s]", c->header, p->headers[c->header]);
+	static const char *names[] = { "path", "query", "method", "host", "header", "claim" };
+	if (f == IR_F_HEADER)
+		fprintf(o, "header[%d:%s]", idx, p->headers[idx]);
+	else if (f == IR_F_CLAIM)
+		fprintf(o, "claim[%d:%s.%s]", idx, p->jwts[p->claims[idx].jwt].name, p->claims[idx].name);
+	else if ((int)f >= 0)
+		fputs(names[f], o);
 	else
-		fputs(names[c->field], o);
+		fputs("(one for all)", o);
+}
+
+static void ip_out(FILE *o, unsigned be)
+{
+	const unsigned char *b = (const unsigned char *)&be;
+	fprintf(o, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
 }
 
 void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
@@ -54,16 +64,32 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 			fputc(')', o);
 		return;
 	}
-	case IR_C_STR_EQ: field_out(p, c, o); fputs(" == ", o); str_out(o, c->str, c->len); return;
+	case IR_C_STR_EQ: field_out(p, c->field, c->header, o); fputs(" == ", o); str_out(o, c->str, c->len); return;
 	case IR_C_STR_PREFIX:
 		fputs("starts_with(", o);
-		field_out(p, c, o);
+		field_out(p, c->field, c->header, o);
 		fputs(", ", o);
 		str_out(o, c->str, c->len);
 		fputc(')', o);
 		return;
 	case IR_C_METHOD_IS:
 		fprintf(o, "method is %s", c->method < sizeof(method_names) / sizeof(*method_names) ? method_names[c->method] : "?");
+		return;
+	case IR_C_HAS_HEADER: fprintf(o, "has header[%d:%s]", c->header, p->headers[c->header]); return;
+	case IR_C_SOURCE_IN:
+		fputs("source in ", o);
+		ip_out(o, c->net);
+		fprintf(o, "/%d", __builtin_popcount(c->netmask));
+		return;
+	case IR_C_PORT_IN:
+		if (c->lo == c->hi)
+			fprintf(o, "port == %u", c->lo);
+		else
+			fprintf(o, "port in %u..%u", c->lo, c->hi);
+		return;
+	case IR_C_JWT_VALID: fprintf(o, "jwt %s valid", p->jwts[c->jwt].name); return;
+	case IR_C_IDENTITY:
+		fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
 		return;
 	case IR_C_SERVICE_IN:
 		fputs("service in {", o);
@@ -97,9 +123,20 @@ static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *
 	fprintf(o, "  rule %d (line %u): ", r->id, r->line);
 	ir_cond_print(p, r->cond, o);
 	fputs("\n    ->", o);
-	for (int i = 0; i < r->nactions; i++)
-		fprintf(o, " set_header #%d;", r->actions[i].mutation);
+	for (int i = 0; i < r->nactions; i++) {
+		const struct ir_action *a = &r->actions[i];
+		if (a->kind == IR_A_SET_HEADER) {
+			fprintf(o, " set_header #%d;", a->mutation);
+		} else if (a->kind == IR_A_COUNT) {
+			fprintf(o, " count %s;", p->counters[a->counter]);
+		} else {
+			fprintf(o, " limit %s by ", p->buckets[a->bucket].name);
+			field_out(p, a->key_field, a->key_header, o);
+			fputc(';', o);
+		}
+	}
 	switch (r->term) {
+	case IR_ALLOW: fputs(" allow\n", o); break;
 	case IR_CONTINUE: fputs(" continue\n", o); break;
 	case IR_FORWARD: fprintf(o, " forward %s\n", p->upstreams[r->upstream].name); break;
 	case IR_DENY: fprintf(o, " deny %d\n", r->status); break;
@@ -133,9 +170,31 @@ void ir_dump(const struct ir_program *p, FILE *o)
 		str_out(o, p->mutations[i].value, strlen(p->mutations[i].value));
 		fputc('\n', o);
 	}
+	for (int i = 0; i < p->njwts; i++) {
+		const struct ir_jwt *j = &p->jwts[i];
+		fprintf(o, "jwt #%d %s: token in header[%d:%s], issuer \"%s\", audience \"%s\", leeway %us\n", i, j->name,
+			j->header, p->headers[j->header], j->issuer, j->audience, j->leeway);
+	}
+	for (int i = 0; i < p->nclaims; i++)
+		fprintf(o, "claim #%d %s.%s\n", i, p->jwts[p->claims[i].jwt].name, p->claims[i].name);
+	for (int i = 0; i < p->ncounters; i++)
+		fprintf(o, "counter #%d %s\n", i, p->counters[i]);
+	for (int i = 0; i < p->nbuckets; i++)
+		fprintf(o, "bucket #%d %s: %u/s, burst %u, status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
+			p->buckets[i].burst, p->buckets[i].status);
+	for (int i = 0; i < p->nidentities; i++) {
+		fprintf(o, "identity #%d %s:", i, p->identities[i].name);
+		for (int k = 0; k < p->identities[i].n; k++) {
+			fputc(' ', o);
+			ip_out(o, p->identities[i].nets[k]);
+			fprintf(o, "/%d", __builtin_popcount(p->identities[i].netmasks[k]));
+		}
+		fputc('\n', o);
+	}
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];
-		fprintf(o, "policy %s (line %u): %d rule%s\n", pol->name, pol->line, pol->nrules, pol->nrules == 1 ? "" : "s");
+		fprintf(o, "policy %s (line %u): %d rule%s%s\n", pol->name, pol->line, pol->nrules, pol->nrules == 1 ? "" : "s",
+			pol->has_allow ? ", ALLOW policy (403 when it applies and no rule allows)" : "");
 		for (int r = 0; r < pol->nrules; r++)
 			rule_out(p, &pol->rules[r], o);
 	}

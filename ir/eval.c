@@ -1,67 +1,137 @@
 /* The reference evaluator: what the IR means, in plain C. The kernel data plane must agree
  * with it on every request (tests/kernel differential test), and so must the IR after each
- * optimisation pass (tests/compiler property test). */
+ * optimisation pass (tests/compiler property test).
+ *
+ * Across policies (Meshlib's semantics): policies run in order, each to its first matching
+ * rule; a Deny anywhere decides at once (deny wins); Route and Fallback are remembered (the
+ * first wins) while later policies still run; if an ALLOW policy applied and no Allow was
+ * reached, the request is denied 403; a request nothing routed gets the default (404). */
 #include "ir.h"
 
 #include <string.h>
 
 #include "l7/abi.h"
 
-static const struct l7_span *span_of(const struct l7_req *r, const struct ir_cond *c)
+struct ev {
+	const struct ir_program *p;
+	const struct l7_req *r;
+	const struct ir_eval_env *env;
+};
+
+static const struct l7_span *span_of(const struct l7_req *r, enum ir_field f, int idx)
 {
-	switch (c->field) {
+	switch (f) {
 	case IR_F_PATH: return &r->path;
 	case IR_F_QUERY: return &r->query;
 	case IR_F_METHOD: return &r->method_s;
 	case IR_F_HOST: return &r->host;
-	case IR_F_HEADER: return &r->hdr[c->header];
+	case IR_F_HEADER: return &r->hdr[idx];
+	case IR_F_CLAIM: return &r->claim[idx];
 	}
 	return &r->path;
 }
 
-static bool holds(const struct l7_req *r, const struct ir_cond *c)
+static const __u8 *base_of(const struct l7_req *r, enum ir_field f)
 {
+	return f == IR_F_CLAIM ? r->jwt_json : r->buf;
+}
+
+/* The first identity (in declaration order) whose prefixes hold the client; nidentities if none. */
+int ir_identity_of(const struct ir_program *p, unsigned src_be)
+{
+	for (int i = 0; i < p->nidentities; i++)
+		for (int k = 0; k < p->identities[i].n; k++)
+			if ((src_be & p->identities[i].netmasks[k]) == p->identities[i].nets[k])
+				return i;
+	return p->nidentities;
+}
+
+static bool holds(const struct ev *e, const struct ir_cond *c)
+{
+	const struct l7_req *r = e->r;
 	switch (c->kind) {
 	case IR_C_TRUE: return true;
 	case IR_C_FALSE: return false;
-	case IR_C_AND: return holds(r, c->a) && holds(r, c->b);
-	case IR_C_OR: return holds(r, c->a) || holds(r, c->b);
-	case IR_C_NOT: return !holds(r, c->a);
+	case IR_C_AND: return holds(e, c->a) && holds(e, c->b);
+	case IR_C_OR: return holds(e, c->a) || holds(e, c->b);
+	case IR_C_NOT: return !holds(e, c->a);
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX: {
-		const struct l7_span *s = span_of(r, c);
+		const struct l7_span *s = span_of(r, c->field, c->header);
+		size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
 		bool fits = c->kind == IR_C_STR_EQ ? s->len == c->len : s->len >= c->len;
-		return fits && (size_t)s->off + c->len <= sizeof(r->buf) && memcmp(r->buf + s->off, c->str, c->len) == 0;
+		return fits && (size_t)s->off + c->len <= cap && memcmp(base_of(r, c->field) + s->off, c->str, c->len) == 0;
 	}
 	case IR_C_METHOD_IS: return r->method == c->method;
 	case IR_C_SERVICE_IN: return r->service < 64 && (c->mask >> r->service & 1);
+	case IR_C_HAS_HEADER: return r->hdr_present >> c->header & 1;
+	case IR_C_SOURCE_IN: return (r->src_ip4 & c->netmask) == c->net;
+	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
+	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt);
+	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
 	}
 	return false;
 }
 
-void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out)
+static void decide(struct ir_decision *out, const struct ir_rule *r)
 {
+	out->term = r->term;
+	out->upstream = r->upstream;
+	out->status = r->status;
+	out->rule = r;
+}
+
+void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
+		  struct ir_decision *out)
+{
+	struct ev e = { p, req, env };
 	memset(out, 0, sizeof(*out));
+	const struct ir_rule *route = NULL;
+	bool allow_applies = false, allowed = false;
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];
+		if (pol->has_allow && holds(&e, pol->applies))
+			allow_applies = true;
 		for (int k = 0; k < pol->nrules; k++) {
 			const struct ir_rule *r = &pol->rules[k];
-			if (!holds(req, r->cond))
+			if (!holds(&e, r->cond))
 				continue;
-			for (int a = 0; a < r->nactions && out->nset < L7_MAX_SET; a++)
-				out->set[out->nset++] = r->actions[a].mutation;
-			if (r->term != IR_CONTINUE) {
-				out->term = r->term;
-				out->upstream = r->upstream;
-				out->status = r->status;
-				out->rule = r;
+			for (int a = 0; a < r->nactions; a++) {
+				const struct ir_action *act = &r->actions[a];
+				if (act->kind == IR_A_SET_HEADER && out->nset < L7_MAX_SET) {
+					out->set[out->nset++] = act->mutation;
+				} else if (act->kind == IR_A_COUNT && out->ncounted < 16) {
+					out->counted[out->ncounted++] = act->counter;
+				} else if (act->kind == IR_A_LIMIT && env && env->bucket_take && !env->bucket_take(env->ctx, act->bucket)) {
+					out->term = IR_DENY;
+					out->status = (int)p->buckets[act->bucket].status;
+					out->upstream = -1;
+					out->rule = r;
+					return;
+				}
+			}
+			if (r->term == IR_DENY) {
+				decide(out, r);
 				return;
 			}
+			if (r->term == IR_ALLOW)
+				allowed = true;
+			if ((r->term == IR_FORWARD || r->term == IR_FALLBACK) && !route)
+				route = r;
 			break;   /* paths of one policy are exclusive: on to the next policy */
 		}
 	}
-	out->term = p->default_rule.term;
-	out->status = p->default_rule.status;
-	out->upstream = -1;
-	out->rule = &p->default_rule;
+	if (allow_applies && !allowed)
+		decide(out, &p->rbac_rule);
+	else if (route)
+		decide(out, route);
+	else
+		decide(out, &p->default_rule);
+	if (out->term == IR_DENY)
+		out->upstream = -1;
+}
+
+void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out)
+{
+	ir_eval_with(p, req, NULL, out);
 }

@@ -19,7 +19,7 @@ struct l7_diags;
 struct l7_source;
 struct l7_arena;
 
-enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER };
+enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM };
 
 enum ir_cond_kind {
 	IR_C_TRUE, IR_C_FALSE, IR_C_AND, IR_C_OR, IR_C_NOT,
@@ -27,13 +27,23 @@ enum ir_cond_kind {
 	IR_C_STR_PREFIX,   /* field starts with str */
 	IR_C_METHOD_IS,    /* parsed method number == method (enum l7_method) */
 	IR_C_SERVICE_IN,   /* the request came through one of the services in mask */
+	IR_C_HAS_HEADER,   /* header `header` is present */
+	IR_C_SOURCE_IN,    /* (client address & mask) == net, network byte order */
+	IR_C_PORT_IN,      /* lo <= port the client connected to <= hi */
+	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
+	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
 };
 
 struct ir_cond {
 	enum ir_cond_kind kind;
 	struct ir_cond *a, *b;       /* AND, OR, NOT (a only) */
 	enum ir_field field;
-	int header;                  /* IR_F_HEADER: index into the header vector's names */
+	int header;                  /* IR_F_HEADER, HAS_HEADER: index into the header vector's names;
+	                              * IR_F_CLAIM: index into claims */
+	int jwt;                     /* JWT_VALID */
+	int ident;                   /* IDENTITY */
+	unsigned net, netmask;       /* SOURCE_IN, network byte order */
+	unsigned lo, hi;             /* PORT_IN */
 	char *str;
 	size_t len;
 	unsigned method;
@@ -41,10 +51,21 @@ struct ir_cond {
 	unsigned line;               /* .l7 line of the source expression */
 };
 
-enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK };
+enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK, IR_ALLOW };
+
+enum ir_action_kind {
+	IR_A_SET_HEADER,             /* mutation */
+	IR_A_COUNT,                  /* counter += 1 */
+	IR_A_LIMIT,                  /* take a token of bucket for key_field, or deny its status */
+};
 
 struct ir_action {               /* non-terminal actions, in order */
-	int mutation;                /* SetHeader: index into ir_program.mutations */
+	enum ir_action_kind kind;
+	int mutation;                /* SET_HEADER: index into ir_program.mutations */
+	int counter;                 /* COUNT: index into ir_program.counters */
+	int bucket;                  /* LIMIT: index into ir_program.buckets */
+	enum ir_field key_field;     /* LIMIT: the key (IR_F_*), or -1 for one bucket for all */
+	int key_header;
 	unsigned line;
 };
 
@@ -65,6 +86,26 @@ struct ir_policy {
 	unsigned line;
 	struct ir_rule *rules;
 	int nrules;
+	bool has_allow;              /* an ALLOW policy (Meshlib): if it applies and no Allow is
+	                              * reached, the request is denied 403 */
+	struct ir_cond *applies;     /* its context, for has_allow */
+};
+
+struct ir_jwt {                  /* a `Jwt NAME { ... }` instance */
+	char *name, *key_file;       /* key_file: absolute path */
+	char *issuer, *audience;     /* "" = not checked */
+	int header;                  /* header-vector index of the token's header */
+	unsigned leeway;
+};
+
+struct ir_claim { int jwt; char *name; };
+
+struct ir_bucket { char *name; unsigned rate, burst, status; };
+
+struct ir_identity {
+	char *name;
+	unsigned *nets, *netmasks;   /* network byte order */
+	int n;
 };
 
 struct ir_endpoint { unsigned ip, port, weight; };
@@ -95,7 +136,18 @@ struct ir_program {
 	int nmutations;
 	struct ir_policy *policies;
 	int npolicies;
+	struct ir_jwt *jwts;
+	int njwts;
+	struct ir_claim *claims;
+	int nclaims;
+	char **counters;             /* Counter instances, by name */
+	int ncounters;
+	struct ir_bucket *buckets;
+	int nbuckets;
+	struct ir_identity *identities;
+	int nidentities;
 	struct ir_rule default_rule; /* what a request no policy decided gets */
+	struct ir_rule rbac_rule;    /* the 403 of an ALLOW policy that applied but did not allow */
 	int nrules;                  /* rules in all policies */
 	struct l7_arena *arena;      /* owns everything above */
 };
@@ -117,16 +169,32 @@ void ir_free(struct ir_program *p);
 struct l7_req;
 
 struct ir_decision {
-	enum ir_term term;           /* IR_FORWARD, IR_DENY or IR_FALLBACK (never IR_CONTINUE) */
+	enum ir_term term;           /* IR_FORWARD, IR_DENY or IR_FALLBACK */
 	int upstream, status;
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
 	int set[16];                 /* mutations applied, in order */
 	int nset;
+	int counted[16];             /* counters incremented, in order */
+	int ncounted;
+};
+
+/* What the evaluator cannot know by itself: JWT validity (and claim values) come from the
+ * caller, as do rate-limit outcomes. NULL: every token invalid, every Limit passes. */
+struct ir_eval_env {
+	bool (*jwt_valid)(void *ctx, int jwt);
+	bool (*bucket_take)(void *ctx, int bucket);
+	void *ctx;
 };
 
 /* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser
  * with the header names of p). */
 void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out);
+void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
+		  struct ir_decision *out);
+
+/* The caller identity of a client address (network byte order): the first identity in
+ * declaration order whose prefixes hold it, or nidentities ("external"). */
+int ir_identity_of(const struct ir_program *p, unsigned src_be);
 
 /* Parses raw request bytes with the data plane's own parser (stdlib/bpf/http.h, built
  * natively) for the header names p reads. Returns the head length, 0 if incomplete, or

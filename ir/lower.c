@@ -24,6 +24,7 @@ struct lx {
 	struct ir_policy *pol;
 	const struct l7_policy *src;
 	bool too_many;
+	int *kind_index;             /* per module instance: its index among jwts/counters/buckets */
 };
 
 static void *alloc(struct lx *x, size_t n) { return l7_alloc(&x->p->arena, n); }
@@ -81,7 +82,7 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 		if (!strcmp(x->p->headers[i], low))
 			return i;
 	if (!strcmp(low, "host")) {
-		l7_diag(x->d, L7_ERROR, loc, "use %s.host for the Host header", x->src->act.name);
+		l7_diag(x->d, L7_ERROR, loc, "use %s.host for the Host header", x->src ? x->src->act.name : "request");
 		return -1;
 	}
 	if (x->p->nheaders == L7_MAX_WANTED) {
@@ -93,6 +94,33 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 	n[x->p->nheaders] = dup(x, low, len);
 	x->p->headers = n;
 	return x->p->nheaders++;
+}
+
+/* The JWT configuration a state variable is bound to. */
+static int jwt_of(struct lx *x, const struct l7_expr *var)
+{
+	return x->kind_index[x->src->usings[var->ref_index].instance];
+}
+
+static int claim_index(struct lx *x, int jwt, const struct l7_expr *name)
+{
+	struct ir_program *p = x->p;
+	if (name->str_len == 0 || name->str_len >= L7_MAX_NAME) {
+		l7_diag(x->d, L7_ERROR, name->loc, "claim name must be 1 to %d bytes", L7_MAX_NAME - 1);
+		return -1;
+	}
+	for (int i = 0; i < p->nclaims; i++)
+		if (p->claims[i].jwt == jwt && !strcmp(p->claims[i].name, name->str))
+			return i;
+	if (p->nclaims == L7_MAX_CLAIMS) {
+		l7_diag(x->d, L7_ERROR, name->loc, "a policy file can read at most %d JWT claims", L7_MAX_CLAIMS);
+		return -1;
+	}
+	struct ir_claim *n = alloc(x, sizeof(*n) * (size_t)(p->nclaims + 1));
+	memcpy(n, p->claims, sizeof(*n) * (size_t)p->nclaims);
+	n[p->nclaims] = (struct ir_claim){ jwt, dup(x, name->str, name->str_len) };
+	p->claims = n;
+	return p->nclaims++;
 }
 
 /* The request field an expression reads, or false if it is not a field. */
@@ -108,6 +136,10 @@ static bool field_of(struct lx *x, const struct l7_expr *e, enum ir_field *f, in
 	case I_HEADER:
 		*f = IR_F_HEADER;
 		*hdr = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
+		return *hdr >= 0;
+	case I_JWT_CLAIM:
+		*f = IR_F_CLAIM;
+		*hdr = claim_index(x, jwt_of(x, e->lhs), e->args[0]);
 		return *hdr >= 0;
 	default: return false;
 	}
@@ -145,6 +177,88 @@ static struct ir_cond *str_cond(struct lx *x, enum ir_cond_kind k, const struct 
 	return c;
 }
 
+static unsigned be32(unsigned host) { return __builtin_bswap32(host); }
+
+/* client address in a.b.c.d/len */
+static struct ir_cond *source_in(struct lx *x, const struct l7_expr *lit, unsigned line)
+{
+	struct ir_cond *c = cond_new(x, IR_C_SOURCE_IN, line);
+	unsigned bits = lit->kind == E_IP ? 32 : (unsigned)lit->num2;
+	unsigned mask = bits ? ~0u << (32 - bits) : 0;
+	c->netmask = be32(mask);
+	c->net = be32(lit->ip & mask);
+	return c;
+}
+
+static struct ir_cond *port_in(struct lx *x, long long lo, long long hi, unsigned line)
+{
+	if (lo < 0)
+		lo = 0;
+	if (hi > 65535)
+		hi = 65535;
+	if (lo > hi)
+		return cond_new(x, IR_C_FALSE, line);
+	struct ir_cond *c = cond_new(x, IR_C_PORT_IN, line);
+	c->lo = (unsigned)lo;
+	c->hi = (unsigned)hi;
+	return c;
+}
+
+static bool is_field(const struct l7_expr *e, enum l7_intrinsic in)
+{
+	return e->ref == REF_FIELD && e->field && e->field->intrinsic == in;
+}
+
+/* Comparisons of the client address and the port with constants. */
+static struct ir_cond *lower_addr_port(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	const struct l7_expr *l = e->lhs, *r = e->rhs;
+	if (is_field(l, I_SOURCE)) {
+		struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+		if (r->kind == E_IP || r->kind == E_CIDR)
+			acc = source_in(x, r, line);
+		else if (r->kind == E_LIST)
+			for (int i = 0; i < r->nargs; i++)
+				acc = cond_bin(x, IR_C_OR, acc, source_in(x, r->args[i], line));
+		else
+			return NULL;
+		return e->op == OP_NE ? cond_not(x, acc) : acc;
+	}
+	if (is_field(l, I_PORT)) {
+		long long v = r->num;
+		switch (e->op) {
+		case OP_EQ: return port_in(x, v, v, line);
+		case OP_NE: return cond_not(x, port_in(x, v, v, line));
+		case OP_LT: return port_in(x, 0, v - 1, line);
+		case OP_LE: return port_in(x, 0, v, line);
+		case OP_GT: return port_in(x, v + 1, 65535, line);
+		case OP_GE: return port_in(x, v, 65535, line);
+		case OP_IN:
+			if (r->kind == E_RANGE)
+				return port_in(x, r->num, r->num2, line);
+			if (r->kind == E_LIST) {
+				struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+				for (int i = 0; i < r->nargs; i++)
+					acc = cond_bin(x, IR_C_OR, acc, port_in(x, r->args[i]->num, r->args[i]->num, line));
+				return acc;
+			}
+			return NULL;
+		default: return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* A claim is read only from a valid token: claim == "x" means valid && claim == "x". */
+static struct ir_cond *guard_claim(struct lx *x, const struct l7_expr *fe, struct ir_cond *c)
+{
+	if (!is_field(fe, I_JWT_CLAIM) || c->kind == IR_C_FALSE)
+		return c;
+	struct ir_cond *v = cond_new(x, IR_C_JWT_VALID, c->line);
+	v->jwt = jwt_of(x, fe->lhs);
+	return cond_bin(x, IR_C_AND, v, c);
+}
+
 static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 {
 	unsigned line = e->loc.line;
@@ -153,14 +267,29 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 		return cond_new(x, e->num ? IR_C_TRUE : IR_C_FALSE, line);
 	case E_NOT:
 		return cond_not(x, lower_cond(x, e->lhs));
+	case E_MEMBER:
+		if (is_field(e, I_JWT_VALID)) {
+			struct ir_cond *c = cond_new(x, IR_C_JWT_VALID, line);
+			c->jwt = jwt_of(x, e->lhs);
+			return c;
+		}
+		break;
 	case E_CALL:
 		if (e->builtin == B_STARTS_WITH)
-			return str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line);
+			return guard_claim(x, e->args[0], str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line));
+		if (is_field(e, I_HAS_HEADER)) {
+			struct ir_cond *c = cond_new(x, IR_C_HAS_HEADER, line);
+			c->header = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
+			return c->header < 0 ? cond_new(x, IR_C_FALSE, line) : c;
+		}
 		break;
 	case E_BINARY: {
 		const struct l7_expr *l = e->lhs, *r = e->rhs;
 		if (e->op == OP_AND || e->op == OP_OR)
 			return cond_bin(x, e->op == OP_AND ? IR_C_AND : IR_C_OR, lower_cond(x, l), lower_cond(x, r));
+		struct ir_cond *ap = lower_addr_port(x, e, line);
+		if (ap)
+			return ap;
 		if ((e->op == OP_EQ || e->op == OP_NE) && l->type == T_STRING) {
 			if (l->kind == E_STRING && r->kind == E_STRING) {   /* constant: fold */
 				bool eq = l->str_len == r->str_len && !memcmp(l->str, r->str, l->str_len);
@@ -173,7 +302,7 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 			}
 			if (r->kind == E_STRING) {
 				struct ir_cond *c = str_cond(x, IR_C_STR_EQ, l, r, line);
-				return e->op == OP_EQ ? c : cond_not(x, c);
+				return guard_claim(x, l, e->op == OP_EQ ? c : cond_not(x, c));
 			}
 			l7_diag(x->d, L7_ERROR, e->loc, "the data plane compares a request field with a constant; comparing two fields is not supported");
 			return cond_new(x, IR_C_FALSE, line);
@@ -183,7 +312,7 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 			for (int i = 0; i < r->nargs; i++)
 				if (r->args[i]->kind == E_STRING)
 					acc = cond_bin(x, IR_C_OR, acc, str_cond(x, IR_C_STR_EQ, l, r->args[i], line));
-			return acc;
+			return guard_claim(x, l, acc);
 		}
 		if ((e->op == OP_EQ || e->op == OP_NE) && l->kind == E_BOOL && r->kind == E_BOOL)
 			return cond_new(x, (l->num == r->num) == (e->op == OP_EQ) ? IR_C_TRUE : IR_C_FALSE, line);
@@ -270,21 +399,43 @@ static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 	unsigned line = s->loc.line;
 	char why[256];
 	switch (a->intrinsic) {
-	case I_SET_HEADER: {
+	case I_SET_HEADER:
+	case I_COUNT:
+	case I_LIMIT: {
 		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
 		memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
-		if (pa.nactions >= L7_MAX_SET) {
+		int mutations = 0;
+		for (int i = 0; i < pa.nactions; i++)
+			mutations += pa.actions[i].kind == IR_A_SET_HEADER;
+		if (a->intrinsic == I_SET_HEADER && mutations >= L7_MAX_SET) {
 			l7_diag(x->d, L7_ERROR, s->loc, "more than %d header mutations on one path", L7_MAX_SET);
 			return;
 		}
-		n[pa.nactions].mutation = mutation_index(x, c->args[1], c->args[2]);
-		n[pa.nactions].line = line;
+		struct ir_action *na = &n[pa.nactions];
+		memset(na, 0, sizeof(*na));
+		na->line = line;
+		if (a->intrinsic == I_SET_HEADER) {
+			na->kind = IR_A_SET_HEADER;
+			na->mutation = mutation_index(x, c->args[1], c->args[2]);
+		} else {
+			int inst = x->src->usings[c->args[0]->ref_index].instance;
+			na->kind = a->intrinsic == I_COUNT ? IR_A_COUNT : IR_A_LIMIT;
+			na->counter = na->bucket = x->kind_index[inst];
+			na->key_field = (enum ir_field)-1;
+			if (a->intrinsic == I_LIMIT && c->args[1]->kind != E_STRING &&
+			    !field_of(x, c->args[1], &na->key_field, &na->key_header))
+				return;
+		}
 		pa.actions = n;
 		pa.nactions++;
 		pa.line = line;
 		lower_seq(x, rest, pa);
 		return;
 	}
+	case I_ALLOW:
+		x->pol->has_allow = true;
+		emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, line);
+		break;
 	case I_ROUTE:
 		emit_rule(x, &pa, IR_FORWARD, c->args[1]->ref_index, 0, NULL, line);
 		break;
@@ -366,35 +517,157 @@ static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl 
 		t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
 }
 
-/* context ('regex over caller->callee'): in gateway mode the caller is "external"; the callee
- * is the service the client connected to. Resolved here, against the declared services. */
+/* State instances: each kind numbered on its own (JWT configurations, counters, buckets). */
+static void lower_instances(struct lx *x)
+{
+	const struct l7_module *m = x->m;
+	struct ir_program *p = x->p;
+	x->kind_index = calloc((size_t)m->ninstances + 1, sizeof(int));
+	p->jwts = alloc(x, sizeof(*p->jwts) * (size_t)(m->ninstances + 1));
+	p->counters = alloc(x, sizeof(*p->counters) * (size_t)(m->ninstances + 1));
+	p->buckets = alloc(x, sizeof(*p->buckets) * (size_t)(m->ninstances + 1));
+	for (int i = 0; i < m->ninstances; i++) {
+		const struct l7_instance *in = &m->instances[i];
+		if (!in->iface)
+			continue;
+		const struct l7_expr *v;
+		switch (in->iface->state_kind) {
+		case SK_JWT: {
+			if (p->njwts == L7_MAX_JWT) {
+				l7_diag(x->d, L7_ERROR, in->loc, "at most %d Jwt instances per policy file", L7_MAX_JWT);
+				continue;
+			}
+			struct ir_jwt *j = &p->jwts[p->njwts];
+			x->kind_index[i] = p->njwts++;
+			j->name = dup(x, in->name, strlen(in->name));
+			v = l7_instance_setting(in, "key_file");
+			char path[4096], abs[4096];
+			const char *slash = strrchr(m->src->path, '/');
+			if (v->str[0] == '/')
+				snprintf(path, sizeof(path), "%s", v->str);
+			else
+				snprintf(path, sizeof(path), "%.*s%s", slash ? (int)(slash - m->src->path + 1) : 0, m->src->path, v->str);
+			j->key_file = dup(x, realpath(path, abs) ? abs : path, strlen(realpath(path, abs) ? abs : path));
+			v = l7_instance_setting(in, "issuer");
+			j->issuer = dup(x, v ? v->str : "", v ? v->str_len : 0);
+			v = l7_instance_setting(in, "audience");
+			j->audience = dup(x, v ? v->str : "", v ? v->str_len : 0);
+			v = l7_instance_setting(in, "leeway");
+			j->leeway = v ? (unsigned)v->num : 0;
+			v = l7_instance_setting(in, "header");
+			j->header = v ? header_index(x, v->str, v->str_len, v->loc)
+				      : header_index(x, "authorization", 13, in->loc);
+			break;
+		}
+		case SK_COUNTER:
+			x->kind_index[i] = p->ncounters;
+			p->counters[p->ncounters++] = dup(x, in->name, strlen(in->name));
+			break;
+		case SK_BUCKET: {
+			struct ir_bucket *b = &p->buckets[p->nbuckets];
+			x->kind_index[i] = p->nbuckets++;
+			b->name = dup(x, in->name, strlen(in->name));
+			b->rate = (unsigned)l7_instance_setting(in, "rate")->num;
+			v = l7_instance_setting(in, "burst");
+			b->burst = v ? (unsigned)v->num : b->rate;
+			v = l7_instance_setting(in, "status");
+			b->status = v ? (unsigned)v->num : 429;
+			break;
+		}
+		case SK_NONE:
+			break;
+		}
+	}
+}
+
+static void lower_identities(struct lx *x)
+{
+	const struct l7_module *m = x->m;
+	struct ir_program *p = x->p;
+	p->nidentities = m->nidentities;
+	p->identities = alloc(x, sizeof(*p->identities) * (size_t)(m->nidentities + 1));
+	for (int i = 0; i < m->nidentities; i++) {
+		const struct l7_identity *id = &m->identities[i];
+		struct ir_identity *o = &p->identities[i];
+		o->name = dup(x, id->name, strlen(id->name));
+		o->n = id->n;
+		o->nets = alloc(x, sizeof(unsigned) * (size_t)(id->n + 1));
+		o->netmasks = alloc(x, sizeof(unsigned) * (size_t)(id->n + 1));
+		for (int k = 0; k < id->n; k++) {
+			unsigned mask = id->prefixes[k] ? ~0u << (32 - id->prefixes[k]) : 0;
+			o->netmasks[k] = be32(mask);
+			o->nets[k] = be32(id->ips[k] & mask);
+		}
+	}
+}
+
+/* The services (as a mask) a context pattern selects for one caller. */
+static unsigned long long services_for(const struct l7_module *m, regex_t *re, const char *caller)
+{
+	unsigned long long mask = 0;
+	int n = m->nservices ? m->nservices : 1;
+	for (int i = 0; i < n && i < 64; i++) {
+		char chain[256];
+		snprintf(chain, sizeof(chain), "%s->%s", caller, m->nservices ? m->services[i].name : "");
+		if (regexec(re, chain, 0, NULL, 0) == 0)
+			mask |= 1ull << i;
+	}
+	return mask;
+}
+
+/* context ('regex over caller->callee'): the callee is the service the client connected to;
+ * the caller is the identity its address belongs to, or "external". Resolved here against
+ * the declared services and identities: the data plane only tests what the pattern leaves. */
 static struct ir_cond *context_cond(struct lx *x, const struct l7_policy *pol)
 {
-	if (!pol->context || x->m->nservices == 0)
-		return cond_new(x, IR_C_TRUE, pol->loc.line);
+	const struct l7_module *m = x->m;
+	unsigned line = pol->loc.line;
+	if (!pol->context)
+		return cond_new(x, IR_C_TRUE, line);
 	size_t n = strlen(pol->context) + 8;
 	char *anchored = malloc(n);
 	snprintf(anchored, n, "^(%s)$", pol->context);
 	regex_t re;
-	unsigned long long mask = 0;
-	if (regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB) == 0) {
-		for (int i = 0; i < x->m->nservices && i < 64; i++) {
-			char chain[256];
-			snprintf(chain, sizeof(chain), "external->%s", x->m->services[i].name);
-			if (regexec(&re, chain, 0, NULL, 0) == 0)
-				mask |= 1ull << i;
-		}
-		regfree(&re);
-	}
+	int rc = regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB);
 	free(anchored);
-	if (mask == 0)
-		l7_diag(x->d, L7_WARNING, pol->context_loc, "context matches none of the declared services; policy '%s' never applies", pol->name);
-	unsigned long long all = x->m->nservices >= 64 ? ~0ull : (1ull << x->m->nservices) - 1;
-	if (mask == all)
-		return cond_new(x, IR_C_TRUE, pol->loc.line);
-	struct ir_cond *c = cond_new(x, mask ? IR_C_SERVICE_IN : IR_C_FALSE, pol->loc.line);
-	c->mask = mask;
-	return c;
+	if (rc)
+		return cond_new(x, IR_C_FALSE, line);   /* reported by the front end */
+	int ns = m->nservices ? m->nservices : 1;
+	unsigned long long all = ns >= 64 ? ~0ull : (1ull << ns) - 1;
+	unsigned long long masks[65];
+	bool same = true;
+	for (int i = 0; i <= m->nidentities && i < 65; i++) {   /* the last "identity" is external */
+		masks[i] = services_for(m, &re, i < m->nidentities ? m->identities[i].name : "external");
+		same &= masks[i] == masks[0];
+	}
+	regfree(&re);
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+	bool everything = true, nothing = true;
+	for (int i = 0; i <= m->nidentities && i < 65; i++) {
+		everything &= masks[i] == all;
+		nothing &= masks[i] == 0;
+		if (!masks[i])
+			continue;
+		struct ir_cond *svc = cond_new(x, IR_C_TRUE, line);
+		if (masks[i] != all && m->nservices) {
+			svc = cond_new(x, IR_C_SERVICE_IN, line);
+			svc->mask = masks[i];
+		}
+		if (same)   /* the caller does not matter: the services decide */
+			return svc;
+		struct ir_cond *who = cond_new(x, IR_C_TRUE, line);
+		if (m->nidentities) {
+			who = cond_new(x, IR_C_IDENTITY, line);
+			who->ident = i;
+		}
+		acc = cond_bin(x, IR_C_OR, acc, cond_bin(x, IR_C_AND, who, svc));
+	}
+	if (nothing)
+		l7_diag(x->d, L7_WARNING, pol->context_loc, "context matches none of the declared services and callers; policy '%s' never applies",
+			pol->name);
+	if (everything)
+		return cond_new(x, IR_C_TRUE, line);
+	return acc;
 }
 
 struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
@@ -417,6 +690,8 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 		p->fallback = m->nupstreams;
 		copy_target(&x, &p->upstreams[p->fallback], m->fallback);
 	}
+	lower_instances(&x);
+	lower_identities(&x);
 	p->policies = alloc(&x, sizeof(*p->policies) * (m->npolicies + 1));
 	for (int i = 0; i < m->npolicies; i++) {
 		const struct l7_policy *src = &m->policies[i];
@@ -426,13 +701,21 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 		x.pol = pol;
 		x.src = src;
 		struct path start = { .cond = context_cond(&x, src), .line = src->loc.line };
+		pol->applies = start.cond;
 		struct seq body = { src->body, NULL };
 		if (src->body)
 			lower_seq(&x, &body, start);
+		if (pol->has_allow && !p->rbac_rule.line)
+			p->rbac_rule.line = pol->line;
 	}
+	/* Meshlib: an ALLOW policy that applies without allowing denies, before the application */
+	p->rbac_rule.term = IR_DENY;
+	p->rbac_rule.status = 403;
+	p->rbac_rule.cond = cond_new(&x, IR_C_TRUE, 0);
 	/* Like a gateway with no matching route: 404, never forwarded unchecked. */
 	p->default_rule = (struct ir_rule){ .id = 0, .term = IR_DENY, .status = 404, .line = 0 };
 	p->default_rule.cond = cond_new(&x, IR_C_TRUE, 0);
+	free(x.kind_index);
 	if (d->errors > errors_before) {
 		ir_free(p);
 		return NULL;

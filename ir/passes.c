@@ -26,10 +26,15 @@ static bool cond_eq(const struct ir_cond *a, const struct ir_cond *b)
 	case IR_C_OR: return cond_eq(a->a, b->a) && cond_eq(a->b, b->b);
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX:
-		return a->field == b->field && (a->field != IR_F_HEADER || a->header == b->header) && a->len == b->len &&
+		return a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header) && a->len == b->len &&
 		       !memcmp(a->str, b->str, a->len);
 	case IR_C_METHOD_IS: return a->method == b->method;
 	case IR_C_SERVICE_IN: return a->mask == b->mask;
+	case IR_C_HAS_HEADER: return a->header == b->header;
+	case IR_C_SOURCE_IN: return a->net == b->net && a->netmask == b->netmask;
+	case IR_C_PORT_IN: return a->lo == b->lo && a->hi == b->hi;
+	case IR_C_JWT_VALID: return a->jwt == b->jwt;
+	case IR_C_IDENTITY: return a->ident == b->ident;
 	}
 	return false;
 }
@@ -85,9 +90,15 @@ static struct ir_cond *rebuild(struct ir_program *p, const struct terms *s, unsi
 /* Two facts about one field that cannot both hold. */
 static bool contradict(const struct ir_cond *a, const struct ir_cond *b)
 {
-	bool same_field = a->field == b->field && (a->field != IR_F_HEADER || a->header == b->header);
+	bool same_field = a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header);
 	if (a->kind == IR_C_METHOD_IS && b->kind == IR_C_METHOD_IS)
 		return a->method != b->method;
+	if (a->kind == IR_C_IDENTITY && b->kind == IR_C_IDENTITY)
+		return false;   /* identities may overlap */
+	if (a->kind == IR_C_PORT_IN && b->kind == IR_C_PORT_IN)
+		return a->hi < b->lo || b->hi < a->lo;
+	if (a->kind == IR_C_SOURCE_IN && b->kind == IR_C_SOURCE_IN)
+		return ((a->net ^ b->net) & a->netmask & b->netmask) != 0;
 	if (a->kind == IR_C_NOT && cond_eq(a->a, b))
 		return true;
 	if (b->kind == IR_C_NOT && cond_eq(b->a, a))
@@ -129,7 +140,11 @@ static bool implies(const struct ir_cond *a, const struct ir_cond *b)
 {
 	if (cond_eq(a, b))
 		return true;
-	bool same_field = a->field == b->field && (a->field != IR_F_HEADER || a->header == b->header);
+	if (a->kind == IR_C_PORT_IN && b->kind == IR_C_PORT_IN)
+		return a->lo >= b->lo && a->hi <= b->hi;
+	if (a->kind == IR_C_SOURCE_IN && b->kind == IR_C_SOURCE_IN)   /* a narrower prefix inside b */
+		return (a->netmask & b->netmask) == b->netmask && (a->net & b->netmask) == b->net;
+	bool same_field = a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header);
 	if (!same_field || b->kind != IR_C_STR_PREFIX)
 		return false;
 	if (a->kind != IR_C_STR_EQ && a->kind != IR_C_STR_PREFIX)

@@ -1,20 +1,32 @@
 /* Building blocks the generated policy calls (codegen/policy.c): comparisons of a field of the
- * header vector with a constant. Compiled to BPF bitcode, linked into every policy and inlined;
- * after inlining `s` and `n` are constants, so LLVM unrolls short compares.
+ * header vector with a constant, the caller's identity, counters and token buckets. Compiled
+ * to BPF bitcode, linked into every policy and inlined; after inlining the string arguments
+ * and lengths are constants, so LLVM unrolls short compares.
  *
- * Spans always lie inside the parsed head (off + len <= head_len <= L7_MAX_HEAD), so masking an
- * index with L7_MAX_HEAD - 1 never changes it; the mask is what proves it to the verifier. */
+ * Spans always lie inside their buffer (off + len <= head_len <= L7_MAX_HEAD for buf, and
+ * <= L7_JWT_JSON for jwt_json), so masking an index never changes it; the mask is what proves
+ * it to the verifier. */
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+
+#include "compat.h"
 #include "l7/abi.h"
+#include "xxhash.h"
 
 /* Non-static so the definitions survive into the bitcode; l7c internalises them after linking. */
 #define L7_INLINE __attribute__((always_inline))
 
 #define HEAD_MASK (L7_MAX_HEAD - 1)
+#define JSON_MASK (L7_JWT_JSON - 1)
 
-L7_INLINE int l7_bytes_at(const struct l7_req *req, __u32 off, const char *s, __u32 n)
+extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets;
+extern const __u32 l7_n_ident_nets, l7_n_identities;
+extern const __u32 l7_ident_net[L7_MAX_IDENT_NETS], l7_ident_mask[L7_MAX_IDENT_NETS], l7_ident_id[L7_MAX_IDENT_NETS];
+
+L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n)
 {
 	for (__u32 i = 0; i < n && i < L7_MAX_HEAD; i++)
-		if (req->buf[(off + i) & HEAD_MASK] != (__u8)s[i])
+		if (buf[(off + i) & mask] != (__u8)s[i])
 			return 0;
 	return 1;
 }
@@ -22,11 +34,72 @@ L7_INLINE int l7_bytes_at(const struct l7_req *req, __u32 off, const char *s, __
 /* field == s */
 L7_INLINE int l7_field_equals(const struct l7_req *req, const struct l7_span *f, const char *s, __u32 n)
 {
-	return f->len == n && l7_bytes_at(req, f->off, s, n);
+	return f->len == n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n);
 }
 
 /* field starts with s */
 L7_INLINE int l7_field_prefix(const struct l7_req *req, const struct l7_span *f, const char *s, __u32 n)
 {
-	return f->len >= n && l7_bytes_at(req, f->off, s, n);
+	return f->len >= n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n);
+}
+
+/* claim i (of a token l7_jwt_check found valid) == s */
+L7_INLINE int l7_claim_equals(const struct l7_req *req, __u32 i, const char *s, __u32 n)
+{
+	const struct l7_span *f = &req->claim[i & (L7_MAX_CLAIMS - 1)];
+	return f->len == n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n);
+}
+
+L7_INLINE int l7_claim_prefix(const struct l7_req *req, __u32 i, const char *s, __u32 n)
+{
+	const struct l7_span *f = &req->claim[i & (L7_MAX_CLAIMS - 1)];
+	return f->len >= n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n);
+}
+
+/* The caller: the first identity (declaration order) whose prefix holds the client address,
+ * l7_n_identities ("external") if none. */
+L7_INLINE __u32 l7_identity_of(const struct l7_req *req)
+{
+	for (__u32 i = 0; i < L7_MAX_IDENT_NETS && i < l7_n_ident_nets; i++)
+		if ((req->src_ip4 & l7_ident_mask[i]) == l7_ident_net[i])
+			return l7_ident_id[i];
+	return l7_n_identities;
+}
+
+L7_INLINE void l7_count(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_counters, &idx);
+	if (v)
+		*v += 1;   /* per-CPU: no atomics needed */
+}
+
+/* Takes a token from bucket `bucket` for the key (span of the head, or none), refilled at
+ * `rate` per second up to `burst`. 1: taken, 0: empty. Two CPUs updating one key at once may
+ * both take the last token: the limit is exact per CPU, approximate across them. */
+L7_INLINE int l7_bucket_take(const struct l7_req *req, __u32 bucket, const struct l7_span *key, __u32 rate, __u32 burst)
+{
+	struct l7_bucket_key k = { .bucket = bucket };
+	if (key)
+		k.key_hash = l7_xxh64(req->buf, key->off, key->len, bucket) | 1;
+	__u64 now = bpf_ktime_get_ns();
+	__u64 cap = (__u64)burst * 1000;
+	struct l7_bucket *b = bpf_map_lookup_elem(&l7_buckets, &k);
+	if (!b) {
+		struct l7_bucket fresh = { .milli_tokens = cap - 1000, .last_ns = now };
+		bpf_map_update_elem(&l7_buckets, &k, &fresh, BPF_NOEXIST);
+		return 1;
+	}
+	__u64 elapsed = now > b->last_ns ? now - b->last_ns : 0;
+	if (elapsed > 1000000000ull * 3600)
+		elapsed = 1000000000ull * 3600;   /* keeps the product below in 64 bits */
+	__u64 tokens = b->milli_tokens + elapsed * rate / 1000000;
+	if (tokens > cap)
+		tokens = cap;
+	b->last_ns = now;
+	if (tokens < 1000) {
+		b->milli_tokens = tokens;
+		return 0;
+	}
+	b->milli_tokens = tokens - 1000;
+	return 1;
 }

@@ -27,12 +27,24 @@ static void add(struct pool *p, const char *s, size_t n)
 	p->v[p->n++] = strndup(s, n);
 }
 
+static unsigned ips[64], nips, ports[64], nports;
+
 static void collect(const struct ir_cond *c, struct pool *paths, struct pool *values)
 {
 	if (!c)
 		return;
 	collect(c->a, paths, values);
 	collect(c->b, paths, values);
+	if (c->kind == IR_C_SOURCE_IN && nips < 62) {   /* inside and just outside the prefix */
+		ips[nips++] = c->net;
+		ips[nips++] = c->net ^ ~c->netmask;
+	}
+	if (c->kind == IR_C_PORT_IN && nports < 60) {
+		ports[nports++] = c->lo;
+		ports[nports++] = c->hi;
+		ports[nports++] = c->lo ? c->lo - 1 : 0;
+		ports[nports++] = c->hi + 1;
+	}
 	if (c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX)
 		return;
 	struct pool *p = c->field == IR_F_PATH ? paths : values;
@@ -51,6 +63,9 @@ static unsigned rng(unsigned long long *s)
 	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
 	return (unsigned)(*s >> 33);
 }
+
+static bool jwt_valid(void *ctx, int jwt) { return ((unsigned *)ctx)[0] >> jwt & 1; }
+static bool bucket_take(void *ctx, int bucket) { return ((unsigned *)ctx)[1] >> bucket & 1; }
 
 static struct ir_program *lower(const char *path, struct l7_module *m, struct l7_source **src, bool optimise)
 {
@@ -75,9 +90,15 @@ static int check_policy(const char *path)
 	struct ir_program *p0 = lower(path, &m0, &s0, false), *p1 = lower(path, &m1, &s1, true);
 	cr_assert(p0 && p1, "%s does not compile", path);
 	struct pool paths = { .n = 0 }, values = { .n = 0 };
+	nips = nports = 0;
 	for (int i = 0; i < p0->npolicies; i++)
 		for (int k = 0; k < p0->policies[i].nrules; k++)
 			collect(p0->policies[i].rules[k].cond, &paths, &values);
+	for (int i = 0; i < p0->nidentities; i++)
+		for (int k = 0; k < p0->identities[i].n && nips < 64; k++)
+			ips[nips++] = p0->identities[i].nets[k];
+	ips[nips++] = 0x0100007f;   /* 127.0.0.1 */
+	ports[nports++] = 8080;
 	add(&paths, "/", 1);
 	add(&paths, "/other", 6);
 	add(&values, "none", 4);
@@ -85,6 +106,8 @@ static int check_policy(const char *path)
 	unsigned long long seed = 42;
 	static struct l7_req r0, r1;
 	int decided = 0;
+	unsigned valid_bits = 0, take_bits = 0;
+	struct ir_eval_env env = { jwt_valid, bucket_take, NULL };
 	for (int iter = 0; iter < 3000; iter++) {
 		char req[2048];
 		int n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n",
@@ -100,11 +123,27 @@ static int check_policy(const char *path)
 		cr_assert_eq(h0, h1);
 		if (h0 <= 0)
 			continue;
+		/* what the parser does not fill: the client, the port, JWT outcomes and claims */
+		r0.src_ip4 = r1.src_ip4 = ips[rng(&seed) % nips];
+		r0.dst_port = r1.dst_port = ports[rng(&seed) % nports];
+		valid_bits = rng(&seed);
+		take_bits = rng(&seed) | rng(&seed);
+		unsigned at = 0;
+		for (int c = 0; c < p0->nclaims && c < L7_MAX_CLAIMS; c++) {
+			const char *v = values.v[rng(&seed) % values.n];
+			size_t n = strlen(v);
+			memcpy(r0.jwt_json + at, v, n);
+			memcpy(r1.jwt_json + at, v, n);
+			r0.claim[c] = r1.claim[c] = (struct l7_span){ (__u16)at, (__u16)n };
+			at += (unsigned)n;
+		}
 		for (unsigned svc = 0; svc < (unsigned)(p0->nservices ? p0->nservices : 1); svc++) {
 			r0.service = r1.service = svc;
 			struct ir_decision d0, d1;
-			ir_eval(p0, &r0, &d0);
-			ir_eval(p1, &r1, &d1);
+			unsigned bits[2] = { valid_bits, take_bits };
+			env.ctx = bits;
+			ir_eval_with(p0, &r0, &env, &d0);
+			ir_eval_with(p1, &r1, &env, &d1);
 			cr_assert(d0.term == d1.term && d0.upstream == d1.upstream && d0.status == d1.status &&
 					  d0.nset == d1.nset && !memcmp(d0.set, d1.set, sizeof(int) * (size_t)d0.nset),
 				  "%s: the passes changed the decision for\n%s(service %u): %d/%d/%d vs %d/%d/%d", path, req, svc,

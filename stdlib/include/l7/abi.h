@@ -20,6 +20,9 @@
 #define L7_MAX_CLAIMS    8      /* JWT claims one policy file reads */
 #define L7_JWT_JSON      2048   /* bytes of decoded JWT payload kept for claim predicates */
 #define L7_JWT_MAX_TOKEN 4096   /* longer tokens are invalid (401) */
+#define L7_MAX_COUNTERS  8192   /* Counter instances + one hit counter per rule */
+#define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
+#define L7_MAX_IDENT_NETS 64    /* address prefixes of all identities */
 
 /* Methods, as the parser classifies them (policy compares with these numbers). */
 enum l7_method {
@@ -76,6 +79,19 @@ struct l7_req {
 	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* decoded payload of the last checked token */
 };
 
+/* A token bucket of a TokenBucket instance, per key (l7_buckets). Tokens are kept in
+ * thousandths so that slow rates refill smoothly. */
+struct l7_bucket_key {
+	__u32 bucket;
+	__u32 pad;
+	__u64 key_hash;        /* xxh64 of the key's bytes (0 for one bucket for all) */
+};
+
+struct l7_bucket {
+	__u64 milli_tokens;
+	__u64 last_ns;
+};
+
 /* One `jwt NAME { ... }` declaration of the policy (generated table l7_jwt_cfg). */
 struct l7_jwt_cfg {
 	__u32 header;          /* wanted-header index of the header carrying "Bearer <token>" */
@@ -117,6 +133,12 @@ struct l7_decision {
  *   const __u8  l7_claim_cfg[L7_MAX_CLAIMS];         which configuration a claim belongs to
  *   const __u8  l7_claim_len[L7_MAX_CLAIMS];
  *   const char  l7_claim_name[L7_MAX_CLAIMS][L7_MAX_NAME];
+ *
+ *   const __u32 l7_n_ident_nets;                     caller identities: prefixes in declaration
+ *   const __u32 l7_ident_net[L7_MAX_IDENT_NETS];     order, network byte order, and the identity
+ *   const __u32 l7_ident_mask[L7_MAX_IDENT_NETS];    each belongs to
+ *   const __u32 l7_ident_id[L7_MAX_IDENT_NETS];
+ *   const __u32 l7_n_identities;
  *
  * Symbols the machinery defines and the generated code calls:
  *
