@@ -12,7 +12,7 @@ PKGS=(
   # tests
   libcriterion-dev bpftool iproute2 curl python3 procps
   # benchmarks (bench/)
-  wrk haproxy nginx-light
+  wrk haproxy nginx-light libnginx-mod-http-js gnuplot-nox
 )
 
 missing=()
