@@ -1,0 +1,867 @@
+#!/usr/bin/env python3
+"""Side-by-side benchmark of l7c against HAProxy and nginx enforcing the same policies (issue 7,
+"Benchmarks"). Called by bench/run-all.sh; writes docs/performance.md and its plots.
+
+Every point runs the configurations of one policy in alternating order, several rounds, wrk with
+keep-alive for a fixed time each; the report gives medians over rounds. Loopback only; every
+process started here is ended by its pid; ports derive from our pid.
+
+usage: perf.py --build DIR --out docs/performance.md [--quick] [--rounds N] [--secs S]"""
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True      # no __pycache__ in the source tree
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(HERE, "policies"))
+import gen  # noqa: E402  (bench/policies/gen.py)
+
+HZ = os.sysconf("SC_CLK_TCK")
+NCPU = os.cpu_count() or 1
+PID = os.getpid()
+# 20 ports per run derived from the pid, below the ephemeral range (32768-) so that wrk's and
+# the proxies' outgoing connections never hold one of them
+BASE = 12000 + (PID % 1000) * 20
+JWT_SECRET = os.environ.get("L7BENCH_JWT_SECRET", "l7bench-hs256-secret")
+CONFIGS = ["direct", "l7c", "l7c-mesh", "haproxy", "nginx"]
+
+procs = []          # (Popen, name): ended by pid at exit
+tmp = None
+cgroup = None
+log = print
+
+
+def sh(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw).stdout
+
+
+def start(argv, name, stderr_file=None, in_cgroup=False):
+    err = open(stderr_file, "w") if stderr_file else subprocess.DEVNULL
+    pre = (lambda: open(os.path.join(cgroup, "cgroup.procs"), "w").write("%d\n" % os.getpid())) \
+        if in_cgroup else None
+    p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=err, preexec_fn=pre)
+    procs.append((p, name))
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    procs[:] = [x for x in procs if x[0] is not p]
+
+
+def tail(path):
+    try:
+        with open(path) as f:
+            lines = [l.strip() for l in f if l.strip()]
+        return lines[-1][:200] if lines else ""
+    except (OSError, TypeError):
+        return ""
+
+
+def wait_port(port, timeout=10.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def http_get(port, path, headers, method="GET"):
+    """One request on a fresh connection: (status, body) or (None, error)."""
+    try:
+        s = socket.create_connection(("127.0.0.1", port), 3)
+        s.settimeout(3)
+        req = "%s %s HTTP/1.1\r\nHost: bench\r\n%sConnection: close\r\n\r\n" % (
+            method, path, "".join("%s: %s\r\n" % h for h in headers))
+        s.sendall(req.encode())
+        data = b""
+        while True:
+            b = s.recv(65536)
+            if not b:
+                break
+            data += b
+        s.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        return int(head.split()[1]), body.decode(errors="replace")
+    except (OSError, IndexError, ValueError) as e:
+        return None, str(e)
+
+
+# ---------------------------------------------------------------------------------- CPU counters
+def task_ns(pids):
+    """On-CPU ns of every thread of the given processes (schedstat: ns precision)."""
+    t = 0
+    for pid in pids:
+        try:
+            for tid in os.listdir("/proc/%d/task" % pid):
+                with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                    t += int(f.read().split()[0])
+        except OSError:
+            pass
+    return t
+
+
+def children(pid):
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open("/proc/%s/stat" % d) as f:
+                    if int(f.read().rsplit(")", 1)[1].split()[1]) == pid:
+                        out.append(int(d))
+            except (OSError, ValueError, IndexError):
+                pass
+    return out
+
+
+def machine():
+    """(busy ticks, softirq ticks) of all CPUs."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    user, nice, system, idle, iowait, irq, softirq, steal = v[:8]
+    return user + nice + system + irq + softirq + steal, softirq
+
+
+def bpf_progs_of_map(map_path):
+    """Programs that use the map pinned at map_path: run_cnt, run_time_ns summed."""
+    try:
+        mid = json.loads(sh(["bpftool", "-j", "map", "show", "pinned", map_path]))["id"]
+        progs = json.loads(sh(["bpftool", "-j", "prog", "show"]))
+    except (subprocess.CalledProcessError, ValueError, KeyError):
+        return 0, 0
+    c = t = 0
+    for p in progs:
+        if mid in p.get("map_ids", []):
+            c += p.get("run_cnt", 0)
+            t += p.get("run_time_ns", 0)
+    return c, t
+
+
+# ------------------------------------------------------------------------------------ the peers
+def backend_conf(ports):
+    """Fast static backend; the body names the upstream and echoes x-processed-by, so a sanity
+    request shows both the route and the header mutation."""
+    hp = ports["api"], ports["web"]
+    return """daemon off; worker_processes 1; pid %(t)s/backend.pid; error_log %(t)s/backend.err;
+events { worker_connections 8192; }
+http { access_log off; keepalive_requests 100000000; keepalive_timeout 300s;
+  client_header_buffer_size 4k; large_client_header_buffers 8 32k;
+  server { listen 127.0.0.1:%(a)d; location / { return 200 "api $http_x_processed_by\\n"; } }
+  server { listen 127.0.0.1:%(w)d; location / { return 200 "web $http_x_processed_by\\n"; } } }
+""" % {"t": tmp, "a": hp[0], "w": hp[1]}
+
+
+def haproxy_conf(pol, port, ports):
+    return """global
+  nbthread %(n)d
+  tune.bufsize 65536
+  tune.maxrewrite 1024
+defaults
+  mode http
+  option http-keep-alive
+  timeout connect 5s
+  timeout client 60s
+  timeout server 60s
+  timeout http-keep-alive 60s
+frontend f
+  bind 127.0.0.1:%(port)d
+%(rules)s
+  default_backend notfound
+backend api
+  server s 127.0.0.1:%(a)d
+backend web
+  server s 127.0.0.1:%(w)d
+backend notfound
+  http-request deny deny_status 404
+%(extra)s""" % {"n": NCPU, "port": port, "rules": pol["haproxy"], "a": ports["api"],
+                "w": ports["web"], "extra": pol.get("haproxy_extra", "")}
+
+
+def nginx_conf(pol, port, ports, name):
+    js = pol.get("njs")
+    if js:
+        with open(os.path.join(tmp, "jwt.js"), "w") as f:
+            f.write(js)
+    return """%(load)sdaemon off; worker_processes %(n)d; pid %(t)s/%(name)s.pid; error_log %(t)s/%(name)s.err;
+events { worker_connections 8192; }
+http { access_log off; keepalive_requests 100000000; keepalive_timeout 300s;
+  client_header_buffer_size 4k; large_client_header_buffers 8 32k;
+  proxy_http_version 1.1; proxy_buffering off;
+  upstream api { server 127.0.0.1:%(a)d; keepalive 256; }
+  upstream web { server 127.0.0.1:%(w)d; keepalive 256; }
+  %(jsinc)s
+%(http)s
+  server { listen 127.0.0.1:%(port)d;
+    location / {
+      if ($l7_route = deny403) { return 403; }
+      if ($l7_route = deny401) { return 401; }
+      if ($l7_route = deny404) { return 404; }
+      proxy_set_header Connection "";
+      proxy_set_header Host $http_host;
+%(loc)s
+      proxy_pass http://$l7_route;
+    } } }
+""" % {"load": "load_module /usr/lib/nginx/modules/ngx_http_js_module.so;\n" if js else "",
+       "n": NCPU, "t": tmp, "name": name, "a": ports["api"], "w": ports["web"],
+       "jsinc": ('js_import jwt from %s/jwt.js;' % tmp) if js else "",
+       "http": pol["nginx_http"], "port": port, "loc": pol.get("nginx_loc", "")}
+
+
+# --------------------------------------------------------------------------------- the policies
+def rbac_haproxy(n, header=None):
+    lines = ["  acl meth method GET POST"]
+    if header:
+        lines.append("  http-request deny deny_status 403 unless { req.hdr(%s) -m beg v }" % header)
+    # set before the allow rules: `allow` stops the http-request list (denied requests are not
+    # forwarded, so the header on them is never seen)
+    lines.append("  http-request set-header x-processed-by l7bench")
+    for i in range(1, n + 1):
+        lines.append("  http-request allow if { path_beg %s } meth" % gen.rbac_path(i))
+    lines.append("  http-request deny deny_status 403")
+    lines.append("  use_backend api if { path_beg /wrk2-api/review/ }")
+    lines.append("  use_backend web")
+    return "\n".join(lines)
+
+
+def rbac_nginx(n, header=None):
+    # first-match list of regexes (nginx checks map regexes in order): the same else-if chain
+    rules = "\n".join("    ~^(GET|POST):%s  api;" % re.escape(gen.rbac_path(i)).replace("/", "/")
+                      for i in range(1, n + 1))
+    hdr = ""
+    if header:
+        hdr = "  map $http_%s $l7_hdr_ok { ~^v 1; default 0; }\n" % header.replace("-", "_")
+    m = hdr + "  map $request_method:$uri $l7_rbac {\n%s\n    default deny403;\n  }\n" % rules
+    if header:
+        m += "  map $l7_hdr_ok:$l7_rbac $l7_route { ~^0: deny403; ~:deny403$ deny403; ~^1:api$ api; default web; }\n"
+    else:
+        m += "  map $l7_rbac $l7_route { deny403 deny403; api api; default web; }\n"
+    # every rule routes /wrk2-api/review/... to api, which is where the allowed paths live
+    return m
+
+
+def route_example():
+    """examples/route.l7, written for each peer."""
+    return {
+        "name": "route", "l7": os.path.join(REPO, "examples/route.l7"), "upstreams": ["api", "web"],
+        "haproxy": """  http-request deny deny_status 403 if { path_beg /admin }
+  acl api_get path_beg /api/
+  acl get method GET
+  http-request set-header x-l7-route api if api_get get
+  use_backend api if api_get get
+  use_backend web if { req.hdr(host) -m str static.example } || { req.hdr(x-web) -m str 1 }
+  use_backend web if { path / }""",
+        "nginx_http": """  map "$request_method $uri|$http_host|$http_x_web" $l7_route {
+    "~^[A-Z]+ /admin"                 deny403;
+    "~^GET /api/"                     api;
+    "~^[A-Z]+ [^|]*\\|static\\.example\\|" web;
+    "~\\|1$"                           web;
+    "~^[A-Z]+ /\\|"                    web;
+    default                          deny404;
+  }
+  map $l7_route $l7_hdr { api api; default ""; }""",
+        "nginx_loc": "      proxy_set_header x-l7-route $l7_hdr;",
+        "path": "/", "expect": "web \n", "deny": ("/admin/x", 403),
+    }
+
+
+def media(n=50, header=None, l7=None, name="media"):
+    return {
+        "name": name, "l7": l7 or os.path.join(HERE, "policies/media_service.l7"),
+        "upstreams": ["api", "web"],
+        "haproxy": rbac_haproxy(n, header), "nginx_http": rbac_nginx(n, header),
+        "nginx_loc": "      proxy_set_header x-processed-by l7bench;",
+        "expect": "api l7bench\n", "deny": ("/wrk2-api/review/%d/x" % (n + 1), 403),
+    }
+
+
+def hotel():
+    return {
+        "name": "hotel", "l7": os.path.join(HERE, "policies/hotel_reservation.l7"),
+        "upstreams": ["api", "web"],
+        # telemetry: a stick table counting requests per path (HAProxy's own per-key counters)
+        "haproxy": """  http-request track-sc0 path table telemetry
+  http-request set-header x-processed-by l7bench
+  use_backend api if { path_beg /recommendations }
+  use_backend web""",
+        "haproxy_extra": """backend telemetry
+  stick-table type string len 64 size 10k expire 60s store http_req_cnt,http_req_rate(10s),bytes_in_cnt
+""",
+        # telemetry: nginx has no per-request counters in its stock modules, so it records a
+        # compact buffered access log (what nginx deployments use for request telemetry)
+        "nginx_http": """  map $uri $l7_route { ~^/recommendations api; default web; }
+  log_format l7tele '$uri $status $request_length $bytes_sent $request_time';
+  access_log %s/telemetry.log l7tele buffer=256k flush=1s;""" % tmp,
+        "nginx_loc": "      proxy_set_header x-processed-by l7bench;",
+        "path": "/recommendations?hotelId=1&lat=38.0&lon=-122.0", "expect": "api l7bench\n",
+        "deny": None,
+    }
+
+
+def jwt_token(size=None):
+    """HS256 token; `size`: pad a claim so the whole token is about that many bytes."""
+    import base64
+    import hashlib
+    import hmac
+    b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+    hdr = b64(b'{"alg":"HS256","typ":"JWT"}')
+    claims = {"iss": "l7bench", "sub": "user-1", "aud": "social-network", "exp": 4102444800}
+    if size:
+        base = len(hdr) + 1 + len(b64(json.dumps(claims, separators=(",", ":")).encode())) + 44
+        claims["pad"] = "x" * max(0, (size - base) * 3 // 4 - 10)
+    body = b64(json.dumps(claims, separators=(",", ":")).encode())
+    sig = b64(hmac.new(JWT_SECRET.encode(), (hdr + "." + body).encode(), hashlib.sha256).digest())
+    return hdr + "." + body + "." + sig
+
+
+NJS = r"""// HS256 JWT check for nginx (njs 0.7): signature, alg, exp.
+var crypto = require('crypto');
+var SECRET = '%s';
+function route(r) {
+  var a = r.headersIn['Authorization'];
+  if (!a || a.slice(0, 7) != 'Bearer ') return 'deny401';
+  var p = a.slice(7).split('.');
+  if (p.length != 3) return 'deny401';
+  var sig = crypto.createHmac('sha256', SECRET).update(p[0] + '.' + p[1]).digest('base64url');
+  if (sig != p[2]) return 'deny401';
+  try {
+    var h = JSON.parse(Buffer.from(p[0], 'base64url').toString());
+    var c = JSON.parse(Buffer.from(p[1], 'base64url').toString());
+  } catch (e) { return 'deny401'; }
+  if (h.alg != 'HS256') return 'deny401';
+  if (c.exp !== undefined && c.exp < Date.now() / 1000) return 'deny401';
+  return r.uri.startsWith('/wrk2-api/post/') ? 'api' : 'web';
+}
+export default { route };
+""" % JWT_SECRET
+
+
+def social():
+    l7 = os.path.join(REPO, "examples/social_network.l7")
+    return {
+        "name": "social", "l7": l7, "upstreams": ["api", "web"],
+        "haproxy": """  http-request set-var(txn.jwt) http_auth_bearer
+  http-request deny deny_status 401 unless { var(txn.jwt),jwt_header_query('$.alg') -m str HS256 }
+  http-request deny deny_status 401 unless { var(txn.jwt),jwt_verify("HS256","%s") -m int 1 }
+  http-request set-var(txn.now) date
+  http-request deny deny_status 401 if { var(txn.jwt),jwt_payload_query('$.exp','int'),sub(txn.now) -m int lt 0 }
+  http-request set-header x-processed-by l7bench
+  use_backend api if { path_beg /wrk2-api/post/ }
+  use_backend web""" % JWT_SECRET,
+        "nginx_http": "  js_set $l7_route jwt.route;",
+        "nginx_loc": "      proxy_set_header x-processed-by l7bench;",
+        "njs": NJS,
+        "path": "/wrk2-api/post/compose", "expect": "api l7bench\n",
+        "headers": [("Authorization", "Bearer " + jwt_token())],
+        "deny_headers": [("Authorization", "Bearer " + jwt_token()[:-3] + "AAA")],
+    }
+
+
+# ------------------------------------------------------------------------------------- l7c side
+def rewrite_l7(src, dst, front, ports, order):
+    """Copy a policy with its service/upstream addresses replaced by our ports."""
+    with open(src) as f:
+        text = f.read()
+    text = re.sub(r"^(\s*service\s+\w+\s*=\s*)[0-9.]+:\d+", lambda m: m.group(1) + "127.0.0.1:%d" % front,
+                  text, flags=re.M)
+
+    def up(m):
+        name = m.group(2)
+        port = ports.get(name, ports[order[0]])
+        return m.group(1) + "127.0.0.1:%d" % port
+    text = re.sub(r"^(\s*upstream\s+(\w+)\s*=\s*)[0-9.]+:\d+", up, text, flags=re.M)
+    with open(dst, "w") as f:
+        f.write(text)
+
+
+def compile_l7(args, pol, front, ports, tag):
+    if not os.path.exists(pol["l7"]):
+        return None, "%s does not exist yet" % os.path.relpath(pol["l7"], REPO)
+    src = os.path.join(tmp, "%s-%s.l7" % (pol["name"], tag))
+    rewrite_l7(pol["l7"], src, front, ports, pol["upstreams"])
+    obj = src[:-3] + ".o"
+    r = subprocess.run([args.l7c, src, "-o", obj], capture_output=True, text=True)
+    if r.returncode:
+        err = [l for l in r.stderr.splitlines() if "error" in l][:1]
+        return None, "l7c: " + (err[0] if err else r.stderr.strip()[:200])
+    return obj, None
+
+
+# -------------------------------------------------------------------------------------- running
+def parse_wrk(out):
+    def ms(v):
+        for suf, f in (("us", 1e-3), ("ms", 1.0), ("s", 1e3)):
+            if v.endswith(suf):
+                return float(v[:-len(suf)]) * f
+        return float(v)
+    r = {"rps": 0.0, "p50": 0.0, "p99": 0.0, "reqs": 0, "non2xx": 0, "errors": 0}
+    for line in out.splitlines():
+        w = line.split()
+        if line.startswith("Requests/sec:"):
+            r["rps"] = float(w[1])
+        elif len(w) > 3 and w[1] == "requests" and w[2] == "in":
+            r["reqs"] = int(w[0])
+        elif w[:1] == ["50%"]:
+            r["p50"] = ms(w[1])
+        elif w[:1] == ["99%"]:
+            r["p99"] = ms(w[1])
+        elif line.strip().startswith("Non-2xx"):
+            r["non2xx"] = int(w[-1])
+        elif line.strip().startswith("Socket errors"):
+            r["errors"] = sum(int(x.strip(",")) for x in w[2:] if x.strip(",").isdigit())
+    return r
+
+
+def wrk(args, port, path, headers, secs, in_cgroup=False):
+    argv = ["timeout", str(secs + 15), "wrk", "-t%d" % args.threads, "-c%d" % args.conns,
+            "-d%ds" % secs, "--latency"]
+    for h in headers:
+        argv += ["-H", "%s: %s" % h]
+    argv.append("http://127.0.0.1:%d%s" % (port, path))
+    pre = (lambda: open(os.path.join(cgroup, "cgroup.procs"), "w").write("%d\n" % os.getpid())) \
+        if in_cgroup else None
+    out = subprocess.run(argv, capture_output=True, text=True, preexec_fn=pre).stdout
+    return parse_wrk(out)
+
+
+class Config:
+    """One enforcing component for one policy: start, sanity-check, measure one run, stop."""
+
+    def __init__(self, kind, port):
+        self.kind, self.port, self.p, self.err = kind, port, None, None
+        self.pids = lambda: []
+        self.bpf = None           # map path whose programs are the data plane
+
+    def measure(self, args, point):
+        ms = self.kind == "l7c-mesh"
+        if ms:
+            self.start_mesh(args, point)
+            if self.err:
+                return None
+        c0 = self.bpf_stats()
+        k0 = task_ns(self.pids())
+        b0, s0 = machine()
+        r = wrk(args, self.port, point["path"], point["headers"], point["secs"], in_cgroup=ms)
+        b1, s1 = machine()
+        k1 = task_ns(self.pids())
+        c1 = self.bpf_stats()
+        if ms:
+            self.stop()
+        n = max(r["reqs"], 1)
+        r["proc_us"] = (k1 - k0) / 1e3 / n
+        r["bpf_us"] = (c1[1] - c0[1]) / 1e3 / n if self.bpf else 0.0
+        r["bpf_runs"] = (c1[0] - c0[0]) / n if self.bpf else 0.0
+        r["busy_us"] = (b1 - b0) / HZ * 1e6 / n
+        r["sirq_us"] = (s1 - s0) / HZ * 1e6 / n
+        return r
+
+    def bpf_stats(self):
+        return bpf_progs_of_map(self.bpf) if self.bpf else (0, 0)
+
+    def stop(self):
+        if self.p:
+            stop(self.p)
+            self.p = None
+
+
+def start_config(args, kind, pol, ports, port):
+    c = Config(kind, port)
+    if kind == "direct":
+        c.port = ports["api" if pol["expect"].startswith("api") else "web"]
+        return c
+    if kind == "haproxy":
+        cfg = os.path.join(tmp, "haproxy-%d.cfg" % port)
+        with open(cfg, "w") as f:
+            f.write(haproxy_conf(pol, port, ports))
+        c.errfile = os.path.join(tmp, "haproxy-%d.err" % port)
+        c.p = start(["haproxy", "-db", "-f", cfg], "haproxy", c.errfile)
+        c.pids = lambda p=c.p: [p.pid]
+    elif kind == "nginx":
+        cfg = os.path.join(tmp, "nginx-%d.conf" % port)
+        with open(cfg, "w") as f:
+            f.write(nginx_conf(pol, port, ports, "nginx-%d" % port))
+        c.errfile = os.path.join(tmp, "nginx-%d.err" % port)
+        c.p = start(["nginx", "-c", cfg, "-e", c.errfile], "nginx")
+        c.pids = lambda p=c.p: [p.pid] + children(p.pid)
+    elif kind == "l7c":
+        obj, c.err = compile_l7(args, pol, port, ports, "gw")
+        if c.err:
+            return c
+        pin = "/sys/fs/bpf/l7bench-%d-%d" % (PID, port)
+        c.errfile = os.path.join(tmp, "l7run-%d.err" % port)
+        c.p = start([args.l7run, "--bpf-stats", "--pin", pin, obj], "l7run", c.errfile)
+        c.pids = lambda p=c.p: [p.pid]
+        c.bpf = pin + "/map_l7_clients"
+    elif kind == "l7c-mesh":
+        c.obj, c.err = compile_l7(args, pol, port, ports, "mesh")
+        return c          # started per run: attached programs would also see the peers' sockets
+    if not wait_port(c.port):
+        c.err = "%s did not listen on %d: %s" % (kind, c.port, tail(getattr(c, "errfile", None)))
+        c.stop()
+    return c
+
+
+def start_mesh(self, args, point):
+    pin = "/sys/fs/bpf/l7bench-mesh-%d-%d" % (PID, self.port)
+    self.p = start([args.l7run, "--mesh", "--cgroup", cgroup, "--pool", "48", "--pin", pin, self.obj],
+                   "l7run-mesh", os.path.join(tmp, "l7run-mesh.err"))
+    self.pids = lambda p=self.p: [p.pid]
+    self.bpf = pin + "/l7_mesh_socks"
+    if not wait_port(self.port):
+        self.err = "l7run --mesh did not listen"
+        self.stop()
+        return
+    for _ in range(50):               # the pool is open once the map holds its sockets
+        if os.path.exists(self.bpf):
+            break
+        time.sleep(0.05)
+    time.sleep(0.3)
+
+
+Config.start_mesh = start_mesh
+
+
+def sanity(c, pol, point):
+    """The measured request gets the expected answer (route + header) and a request the policy
+    denies is denied: the peers enforce the same thing."""
+    if c.kind == "l7c-mesh":
+        return None       # checked inside its measured run (wrk's non-2xx count)
+    st, body = http_get(c.port, point["path"], point["headers"])
+    want = pol["expect"] if c.kind != "direct" else None
+    if st != 200 or (want and body != want and not (pol["name"] == "route" and body.startswith("web"))):
+        return "expected 200 %r, got %s %r" % (want, st, body[:80])
+    if c.kind != "direct":
+        if pol.get("deny"):
+            dst, _ = http_get(c.port, pol["deny"][0], point["headers"])
+            if dst != pol["deny"][1]:
+                return "deny check: %s gave %s, expected %s" % (pol["deny"][0], dst, pol["deny"][1])
+        if pol.get("deny_headers"):
+            dst, _ = http_get(c.port, point["path"], pol["deny_headers"])
+            if dst not in (401, 403):
+                return "bad JWT was not refused (status %s)" % dst
+    return None
+
+
+def run_point(args, pol, point, ports, next_port):
+    """All configurations of one point, rounds alternating; returns {config: [run dicts]}."""
+    cfgs = {}
+    notes = {}
+    for kind in CONFIGS:
+        if kind == "l7c-mesh" and not args.mesh:
+            continue
+        c = start_config(args, kind, pol, ports, next_port())
+        if not c.err:
+            c.err = sanity(c, pol, point)
+        if c.err:
+            notes[kind] = c.err
+            log("    %-9s skipped: %s" % (kind, c.err))
+            c.stop()
+            continue
+        cfgs[kind] = c
+    # warm-up: pools filled, caches hot
+    for kind, c in cfgs.items():
+        if kind != "l7c-mesh":
+            wrk(args, c.port, point["path"], point["headers"], 1)
+    runs = {k: [] for k in cfgs}
+    order = list(cfgs)
+    for rnd in range(point["rounds"]):
+        for kind in order[rnd % len(order):] + order[:rnd % len(order)]:   # rotate the order
+            r = cfgs[kind].measure(args, point)
+            if r is None:
+                notes[kind] = cfgs[kind].err
+                continue
+            runs[kind].append(r)
+            log("    r%d %-9s %9.0f req/s p50 %6.3f p99 %6.3f ms  proc %5.2f bpf %5.2f busy %5.2f sirq %5.2f us/req%s"
+                % (rnd, kind, r["rps"], r["p50"], r["p99"], r["proc_us"], r["bpf_us"], r["busy_us"],
+                   r["sirq_us"], "  non-2xx %d" % r["non2xx"] if r["non2xx"] else ""))
+    for c in cfgs.values():
+        c.stop()
+    return runs, notes
+
+
+def summarize(runs):
+    """Medians over rounds; machine+ and softirq+ against the direct run of the same round."""
+    out = {}
+    direct = runs.get("direct", [])
+    for kind, rs in runs.items():
+        if not rs:
+            continue
+        med = lambda k: statistics.median(r[k] for r in rs)
+        s = {k: med(k) for k in ("rps", "p50", "p99", "proc_us", "bpf_us", "bpf_runs", "busy_us", "sirq_us")}
+        s["non2xx"] = sum(r["non2xx"] for r in rs)
+        s["errors"] = sum(r["errors"] for r in rs)
+        s["runs"] = len(rs)
+        if direct:
+            pairs = list(zip(rs, direct))
+            s["busy_plus"] = statistics.median(a["busy_us"] - b["busy_us"] for a, b in pairs)
+            s["sirq_plus"] = statistics.median(a["sirq_us"] - b["sirq_us"] for a, b in pairs)
+        else:
+            s["busy_plus"] = s["sirq_plus"] = float("nan")
+        # the enforcing component: its process(es), plus its BPF programs (l7c), plus the extra
+        # softirq against direct (the extra loopback hop / the kernel work); BPF time is partly
+        # inside that softirq, so for l7c this sum is an upper bound
+        s["component_us"] = s["proc_us"] + s["bpf_us"] + max(s["sirq_plus"], 0.0) if kind != "direct" else 0.0
+        out[kind] = s
+    return out
+
+
+# --------------------------------------------------------------------------------------- report
+def header_sets(kind, kb):
+    """kb kB (1 kB = 1000 B) of header lines: one big header, or kb headers of 1 kB each.
+    A line counts its name, ': ' and CRLF."""
+    if kind == "single":
+        n = kb * 1000 - len("x-data: ") - 2
+        return [("x-data", "v" * n)]
+    return [("x-h%02d" % i, "v" * (1000 - len("x-h00: ") - 2)) for i in range(kb)]
+
+
+def fmt(v, d=1):
+    return "—" if v is None or v != v else ("%.*f" % (d, v))
+
+
+def machine_description(args):
+    def first(cmd):
+        try:
+            return sh(cmd).strip()
+        except (OSError, subprocess.CalledProcessError):
+            return "?"
+    with open("/proc/cpuinfo") as f:
+        ci = f.read()
+    model = re.search(r"model name\s*:\s*(.*)", ci)
+    mhz = re.search(r"cpu MHz\s*:\s*(.*)", ci)
+    mem = re.search(r"MemTotal:\s*(\d+)", open("/proc/meminfo").read())
+    pk = lambda p: first(["dpkg-query", "-W", "-f=${Version}", p])
+    return [
+        "- CPU: %s, %d logical CPUs (%s MHz as reported by /proc/cpuinfo)" %
+        (model.group(1) if model else "?", NCPU, mhz.group(1) if mhz else "?"),
+        "- Memory: %d MiB" % (int(mem.group(1)) // 1024 if mem else 0),
+        "- Kernel: `%s`" % first(["uname", "-srvm"]),
+        "- Packages: haproxy %s, nginx %s (nginx-light), libnginx-mod-http-js (njs) %s, wrk %s, gnuplot %s" %
+        (pk("haproxy"), pk("nginx"), pk("libnginx-mod-http-js"), pk("wrk"), pk("gnuplot-nox")),
+        "- l7c: commit `%s` (%s)" % (args.commit, args.source),
+    ]
+
+
+def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None):
+    """series: {label: [(x, y), ...]} -> docs/perf/NAME.svg via gnuplot."""
+    dat = os.path.join(tmp, name + ".dat")
+    blocks = []
+    with open(dat, "w") as f:
+        for label, pts in series.items():
+            f.write("# %s\n" % label)
+            for x, y in pts:
+                f.write("%s %s\n" % (x, y))
+            f.write("\n\n")
+            blocks.append(label)
+    svg = os.path.join(args_global.outdir, name + ".svg")
+    plots = ", ".join("'%s' index %d using %s with linespoints title '%s'" %
+                      (dat, i, "2:xtic(1)" if xtics else "1:2", lab) for i, lab in enumerate(blocks))
+    script = """set terminal svg size 720,400 dynamic font 'Helvetica,12'
+set output '%s'
+set title '%s'
+set xlabel '%s'
+set ylabel '%s'
+set grid
+set key outside right
+set yrange [0:*]
+%s
+plot %s
+""" % (svg, title, xlabel, ylabel, "set logscale y" if logy else "", plots)
+    r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if r.returncode:
+        log("gnuplot: " + r.stderr.strip()[:300])
+        return None
+    return os.path.relpath(svg, os.path.dirname(args_global.out))
+
+
+def bar_plot(name, title, labels, series, ylabel):
+    """Clustered bars: labels = x groups, series = {config: [value per label]}."""
+    dat = os.path.join(tmp, name + ".dat")
+    cols = list(series)
+    with open(dat, "w") as f:
+        f.write("point " + " ".join('"%s"' % c for c in cols) + "\n")
+        for i, lab in enumerate(labels):
+            f.write('"%s" %s\n' % (lab, " ".join(
+                "NaN" if series[c][i] is None or series[c][i] != series[c][i] else "%g" % series[c][i]
+                for c in cols)))
+    svg = os.path.join(args_global.outdir, name + ".svg")
+    plots = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, i + 2, i + 2)
+                      for i in range(len(cols)))
+    script = """set terminal svg size 760,400 dynamic font 'Helvetica,12'
+set output '%s'
+set title '%s'
+set ylabel '%s'
+set style data histogram
+set style histogram cluster gap 1
+set style fill solid 0.8 border -1
+set grid ytics
+set key outside right
+set yrange [0:*]
+plot %s
+""" % (svg, title, ylabel, plots)
+    r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
+    if r.returncode:
+        log("gnuplot: " + r.stderr.strip()[:300])
+        return None
+    return os.path.relpath(svg, os.path.dirname(args_global.out))
+
+
+args_global = None
+
+
+def main():
+    global tmp, cgroup, args_global
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--out", default=os.path.join(REPO, "docs/performance.md"))
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rounds", type=int)
+    ap.add_argument("--secs", type=int)
+    ap.add_argument("--conns", type=int, default=32)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--no-mesh", dest="mesh", action="store_false")
+    ap.add_argument("--only", help="comma-separated sections: main,hdr,cx")
+    ap.add_argument("--commit", default="?")
+    ap.add_argument("--source", default="?")
+    ap.add_argument("--cmdline", default="bench/run-all.sh")
+    args = ap.parse_args()
+    args_global = args
+    args.l7c = os.path.join(args.build, "driver/l7c")
+    args.l7run = os.path.join(args.build, "runtime/l7run")
+    args.outdir = os.path.join(os.path.dirname(os.path.abspath(args.out)), "perf")
+    os.makedirs(args.outdir, exist_ok=True)
+    main_rounds = args.rounds or (1 if args.quick else 5)
+    main_secs = args.secs or (2 if args.quick else 5)
+    sweep_rounds = args.rounds or (1 if args.quick else 3)
+    sweep_secs = args.secs or (2 if args.quick else 4)
+    only = set((args.only or "main,hdr,cx").split(","))
+
+    tmp = tempfile.mkdtemp(prefix="l7perf-")
+    cgroup = "/sys/fs/cgroup/unified/l7perf-%d" % PID
+    if args.mesh:
+        try:
+            os.mkdir(cgroup)
+        except OSError as e:
+            log("mesh mode off: cannot create %s: %s" % (cgroup, e))
+            args.mesh = False
+    t_start = time.time()
+    ports = {"api": BASE, "web": BASE + 1}
+    counter = [BASE + 2]
+
+    def next_port():
+        # rotate through our range; skip a port something else holds (parallel tests)
+        for _ in range(18):
+            counter[0] = counter[0] + 1 if counter[0] + 1 < BASE + 20 else BASE + 2
+            s = socket.socket()
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", counter[0]))
+                return counter[0]
+            except OSError:
+                pass
+            finally:
+                s.close()
+        return counter[0]
+
+    results = []          # (section, label, x, runs, summary, notes)
+    try:
+        # the backend lives in the cgroup so mesh mode can see its sockets; nothing is attached
+        # to the cgroup outside the mesh runs
+        with open(os.path.join(tmp, "backend.conf"), "w") as f:
+            f.write(backend_conf(ports))
+        start(["nginx", "-c", os.path.join(tmp, "backend.conf"), "-e", os.path.join(tmp, "backend.err")],
+              "backend", in_cgroup=args.mesh)
+        if not (wait_port(ports["api"]) and wait_port(ports["web"])):
+            sys.exit("backend nginx did not start: " + open(os.path.join(tmp, "backend.err")).read())
+
+        def point(section, label, x, pol, path=None, headers=(), rounds=None, secs=None):
+            pt = {"path": path or pol.get("path", "/"), "headers": list(pol.get("headers", [])) + list(headers),
+                  "rounds": rounds or sweep_rounds, "secs": secs or sweep_secs}
+            log("[%5.0fs] %s: %s" % (time.time() - t_start, section, label))
+            runs, notes = run_point(args, pol, pt, ports, next_port)
+            results.append((section, label, x, runs, summarize(runs), notes))
+
+        if "main" in only:
+            m = dict(rounds=main_rounds, secs=main_secs)
+            point("main", "Route only (examples/route.l7)", 0, route_example(), **m)
+            point("main", "Social Network (JWT + header + route)", 1, social(), **m)
+            point("main", "Media Service, best case (rule 1 of 50)", 2, media(), path="/wrk2-api/review/1/compose", **m)
+            point("main", "Media Service, worst case (rule 50 of 50)", 3, media(), path="/wrk2-api/review/50/compose", **m)
+            point("main", "Hotel Reservation (telemetry + header + route)", 4, hotel(), **m)
+        if "hdr" in only:
+            sizes = [16] if args.quick else [1, 2, 4, 6, 8, 10, 12, 14, 16]
+            for kind in ("single", "multi"):
+                for kb in (sizes if kind == "single" or not args.quick else [16]):
+                    point("hdr-" + kind, "%d kB" % kb, kb, route_example(), headers=header_sets(kind, kb))
+        if "cx" in only:
+            cs = [1.0] if args.quick else [0.25, 0.5, 0.75, 1.0]
+            for c in cs:
+                hdr_len = int(c * 16000) - len("x-data: ") - 2 - 200    # keep the head under 16 KiB
+                headers = [("x-data", "v" * hdr_len)]
+                src = os.path.join(tmp, "route-c%g.l7" % c)
+                with open(src, "w") as f:
+                    f.write(gen.route_header("x-data"))
+                pol = media(1, header="x-data", l7=src, name="route-c")
+                pol["haproxy"] = """  http-request deny deny_status 403 unless { req.hdr(x-data) -m beg v }
+  use_backend api if { path_beg /wrk2-api/review/ }
+  use_backend web"""
+                pol["nginx_http"] = """  map $http_x_data $l7_ok { ~^v 1; default 0; }
+  map $l7_ok:$uri $l7_route { ~^0: deny403; ~^1:/wrk2-api/review/ api; default web; }"""
+                pol["nginx_loc"] = ""
+                pol["expect"] = "api \n"
+                pol["deny"] = None
+                if not args.quick:
+                    point("cx-route", "Route c=%g" % c, c, pol, path="/wrk2-api/review/1/compose", headers=headers)
+                n = int(round(100 * c))
+                src = os.path.join(tmp, "rbac-c%g.l7" % c)
+                with open(src, "w") as f:
+                    f.write(gen.rbac(n, header="x-data", comment="RBAC[c=%g]" % c))
+                pol = media(n, header="x-data", l7=src, name="rbac-c")
+                point("cx-rbac", "RBAC c=%g (%d rules, last matches)" % (c, n), c, pol,
+                      path="/wrk2-api/review/%d/compose" % n, headers=headers)
+    finally:
+        for p, _ in list(procs):
+            stop(p)
+        if args.mesh:
+            for _ in range(20):
+                try:
+                    os.rmdir(cgroup)
+                    break
+                except OSError:
+                    time.sleep(0.2)
+    elapsed = time.time() - t_start
+    with open(os.path.join(tmp, "results.json"), "w") as f:
+        json.dump([(s, l, x, r, m, n) for s, l, x, r, m, n in results], f)
+    shutil.copy(os.path.join(tmp, "results.json"), os.path.join(args.outdir, "results.json"))
+    write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs)
+    shutil.rmtree(tmp, ignore_errors=True)
+    log("wrote %s in %.0f s" % (args.out, elapsed))
+
+
+def write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs):
+    import report
+    report.write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs,
+                 machine_description(args), plot, bar_plot)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, HERE)
+    main()
