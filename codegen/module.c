@@ -54,9 +54,8 @@ static int target_init(struct cg *g, int opt)
 	return 0;
 }
 
-/* Links one embedded bitcode module into ours. The comparisons' debug info is dropped, so
- * their inlined code reports the policy line it implements; the machinery keeps its own (its
- * bpf_loop callbacks stay functions, and BTF needs their prototypes). */
+/* Links one embedded bitcode module into ours, with its debug info: bpf_loop callbacks stay
+ * functions, and BTF needs their prototypes. */
 static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc, size_t size, int keep_debug)
 {
 	LLVMMemoryBufferRef buf = LLVMCreateMemoryBufferWithMemoryRange((const char *)bc, size, name, 0);
@@ -116,6 +115,29 @@ static int internalise(struct cg *g)
 
 /* llvm.compiler.used, not llvm.used: the latter marks sections SHF_GNU_RETAIN, which splits
  * .maps into one section per map and libbpf then sees only one of them. */
+/* Code inlined from the comparisons (stdlib/bpf/policy.c) reports the .l7 line that called
+ * it, not policy.c's own lines: a reader following a policy line to its instructions sees all
+ * of them. The machinery keeps its lines (they are what one debugs there). */
+static void attribute_comparisons_to_policy(struct cg *g)
+{
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f))
+		for (LLVMBasicBlockRef bb = LLVMGetFirstBasicBlock(f); bb; bb = LLVMGetNextBasicBlock(bb))
+			for (LLVMValueRef i = LLVMGetFirstInstruction(bb); i; i = LLVMGetNextInstruction(i)) {
+				LLVMMetadataRef loc = LLVMInstructionGetDebugLoc(i);
+				if (!loc)
+					continue;
+				unsigned n;
+				const char *file = LLVMDIFileGetFilename(LLVMDIScopeGetFile(LLVMDILocationGetScope(loc)), &n);
+				if (n < 8 || strncmp(file + n - 8, "policy.c", 8) || (n > 8 && file[n - 9] != '/'))
+					continue;
+				for (LLVMMetadataRef at = LLVMDILocationGetInlinedAt(loc); at; at = LLVMDILocationGetInlinedAt(at))
+					if (LLVMDIScopeGetFile(LLVMDILocationGetScope(at)) == g->file) {
+						LLVMInstructionSetDebugLoc(i, at);
+						break;
+					}
+			}
+}
+
 static void add_used(struct cg *g)
 {
 	LLVMTypeRef aty = LLVMArrayType2(g->ptr, (uint64_t)g->nused);
@@ -208,7 +230,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	cg_programs(&g);
 	LLVMDIBuilderFinalize(g.di);
 
-	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size, 0) ||
+	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size, 1) ||
 	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size, 1) || internalise(&g))
 		goto out;
 	add_used(&g);
@@ -220,7 +242,10 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 		goto out;
 	}
 	LLVMDisposeMessage(msg);
-	if (optimise(&g, o->opt_level) || emit(&g, o))
+	if (optimise(&g, o->opt_level))
+		goto out;
+	attribute_comparisons_to_policy(&g);
+	if (emit(&g, o))
 		goto out;
 	rc = 0;
 out:

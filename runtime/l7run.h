@@ -53,6 +53,7 @@ void unload_object(void);
 
 /* stats.c */
 int print_stats(const char *pin_dir);
+int print_metrics(const char *pin_dir, const char *object);
 
 /* What an epoll event's fd is. */
 enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL };

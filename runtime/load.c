@@ -132,6 +132,7 @@ int load_object(const char *path)
 		pin(fd, "prog", progs[i].name);
 	}
 	pin(rt.map_stats, "map", "l7_stats");
+	pin(map_fd("l7_counters"), "map", "l7_counters");   /* l7run --metrics */
 	pin(rt.map_clients, "map", "l7_clients");
 	pin(rt.map_upstreams, "map", "l7_upstreams");
 	return 0;

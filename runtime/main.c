@@ -25,6 +25,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: l7run [options] POLICY.o\n"
 		"       l7run --stats PIN_DIR\n"
+		"       l7run --metrics PIN_DIR POLICY.o    the policy's counters in Prometheus text format\n"
 		"  --listen [IDX=]ADDR:PORT   listen address of service IDX (default 0)\n"
 		"  --upstream IDX=ADDR:PORT   address of upstream IDX\n"
 		"  --fallback IDX             upstream that takes L7_FALLBACK requests\n"
@@ -66,6 +67,8 @@ int main(int argc, char **argv)
 		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--stats") && v)
 			return print_stats(v);
+		if (!strcmp(a, "--metrics") && v && i + 2 < argc)
+			return print_metrics(v, argv[i + 2]);
 		else if (!strcmp(a, "--listen") && v && n_listen < MAX_SERVICES)
 			listen_args[n_listen++] = v, i++;
 		else if (!strcmp(a, "--upstream") && v && n_up < L7_MAX_UPSTREAMS)

@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Every example policy, compiled by l7c, loaded by l7run (gateway mode), and driven with the
+requests its `// test:` lines describe — real HTTP over loopback through the kernel.
+
+  // test: [N x] [from IP] METHOD PATH [H:name:value]... [jwt|jwt-expired|jwt-badsig|jwt-alg-none:CLAIMS]
+  //       -> STATUS [UPSTREAM] [+name:value]...         (what the client and the backend see)
+  //       -> STATUS xK, STATUS xK                        (for N repeated requests, in order)
+  // counters: NAME=VALUE ...                             (l7run --metrics after the tests)
+
+Usage: run_examples.py L7C L7RUN EXAMPLES_DIR ECHO_BACKEND
+Every process started here is ended by pid; ports derive from our pid; pins are removed."""
+import base64, hashlib, hmac, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+
+L7C, L7RUN, EXAMPLES, ECHO = sys.argv[1:5]
+BASE = 21000 + (os.getpid() % 900) * 12     # below the ephemeral range
+procs, passed, failed = [], 0, 0
+
+
+def start(args, **kw):
+    p = subprocess.Popen(args, **kw)
+    procs.append(p)
+    return p
+
+
+def stop_all():
+    for p in procs:
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+    for p in procs:
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+    procs.clear()
+
+
+def wait_port(port, secs):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def b64(b):
+    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
+
+
+def token(kind, claims, key, iss, aud):
+    now = int(time.time())
+    body = dict(claims)
+    if iss:
+        body.setdefault("iss", iss)
+    if aud:
+        body.setdefault("aud", aud)
+    body.setdefault("exp", now - 600 if kind == "jwt-expired" else now + 600)
+    alg = "none" if kind == "jwt-alg-none" else "HS256"
+    head = b64(json.dumps({"alg": alg, "typ": "JWT"}).encode()) + "." + b64(json.dumps(body).encode())
+    if alg == "none":
+        return head + "."
+    sig = hmac.new(key, head.encode(), hashlib.sha256).digest()
+    if kind == "jwt-badsig":
+        sig = bytes([sig[0] ^ 1]) + sig[1:]
+    return head + "." + b64(sig)
+
+
+def send(port, method, path, headers, src=None):
+    s = socket.socket()
+    if src:
+        s.bind((src, 0))
+    s.settimeout(5)
+    s.connect(("127.0.0.1", port))
+    req = "%s %s HTTP/1.1\r\nHost: example\r\n" % (method, path)
+    req += "".join("%s: %s\r\n" % h for h in headers)
+    if method in ("POST", "PUT", "PATCH"):
+        req += "Content-Length: 0\r\n"
+    s.sendall((req + "\r\n").encode())
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    head, _, body = buf.partition(b"\r\n\r\n")
+    lines = head.decode(errors="replace").split("\r\n")
+    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
+    clen = 0
+    for l in lines[1:]:
+        k, _, v = l.partition(":")
+        if k.strip().lower() == "content-length":
+            clen = int(v)
+    while len(body) < clen:
+        d = s.recv(65536)
+        if not d:
+            break
+        body += d
+    s.close()
+    return status, body.decode(errors="replace")
+
+
+def parse_test(line):
+    m = re.match(r"(?:(\d+) x )?(?:from (\S+) )?(\S+) (\S+)(.*?)->(.*)$", line.strip())
+    count, src, method, path, extra, expect = m.groups()
+    headers, jwt = [], None
+    for tok in extra.split():
+        if tok.startswith("H:"):
+            _, name, value = tok.split(":", 2)
+            headers.append((name, value))
+        elif tok.startswith("jwt"):
+            kind, _, claims = tok.partition(":")
+            jwt = (kind, json.loads(claims))
+    return int(count or 1), src, method, path, headers, jwt, expect.strip()
+
+
+def run_example(path, slot):
+    global passed, failed
+    name = os.path.basename(path)
+    text = open(path).read()
+    tests = re.findall(r"^// test: (.*)$", text, re.M)
+    if not tests:
+        return
+    ir = subprocess.run([L7C, "--emit=ir", "--passes=none", path], capture_output=True, text=True).stdout
+    services = re.findall(r"^service (\d+) (\S+) ", ir, re.M)
+    upstreams = re.findall(r"^(?:upstream|fallback) (\d+) (\S+) ", ir, re.M)
+    jwt = re.search(r'^jwt #0 \S+: token in header\[\d+:\S+\], issuer "([^"]*)", audience "([^"]*)"', ir, re.M)
+    keyfile = re.search(r'Jwt \w+ \{ key_file = "([^"]+)"', text)
+    key = open(os.path.join(os.path.dirname(path), keyfile.group(1)), "rb").read().rstrip(b"\n") if keyfile else b""
+    work = tempfile.mkdtemp(prefix="l7c-ex-")
+    obj, pin = os.path.join(work, "p.o"), "/sys/fs/bpf/l7c-ex-%d-%d" % (os.getpid(), slot)
+    try:
+        subprocess.run([L7C, path, "-o", obj], check=True, capture_output=True)
+        base = BASE + slot * 0   # one example at a time: ports reused after each stops
+        front = base
+        args = [L7RUN, "--pin", pin, "--bpf-stats"]
+        for i, _ in services:
+            args += ["--listen", "%s=127.0.0.1:%d" % (i, front + int(i))]
+        log = open(os.path.join(work, "log"), "w")
+        for i, up in upstreams:
+            port = base + 4 + int(i)
+            start([sys.executable, ECHO, str(port), up], stdout=subprocess.DEVNULL, stderr=log)
+            wait_port(port, 10)
+            args += ["--upstream", "%s=127.0.0.1:%d" % (i, port)]
+        start(args + [obj], stdout=log, stderr=log)
+        if not wait_port(front, 20):
+            raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-1500:])
+        for t in tests:
+            count, src, method, p, headers, j, expect = parse_test(t)
+            hs = list(headers)
+            if j:
+                hs.append(("Authorization", "Bearer " + token(j[0], j[1], key, jwt.group(1) if jwt else "",
+                                                           jwt.group(2) if jwt else "")))
+            got = [send(front, method, p, hs, src) for _ in range(count)]
+            ok, why = check(expect, got)
+            if ok:
+                passed += 1
+                print("PASS %s: %s" % (name, t))
+            else:
+                failed += 1
+                print("FAIL %s: %s\n     %s" % (name, t, why))
+        for want in re.findall(r"^// counters: (.*)$", text, re.M):
+            out = subprocess.run([L7RUN, "--metrics", pin, obj], capture_output=True, text=True).stdout
+            for kv in want.split():
+                k, v = kv.split("=")
+                m = re.search(r'l7_counter_total\{name="%s"\} (\d+)' % k, out)
+                if m and int(m.group(1)) == int(v):
+                    passed += 1
+                    print("PASS %s: counter %s = %s" % (name, k, v))
+                else:
+                    failed += 1
+                    print("FAIL %s: counter %s = %s, metrics say:\n%s" % (name, k, v, out))
+    except Exception as e:  # noqa: BLE001 - report and go on
+        failed += 1
+        print("FAIL %s: %r" % (name, e))
+    finally:
+        stop_all()
+        shutil.rmtree(work, ignore_errors=True)
+        shutil.rmtree(pin, ignore_errors=True)
+
+
+def check(expect, got):
+    if "," in expect or " x" in expect:   # "200 x10, 429 x2"
+        want = []
+        for part in expect.split(","):
+            st, _, n = part.strip().partition(" x")
+            want += [int(st)] * int(n or 1)
+        statuses = [g[0] for g in got]
+        return statuses == want, "statuses %s" % statuses
+    words = expect.split()
+    status, body = got[0]
+    if status != int(words[0]):
+        return False, "status %d, body %r" % (status, body[:300])
+    for w in words[1:]:
+        if w.startswith("+"):
+            if ("header=" + w[1:]).lower() not in body.lower().replace(": ", ":"):
+                return False, "backend did not see %s: %r" % (w[1:], body[:400])
+        elif "backend=%s\n" % w not in body:
+            return False, "expected backend %s: %r" % (w, body[:300])
+    return True, ""
+
+
+for slot, f in enumerate(sorted(os.listdir(EXAMPLES))):
+    if f.endswith(".l7"):
+        run_example(os.path.join(EXAMPLES, f), slot)
+print("examples: %d passed, %d failed" % (passed, failed))
+sys.exit(1 if failed or not passed else 0)
