@@ -43,5 +43,5 @@ if [ -z "$BUILD" ]; then
 else
 	SRCDESC="build dir $BUILD"
 fi
-python3 "$HERE/perf.py" --build "$BUILD" --out "$REPO/docs/performance.md" "${QUICK[@]}" \
+python3 "$HERE/perf.py" --build "$BUILD" --src "${SRC:-$REPO}" --out "$REPO/docs/performance.md" "${QUICK[@]}" \
 	--commit "$COMMIT" --source "$SRCDESC" --cmdline "bench/run-all.sh${QUICK:+ --quick}" "${PASS[@]}"
