@@ -18,8 +18,8 @@ def ratio(a, b):
 
 
 def table(summary, notes):
-    rows = ["| config | req/s | vs direct | p50 ms | p99 ms | proc µs/req | BPF µs/req | softirq+ µs/req | **component µs/req** | machine+ µs/req | non-2xx |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = ["| config | req/s | vs direct | p50 ms | p99 ms | proc µs/req | BPF µs/req | softirq+ µs/req | kworker+ µs/req | **component µs/req** | machine+ µs/req | non-2xx |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     d = summary.get("direct", {}).get("rps")
     for k in ORDER:
         if k in summary:
@@ -28,11 +28,12 @@ def table(summary, notes):
             rows.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %d |" % (
                 NAMES[k], f(s["rps"], 0), ratio(s["rps"], d), f(s["p50"], 3), f(s["p99"], 3),
                 f(s["proc_us"], 2), f(s["bpf_us"], 2) if k.startswith("l7c") else "—",
-                f(s["sirq_plus"], 2) if k != "direct" else "—", comp,
+                f(s["sirq_plus"], 2) if k != "direct" else "—",
+                f(s.get("kw_plus"), 2) if k != "direct" else "—", comp,
                 f(s["busy_plus"], 2) if k != "direct" else "(%s total)" % f(s["busy_us"], 1),
                 s["non2xx"]))
         elif k in notes:
-            rows.append("| %s | pending: %s | | | | | | | | | |" % (NAMES[k], notes[k].replace("|", "\\|")))
+            rows.append("| %s | pending: %s | | | | | | | | | | |" % (NAMES[k], notes[k].replace("|", "\\|")))
     return "\n".join(rows)
 
 
