@@ -16,7 +16,7 @@ static const char *const prog_names[] = {
 
 static const char *const stat_names[L7_STAT_MAX] = {
 	"requests", "forwarded", "denied", "fallback", "pool_miss", "bad_request",
-	"passed", "order_wait", "responses", "hdr_insert",
+	"passed", "order_wait", "responses", "hdr_insert", "jwt_hit", "jwt_verify", "jwt_reject",
 };
 
 static long sockhash_count(int fd)

@@ -191,6 +191,7 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 	__builtin_memset(&p, 0, sizeof(p));
 	l7_stat(L7_STAT_REQUESTS);
 	req->service = c->service;
+	req->jwt_done = req->jwt_ok = 0;   /* per-request JWT answers (jwt.h) */
 	l7_policy_decide(req, &d);
 
 	if (req->flags & L7_REQ_CHUNKED) {
@@ -339,6 +340,8 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 		l7_stat(L7_STAT_BAD_REQUEST);
 		return l7_message(c, avail);
 	}
+	req->src_ip4 = skb->remote_ip4;    /* the client (l7run accepted it) */
+	req->dst_port = skb->local_port;   /* the listener's port, host order */
 	l7_client_decide(c, cookie, req);
 	return l7_message(c, (__u32)h);
 }

@@ -150,7 +150,49 @@ enum l7_stat {
 	L7_STAT_ORDER_WAIT,   /* passed to keep responses in order */
 	L7_STAT_RESPONSES,    /* final responses redirected to clients */
 	L7_STAT_HDR_INSERT,   /* requests that got header lines inserted by SK_MSG */
+	L7_STAT_JWT_HIT,      /* JWT checks answered from l7_jwt_cache (no SHA-256) */
+	L7_STAT_JWT_VERIFY,   /* JWT checks that ran the full verification (HMAC) */
+	L7_STAT_JWT_REJECT,   /* JWT checks that failed (any reason) */
 	L7_STAT_MAX,
 };
+
+/* JWT (stdlib/bpf/jwt.h). l7run writes l7_jwt_keys and l7_jwt_clock; BPF owns l7_jwt_cache. */
+#define L7_JWT_CACHE_ENTRIES 2048  /* verified tokens kept (LRU) */
+#define L7_JWT_CLAIM_BYTES   512   /* claim bytes a cache entry keeps; more: not cached */
+#define L7_JWT_WORK          24576 /* bytes of per-CPU JWT scratch (l7_jwt_work); jwt.h asserts */
+
+/* HMAC key of one configuration. Keys longer than the 64-byte SHA-256 block are hashed by
+ * l7run first (RFC 2104), so len <= 64; len 0 = no key: every token is refused. */
+struct l7_jwt_key {
+	__u32 len;
+	__u32 gen;             /* bumped by l7run on every write: older cache entries stop matching */
+	__u8 key[64];
+};
+
+/* l7_jwt_cache key: xxh64 of the token, and which configuration verified it. */
+struct l7_jwt_cache_key {
+	__u64 hash;
+	__u32 cfg;
+	__u32 len;             /* token length */
+};
+
+/* A verified token: the full token (a hash match alone is never trusted), the times that are
+ * re-checked on every hit, and the claim values of its configuration. */
+struct l7_jwt_cached {
+	__s64 exp;
+	__s64 nbf;             /* INT64_MIN when the token has none */
+	__u32 tok_len;
+	__u32 gen;             /* l7_jwt_key.gen at verification */
+	__u32 claims_len;      /* bytes of claims[] used */
+	__u32 pad;
+	struct l7_span claim[L7_MAX_CLAIMS];   /* offsets into claims[] */
+	__u8 claims[L7_JWT_CLAIM_BYTES + 64];  /* + slack for whole-word copies */
+	__u8 tok[L7_JWT_MAX_TOKEN + 64];
+};
+
+/* l7_jwt_clock[0]: CLOCK_TAI - CLOCK_REALTIME in ns, written by l7run at start and refreshed
+ * (it changes only with the kernel's TAI offset, i.e. leap seconds). BPF has no wall clock
+ * but has bpf_ktime_get_tai_ns(), which follows settimeofday/NTP like CLOCK_REALTIME;
+ * subtracting this offset gives Unix time for exp/nbf. */
 
 #endif
