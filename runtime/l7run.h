@@ -51,6 +51,12 @@ int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
 void unload_object(void);
 
+/* jwt.c: l7_jwt_keys from l7.config / --jwt-key, l7_jwt_clock */
+int jwt_config_line(const char *line);
+int jwt_key_arg(const char *arg);
+int jwt_setup(struct bpf_object *obj);
+void jwt_tick(void);
+
 /* stats.c */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);

@@ -97,6 +97,8 @@ int load_object(const char *path)
 			"lines name the failing instruction and its source line\n", path, strerror(-err));
 		return -1;
 	}
+	if (jwt_setup(rt.obj))   /* keys before any request can arrive */
+		return -1;
 	rt.map_clients = map_fd("l7_clients");
 	rt.map_upstreams = map_fd("l7_upstreams");
 	rt.map_conns = map_fd("l7_conns");
@@ -214,6 +216,8 @@ int read_config(const char *path, struct config *cfg)
 				cfg->upstream[idx].set = parse_addr(c, &cfg->upstream[idx].addr) == 0;
 			} else if (sscanf(line, "fallback %d", &idx) == 1) {
 				cfg->fallback = idx;
+			} else {
+				jwt_config_line(line);
 			}
 		}
 		free(text);

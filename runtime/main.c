@@ -32,7 +32,9 @@ static void usage(void)
 		"  --pool-max N               pool sockets per upstream (default 1024)\n"
 		"  --pin DIR                  pin programs and maps here (default /sys/fs/bpf/l7run-PID)\n"
 		"  --bpf-stats                enable run-time statistics of the programs\n"
-		"  --verbose                  log pool events\n");
+		"  --verbose                  log pool events\n"
+		"  --jwt-key IDX=PATH         key file of JWT configuration IDX (raw bytes, one trailing\n"
+		"                             newline stripped); overrides the policy's key_file\n");
 }
 
 static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count)
@@ -83,6 +85,8 @@ int main(int argc, char **argv)
 			bpf_stats = 1;
 		else if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
 			rt.verbose = 1;
+		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
+			i++;
 		else if (a[0] != '-' && !obj)
 			obj = a;
 		else {
@@ -168,6 +172,7 @@ int gateway_run_loop(volatile sig_atomic_t *stopping)
 				pool_event(e->p, ev[i].events);
 		}
 		client_tick();
+		jwt_tick();
 	}
 	return 0;
 }

@@ -136,6 +136,8 @@ static int load(const char *path)
 		fprintf(stderr, "l7run[mesh]: the kernel refused %s (%s); verifier log above\n", path, strerror(-err));
 		return -1;
 	}
+	if (jwt_setup(M.obj))   /* keys before any request can arrive */
+		return -1;
 	M.socks = map("l7_mesh_socks");
 	M.conns = map("l7_mesh_conns");
 	M.addrs = map("l7_mesh_addrs");
@@ -210,6 +212,7 @@ static void run_loop(void)
 
 	while (!stop) {
 		int n = epoll_wait(M.epfd, evs, 256, 5);
+		jwt_tick();
 		for (int i = 0; i < n; i++) {
 			uint64_t d = evs[i].data.u64;
 			if (d & MESH_EV_LISTEN)
@@ -283,6 +286,8 @@ int mesh_main(int argc, char **argv)
 			M.pool_n = atoi(v), i++;
 		else if (!strcmp(a, "--pin") && v)
 			snprintf(M.pin_dir, sizeof M.pin_dir, "%s", v), i++;
+		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
+			i++;
 		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
 			M.verbose = 1;
 		else if (a[0] != '-' && !obj)

@@ -42,7 +42,7 @@
  * Verifier: all buffers and scanner state live in the per-CPU l7_jwt_work value, indices
  * are masked, every loop is an l7_loop whose callback does a real chunk (64 token bytes,
  * 8 JSON bytes, 8 base64 quanta, one SHA-256 block), and the cold path is one l7_loop
- * of stages (l7_jwt_stage_cb) so each is walked once. Measured on 6.18 (tests/jwt): a
+ * of stages (l7_jwt_stage_a_cb, l7_jwt_stage_b_cb) so each is walked once. Measured on 6.18 (tests/jwt): a
  * policy's l7_jwt_check(req, CONST) verifies in ~50K processed insns; a 300-byte token costs
  * ~4.5 us cold and ~0.3 us from the cache. */
 #ifndef L7_BPF_JWT_H
@@ -120,7 +120,7 @@ struct l7_jwt_scan {
 	__u32 p_off[2], p_len[2], p_doff[2], p_cap[2];   /* the two JSON parts */
 	__u32 gen;
 	__u32 cap_base;          /* where this configuration's claim values start in jwt_json */
-	__s32 res;               /* l7_jwt_stage_cb: why it stopped */
+	__s32 res;               /* l7_jwt_stage_[ab]_cb: why they stopped */
 	__s32 out;               /* result of l7__jwt_verify */
 	__u64 stack;             /* bit d: the container at depth d is an array */
 	__u64 lit;
@@ -128,6 +128,8 @@ struct l7_jwt_scan {
 	__s64 exp, nbf;
 	__s64 now;
 	struct l7_jwt_cache_key ck;
+	__u32 c_soff, c_doff, c_n; /* copies and compares of whole chunks */
+	__u64 c_diff;
 	__u8 key[64];            /* the current top-level member name (first 40 bytes) */
 };
 
@@ -204,6 +206,7 @@ struct l7_jwt_ctx {
 	struct l7_jwt_work *w;
 	struct l7_req *req;
 	const struct l7_jwt_cfg *cfg;
+	const struct l7_jwt_cached *hit;   /* the cache entry being compared / restored */
 };
 
 static const char l7_jwt_hs256[64] = "HS256";
@@ -614,49 +617,45 @@ L7_LOOP_CB(l7_jwt_dots_cb)
 	return 0;
 }
 
-/* Whole 64-byte chunks between the request, the cache entry and jwt_json; the masks must
- * be constants for the verifier, hence one callback per pair of buffers. */
-struct l7_jwt_copy {
-	const __u8 *src;
-	__u8 *dst;
-	__u32 soff, doff, n;
-	__u32 pad;
-	__u64 diff;   /* compare: OR of the differences */
-};
-
-#define L7_JWT_COPY_CB(name, smask, dmask)                                                    \
+/* Whole 64-byte chunks between the request, the cache entry and jwt_json. Only the loop
+ * context's pointers are on the stack (the combined stack of the program and its callbacks
+ * is 512 bytes, and the caller's frame is large); offsets are in w->scan. The masks must be
+ * constants for the verifier, hence one callback per pair of buffers. */
+#define L7_JWT_COPY_CB(name, src, smask, dst, dmask)                                          \
 	L7_LOOP_CB(name)                                                                      \
 	{                                                                                     \
-		struct l7_jwt_copy *x = l7_ctx;                                               \
+		struct l7_jwt_ctx *x = l7_ctx;                                                \
+		struct l7_jwt_scan *s = &x->w->scan;                                          \
 		__u32 o = (__u32)l7_idx * 64, j;                                              \
-		const __u8 *s = x->src + l7_mask(x->soff + o, smask);                         \
-		__u8 *d = x->dst + l7_mask(x->doff + o, dmask);                               \
+		const __u8 *sp = (src) + l7_mask(s->c_soff + o, smask);                       \
+		__u8 *dp = (dst) + l7_mask(s->c_doff + o, dmask);                             \
 		for (j = 0; j < 64; j += 8)                                                   \
-			l7_st64(d + j, l7_ld64(s + j));                                       \
+			l7_st64(dp + j, l7_ld64(sp + j));                                     \
 		return 0;                                                                     \
 	}
-L7_JWT_COPY_CB(l7_jwt_copy_tok_cb, L7_DATA_MASK, L7_JWT_MAX_TOKEN - 1)          /* buf -> ent.tok */
-L7_JWT_COPY_CB(l7_jwt_save_cb, L7_JWT_JMASK, L7_JWT_CLAIM_BYTES - 1)          /* jwt_json -> ent.claims */
-L7_JWT_COPY_CB(l7_jwt_restore_cb, L7_JWT_CLAIM_BYTES - 1, L7_JWT_JMASK)       /* ent.claims -> jwt_json */
+L7_JWT_COPY_CB(l7_jwt_copy_tok_cb, x->req->buf, L7_DATA_MASK, x->w->ent.tok, L7_JWT_MAX_TOKEN - 1)
+L7_JWT_COPY_CB(l7_jwt_save_cb, x->req->jwt_json, L7_JWT_JMASK, x->w->ent.claims, L7_JWT_CLAIM_BYTES - 1)
+L7_JWT_COPY_CB(l7_jwt_restore_cb, x->hit->claims, L7_JWT_CLAIM_BYTES - 1, x->req->jwt_json, L7_JWT_JMASK)
 
 /* Token in the request vs token of a cache entry; no early exit. */
 L7_LOOP_CB(l7_jwt_cmp_cb)
 {
-	struct l7_jwt_copy *x = l7_ctx;
-	__u32 o = (__u32)l7_idx * 64, j;
-	const __u8 *a = x->src + l7_mask(x->soff + o, L7_DATA_MASK);
-	const __u8 *b = x->dst + l7_mask(o, L7_JWT_MAX_TOKEN - 1);
+	struct l7_jwt_ctx *x = l7_ctx;
+	struct l7_jwt_scan *s = &x->w->scan;
+	__u32 o = (__u32)l7_idx * 64, n = s->c_n, j;
+	const __u8 *a = x->req->buf + l7_mask(s->c_soff + o, L7_DATA_MASK);
+	const __u8 *b = x->hit->tok + l7_mask(o, L7_JWT_MAX_TOKEN - 1);
 	__u64 d = 0;
 
 	for (j = 0; j < 64; j += 8) {
 		__u64 v = l7_ld64(a + j) ^ l7_ld64(b + j);
-		if (x->n <= o + j)
+		if (n <= o + j)
 			v = 0;
-		else if (x->n < o + j + 8)
-			v &= l7_bytemask(x->n - o - j);
+		else if (n < o + j + 8)
+			v &= l7_bytemask(n - o - j);
 		d |= v;
 	}
-	x->diff |= d;
+	s->c_diff |= d;
 	return 0;
 }
 
@@ -700,10 +699,13 @@ static __always_inline __u32 l7_jwt_opaque(__u32 *slot, __u32 v)
 	return *(volatile __u32 *)slot;
 }
 
-/* The cold path as stages of one l7_loop: the verifier walks each stage once, with every
- * value it needs reloaded from map memory (no constants carried from stage to stage). A stage
- * that fails sets s->res and stops the loop. */
-enum { L7_JST_SPLIT, L7_JST_SIG, L7_JST_HMAC, L7_JST_HDR, L7_JST_PAY, L7_JST_CHECK, L7_JST_N };
+/* The cold path as stages of l7_loops: the verifier walks each stage once, with every value
+ * it needs reloaded from map memory (no constants carried from stage to stage). A stage that
+ * fails sets s->res and stops the loop. The HMAC runs between the two loops, from the
+ * caller's frame: its compression callback has a 144-byte frame, and one more level of
+ * callbacks under the gateway parser's frame passes the 512-byte combined stack limit. */
+enum { L7_JST_SPLIT, L7_JST_SIG, L7_JST_A };                 /* l7_jwt_stage_a_cb */
+enum { L7_JST_HDR, L7_JST_PAY, L7_JST_CHECK, L7_JST_B };     /* l7_jwt_stage_b_cb */
 
 static __always_inline int l7_jwt_stop(struct l7_jwt_scan *s, int res)
 {
@@ -729,13 +731,13 @@ static __always_inline int l7_jwt_part(struct l7_jwt_ctx *x, struct l7_jwt_scan 
 	return 0;
 }
 
-L7_LOOP_CB(l7_jwt_stage_cb)
+L7_LOOP_CB(l7_jwt_stage_a_cb)
 {
 	struct l7_jwt_ctx *x = l7_ctx;
 	struct l7_jwt_work *w = x->w;
 	struct l7_jwt_scan *s = &w->scan;
 	struct l7_req *req = x->req;
-	__u32 st = (__u32)l7_idx, tok = s->tok, tlen = s->tlen, d0, d1, i;
+	__u32 st = (__u32)l7_idx, tok = s->tok, tlen = s->tlen, d0, d1;
 
 	if (st == L7_JST_SPLIT) {
 		/* header "." payload "." signature, each non-empty; 32 bytes of signature are 43
@@ -756,21 +758,23 @@ L7_LOOP_CB(l7_jwt_stage_cb)
 		s->p_len[1] = d1 - d0 - 1;
 		return 0;
 	}
-	if (st == L7_JST_SIG) {
-		if (l7_b64url_decode(req->buf, tok + s->dot1 + 1, 43, w->dec, L7_JWT_DEC_SIG, 32) != 32)
-			return l7_jwt_stop(s, L7_JWTE_B64);
-		return 0;
-	}
-	if (st == L7_JST_HMAC) {
-		if (l7_hmac_sha256(&w->sha, req->buf, tok, s->dot1, w->mac))
-			return l7_jwt_stop(s, L7_JWTE_SIZE);
-		l7_jwt_stat(L7_STAT_JWT_VERIFY);
-		if (!l7_hmac_equal(w->mac, w->dec + L7_JWT_DEC_SIG, 32))
-			return l7_jwt_stop(s, L7_JWTE_SIG);
-		return 0;
-	}
+	if (st == L7_JST_SIG &&
+	    l7_b64url_decode(req->buf, tok + s->dot1 + 1, 43, w->dec, L7_JWT_DEC_SIG, 32) != 32)
+		return l7_jwt_stop(s, L7_JWTE_B64);
+	return 0;
+}
+
+L7_LOOP_CB(l7_jwt_stage_b_cb)
+{
+	struct l7_jwt_ctx *x = l7_ctx;
+	struct l7_jwt_work *w = x->w;
+	struct l7_jwt_scan *s = &w->scan;
+	struct l7_req *req = x->req;
+	__u32 st = (__u32)l7_idx, tok = s->tok, tlen = s->tlen, i;
+
 	if (st == L7_JST_HDR || st == L7_JST_PAY)
 		return l7_jwt_part(x, s, st - L7_JST_HDR);
+	(void)tok;
 	if (st != L7_JST_CHECK)
 		return 1;
 	if (!s->has_exp)
@@ -785,7 +789,6 @@ L7_LOOP_CB(l7_jwt_stage_cb)
 	 * not change, only the clock does. */
 	if (s->cap - s->cap_base <= L7_JWT_CLAIM_BYTES) {
 		struct l7_jwt_cached *e = &w->ent;
-		struct l7_jwt_copy cp;
 		__u32 base = s->cap_base;
 
 		e->exp = s->exp;
@@ -799,15 +802,11 @@ L7_LOOP_CB(l7_jwt_stage_cb)
 			e->claim[i].off = (__u16)(l ? o - base : 0);
 			e->claim[i].len = (__u16)(i < l7_n_claims && l7_claim_cfg[i] == s->cfg ? l : 0);
 		}
-		cp.src = req->buf;
-		cp.dst = e->tok;
-		cp.soff = tok;
-		cp.doff = 0;
-		l7_loop((tlen + 63) / 64, l7_jwt_copy_tok_cb, &cp);
-		cp.src = req->jwt_json;
-		cp.dst = e->claims;
-		cp.soff = base;
-		l7_loop((e->claims_len + 63) / 64, l7_jwt_save_cb, &cp);
+		s->c_soff = tok;
+		s->c_doff = 0;
+		l7_loop((tlen + 63) / 64, l7_jwt_copy_tok_cb, x);
+		s->c_soff = base;
+		l7_loop((e->claims_len + 63) / 64, l7_jwt_save_cb, x);
 		l7_jwt_cache_put(&s->ck, e);
 	}
 	return 1;
@@ -819,8 +818,6 @@ static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req
 	const struct l7_jwt_cfg *cf;
 	struct l7_jwt_scan *s;
 	struct l7_jwt_ctx x;
-	struct l7_jwt_copy cp;
-	struct l7_jwt_cache_key ck;
 	const struct l7_jwt_cached *hit;
 	__u32 h, off, len, tok, tlen, base, i;
 	__u64 sp;
@@ -862,27 +859,25 @@ static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req
 	x.w = w;
 	x.req = req;
 	x.cfg = cf;
-	ck.hash = l7_xxh64(req->buf, tok, tlen, 0);
-	ck.cfg = cfg;
-	ck.len = tlen;
-	hit = flags & L7_JWT_NO_LOOKUP ? 0 : l7_jwt_cache_get(&ck);
+	x.hit = 0;
+	s->ck.hash = l7_xxh64(req->buf, tok, tlen, 0);
+	s->ck.cfg = cfg;
+	s->ck.len = tlen;
+	hit = flags & L7_JWT_NO_LOOKUP ? 0 : l7_jwt_cache_get(&s->ck);
 	if (hit && hit->tok_len == tlen && hit->gen == key->gen &&
 	    hit->claims_len <= L7_JWT_CLAIM_BYTES && base + hit->claims_len <= L7_JWT_JSON) {
-		cp.src = req->buf;
-		cp.dst = (__u8 *)hit->tok;
-		cp.soff = tok;
-		cp.n = tlen;
-		cp.diff = 0;
-		l7_loop((tlen + 63) / 64, l7_jwt_cmp_cb, &cp);
-		if (cp.diff == 0) {
+		x.hit = hit;
+		s->c_soff = tok;
+		s->c_n = tlen;
+		s->c_diff = 0;
+		l7_loop((tlen + 63) / 64, l7_jwt_cmp_cb, &x);
+		if (s->c_diff == 0) {
 			n = l7_jwt_time_ok(now, hit->exp, hit->nbf, cf->leeway);
 			if (n != L7_JWT_OK)
 				return n;
-			cp.src = hit->claims;
-			cp.dst = req->jwt_json;
-			cp.soff = 0;
-			cp.doff = base;
-			l7_loop((hit->claims_len + 63) / 64, l7_jwt_restore_cb, &cp);
+			s->c_soff = 0;
+			s->c_doff = base;
+			l7_loop((hit->claims_len + 63) / 64, l7_jwt_restore_cb, &x);
 			L7_UNROLL
 			for (i = 0; i < L7_MAX_CLAIMS; i++) {
 				if (i < l7_n_claims && l7_claim_cfg[i] == cfg && hit->claim[i].len) {
@@ -894,8 +889,7 @@ static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req
 		}
 	}
 
-	/* the cold path (l7_jwt_stage_cb) */
-	s->ck = ck;
+	/* the cold path (l7_jwt_stage_a_cb, HMAC, l7_jwt_stage_b_cb) */
 	s->cfg = cfg;
 	s->now = now;
 	s->gen = key->gen;
@@ -918,7 +912,15 @@ static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req
 	s->has_exp = s->has_nbf = 0;
 	s->exp = 0;
 	s->nbf = (__s64)(-0x7fffffffffffffffLL - 1);
-	l7_loop(L7_JST_N, l7_jwt_stage_cb, &x);
+	l7_loop(L7_JST_A, l7_jwt_stage_a_cb, &x);
+	if (s->res)
+		return (int)s->res;
+	if (l7_hmac_sha256(&w->sha, req->buf, s->tok, s->dot1, w->mac))
+		return L7_JWTE_SIZE;
+	l7_jwt_stat(L7_STAT_JWT_VERIFY);
+	if (!l7_hmac_equal(w->mac, w->dec + L7_JWT_DEC_SIG, 32))
+		return L7_JWTE_SIG;
+	l7_loop(L7_JST_B, l7_jwt_stage_b_cb, &x);
 	return s->res ? (int)s->res : L7_JWTE_ENV;
 }
 
