@@ -36,15 +36,18 @@ static long sockhash_count(int fd)
 int print_stats(const char *dir)
 {
 	char p[512];
-	int ncpu = libbpf_num_possible_cpus();
+	int ncpu = libbpf_num_possible_cpus(), found = 0;
 
 	for (size_t i = 0; i < sizeof prog_names / sizeof prog_names[0]; i++) {
 		snprintf(p, sizeof p, "%s/prog_%s", dir, prog_names[i]);
 		int fd = bpf_obj_get(p);
+		if (fd < 0 && errno == ENOENT)
+			continue;   /* a program of the other mode (gateway/mesh) is not pinned */
 		if (fd < 0) {
 			fprintf(stderr, "l7run: %s: %s\n", p, strerror(errno));
 			return 1;
 		}
+		found++;
 		struct bpf_prog_info info;
 		uint32_t len = sizeof info;
 		memset(&info, 0, sizeof info);
@@ -53,6 +56,10 @@ int print_stats(const char *dir)
 			       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 			       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
 		close(fd);
+	}
+	if (!found) {
+		fprintf(stderr, "l7run: no programs pinned in %s\n", dir);
+		return 1;
 	}
 	snprintf(p, sizeof p, "%s/map_l7_stats", dir);
 	int sfd = bpf_obj_get(p);
