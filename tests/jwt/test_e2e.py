@@ -159,6 +159,10 @@ def run(obj, key, extra_args, phase):
         stop(l7run)
         for b in backends:
             stop(b)
+        if os.path.isdir(pin):   # pins l7run did not remove (maps other code pins)
+            for f in os.listdir(pin):
+                os.unlink(os.path.join(pin, f))
+            os.rmdir(pin)
 
 
 def main():
