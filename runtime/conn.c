@@ -21,6 +21,7 @@ static int n_clients, cap_clients;
 #define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
 #define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
 #define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
+#define HOLD_MAX        (1u << 20)  /* a held chunked request larger than this gets 413 */
 
 int listen_services(void)
 {
@@ -104,6 +105,7 @@ static const char *reason(int st)
 	case 401: return "Unauthorized";
 	case 403: return "Forbidden";
 	case 404: return "Not Found";
+	case 413: return "Content Too Large";
 	case 414: return "URI Too Long";
 	case 429: return "Too Many Requests";
 	case 431: return "Request Header Fields Too Large";
@@ -171,6 +173,24 @@ static int read_more(struct client *c, size_t want)
 	return 0;
 }
 
+static int send_request(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen,
+			const char *body, size_t blen);
+
+static int hold_append(struct client *c, const char *buf, size_t len)
+{
+	if (c->held_len + len > HOLD_MAX) {
+		respond(c, 413, 1);
+		return -1;
+	}
+	if (c->held_len + len > c->held_cap) {
+		c->held_cap = (c->held_len + len) * 2;
+		c->held = realloc(c->held, c->held_cap);
+	}
+	memcpy(c->held + c->held_len, buf, len);
+	c->held_len += len;
+	return 0;
+}
+
 /* A request head passed up: forward it (pool miss, order, fallback) or answer it. Returns 0
  * done, 1 wait and retry, -1 close the client. */
 static int handle_head(struct client *c, const struct l7_pass *rec)
@@ -191,6 +211,23 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 		respond(c, 502, c->close_after);
 		return 0;
 	}
+	if ((rec->flags & L7_PASSF_CHUNK) && !(rec->flags & L7_PASSF_LAST)) {
+		c->held_rec = *rec;
+		c->held_len = c->held_done = 0;
+		if (hold_append(c, c->in, rec->len))
+			return -1;
+		c->body = BODY_HOLD;
+		return 0;
+	}
+	return send_request(c, rec, c->in, rec->len, NULL, 0);
+}
+
+/* Send a request (head, and a held body if any) on the client's pool socket for its
+ * upstream. Returns 0 done, 1 wait and retry, -1 close the client. */
+static int send_request(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen,
+			const char *body, size_t blen)
+{
+	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
 		respond(c, 502, c->close_after);   /* the backend is down: fail fast */
@@ -210,12 +247,12 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 	}
 	if (ps->connecting)
 		return 1;
-	if (pool_send(ps, c->in, rec->len, rec)) {
+	if (pool_send(ps, head, hlen, rec) || (blen && pool_send(ps, body, blen, NULL))) {
 		respond(c, 502, 1);
 		return -1;
 	}
 	ctl_publish(c);   /* the binding now serves the kernel path */
-	if (!(rec->flags & L7_PASSF_LAST)) {
+	if (!(rec->flags & L7_PASSF_LAST) && !blen) {
 		c->body = BODY_TO_POOL;
 		c->body_to = ps;
 	}
@@ -230,6 +267,24 @@ static int handle(struct client *c, const struct l7_pass *rec)
 	case L7_PASS_HEAD:
 		return handle_head(c, rec);
 	case L7_PASS_BODY:
+		if (c->body == BODY_HOLD) {
+			if (!c->held_done) {
+				if (c->held_len + rec->len > HOLD_MAX && !client_quiet(c))
+					return 1;   /* the 413 waits for earlier responses */
+				if (hold_append(c, c->in, rec->len))
+					return -1;
+				c->held_done = !!(rec->flags & L7_PASSF_LAST);
+				if (!c->held_done)
+					return 0;
+			}
+			size_t hl = c->held_rec.head_len;
+			int r = send_request(c, &c->held_rec, c->held, hl, c->held + hl, c->held_len - hl);
+			if (r != 1) {
+				c->held_len = c->held_done = 0;
+				c->body = BODY_NONE;
+			}
+			return r;
+		}
 		if (c->body == BODY_TO_POOL && c->body_to && c->bind[c->body_to->up] == c->body_to &&
 		    pool_send(c->body_to, c->in, rec->len, rec))
 			return -1;
@@ -302,6 +357,7 @@ static void client_finish(struct client *c)
 	clients[c->idx] = clients[--n_clients];
 	clients[c->idx]->idx = c->idx;
 	free(c->in);
+	free(c->held);
 	free(c);
 }
 

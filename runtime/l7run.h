@@ -80,7 +80,8 @@ struct pool_sock {
 };
 
 /* Where the body pieces of the request l7run is handling go. */
-enum body_dest { BODY_NONE, BODY_TO_POOL, BODY_DISCARD };
+enum body_dest { BODY_NONE, BODY_TO_POOL, BODY_DISCARD,
+	BODY_HOLD };   /* chunked: kept until the kernel has framed the whole body, then sent */
 
 struct client {
 	int fd;
@@ -101,6 +102,12 @@ struct client {
 	unsigned char conn_err[L7_MAX_UPSTREAMS];  /* a connect to this upstream failed */
 	int idx;                 /* position in the client list */
 	uint64_t own_bytes;      /* bytes l7run wrote to this client itself */
+	/* A chunked request l7run forwards is held whole first: forwarding its head before the
+	 * body framed cleanly gave the backend a request the data plane then refused (400). */
+	char *held;
+	size_t held_len, held_cap;
+	struct l7_pass held_rec; /* its head record */
+	int held_done;           /* the last piece is in `held` */
 };
 
 struct fd_ent {

@@ -120,32 +120,51 @@ static __always_inline int l7_frame_body(struct l7_conn *c, struct __sk_buff *sk
 				*last = 1;
 			} else {
 				c->body = L7_BODY_CHUNK;
+				c->flags |= L7_CONN_CRLF;
 			}
 		}
 		return (int)n;
 	}
-	/* L7_BODY_CHUNK: a size line; the zero chunk must be followed by CRLF (no trailers) */
-	struct l7_req *r = l7_load(skb, start, avail, 64);
+	/* L7_BODY_CHUNK: the CRLF that ends the previous chunk's data (checked: skipping two
+	 * unchecked bytes let "chunk data not terminated by CRLF" smuggle), then a size line; the
+	 * zero chunk must be followed by CRLF (no trailers) */
+	__u32 skip = 0;
+	if (c->flags & L7_CONN_CRLF) {
+		if (avail < 2)
+			return 0;
+		struct l7_req *r0 = l7_load(skb, start, avail, 2);
+		if (!r0 || r0->buf[0] != '\r' || r0->buf[1] != '\n')
+			return -1;
+		skip = 2;
+	}
+	__u32 rest = avail - skip;
+	if (!rest)
+		return 0;
+	struct l7_req *r = l7_load(skb, start + skip, rest, 64);
 	__u64 size = 0;
 	if (!r)
 		return -1;
-	int n = l7_scan_chunk_line(r, avail < 64 ? avail : 64, &size);
-	if (n <= 0)
-		return n;
+	int n = l7_scan_chunk_line(r, rest < 64 ? rest : 64, &size);
+	if (n < 0)
+		return -1;
+	if (n == 0)
+		return rest >= 64 ? -1 : 0;   /* a size line longer than the window: refuse, never wait */
 	if (size == 0) {
-		if (avail < (__u32)n + 2)
-			return avail >= 64 ? -1 : 0;
+		if (rest < (__u32)n + 2)
+			return rest >= 64 ? -1 : 0;
 		if (r->buf[n & 63] != '\r' || r->buf[(n + 1) & 63] != '\n')
 			return -1;
+		c->flags &= ~L7_CONN_CRLF;
 		c->body = L7_BODY_NONE;
 		*last = 1;
-		return n + 2;
+		return (int)skip + n + 2;
 	}
 	if (size > 0x7fffffff)
 		return -1;
+	c->flags &= ~L7_CONN_CRLF;
 	c->body = L7_BODY_CHUNK_DATA;
-	c->body_left = (__u32)size + 2;
-	return n;
+	c->body_left = (__u32)size;
+	return (int)skip + n;
 }
 
 static __always_inline void l7_pass_put(struct l7_conn *c, __u64 cookie, struct l7_pass *p)
@@ -266,7 +285,8 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 	p.head_len = req->head_len;
 	p.flags = (c->body == L7_BODY_NONE ? L7_PASSF_LAST : 0) |
 		  (req->flags & L7_REQ_CLOSE ? L7_PASSF_CLOSE : 0) |
-		  (req->method == L7_M_HEAD ? L7_PASSF_HEADM : 0);
+		  (req->method == L7_M_HEAD ? L7_PASSF_HEADM : 0) |
+		  (req->flags & L7_REQ_CHUNKED ? L7_PASSF_CHUNK : 0);
 	p.n_set = d.n_set < L7_MAX_SET ? d.n_set : L7_MAX_SET;
 	for (int i = 0; i < L7_MAX_SET; i++)
 		p.set[i] = (__u8)d.set[i];

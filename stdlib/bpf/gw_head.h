@@ -288,17 +288,36 @@ static __always_inline int l7_scan_response(struct l7_head_scan *s, struct l7_re
 	return h < 0 ? -1 : h;
 }
 
-/* A chunk-size line "HEX[;ext]\r\n" at buf[0, len). Returns line length, 0 if incomplete,
- * -1 bad; *size gets the chunk size. One byte per bpf_loop step: a plain loop with this much
- * state makes the verifier enumerate it past its 1M-instruction limit. */
+/* A chunk-size line at buf[0, len): RFC 9112 7.1 exactly, as l7_http_chunked in http.h
+ * frames it (the native corpus test checks that one): 1*HEXDIG *(";" token ["=" (token /
+ * quoted-string)]) CRLF, no BWS, no bare CR or LF. The gateway frames bodies itself, so a laxer
+ * scanner here (it skipped every CR) forwarded "5\r\r;..." style smuggling payloads.
+ * Returns line length, 0 if incomplete, -1 bad; *size gets the chunk size. One byte per
+ * bpf_loop step: a plain loop with this much state makes the verifier enumerate it past its
+ * 1M-instruction limit. */
+enum { L7_CS_SIZE0, L7_CS_SIZE, L7_CS_NAME0, L7_CS_NAME, L7_CS_VAL0, L7_CS_TOK, L7_CS_Q,
+       L7_CS_QESC, L7_CS_QEND, L7_CS_LF };
+
 struct l7_chunk_scan {
 	const struct l7_req *r;
 	__u32 len;
 	__u32 nd;
-	__u32 in_ext;
+	__u32 in_ext;       /* L7_CS_* state */
 	int result;
 	__u64 v;
 };
+
+static __always_inline int l7_cs_tchar(__u8 c)
+{
+	if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+		return 1;
+	switch (c) {
+	case '!': case '#': case '$': case '%': case '&': case '\'': case '*': case '+':
+	case '-': case '.': case '^': case '_': case '`': case '|': case '~':
+		return 1;
+	}
+	return 0;
+}
 
 L7_LOOP_CB(l7_chunk_cb)
 {
@@ -310,33 +329,80 @@ L7_LOOP_CB(l7_chunk_cb)
 		return 1;
 	}
 	__u8 c = s->r->buf[i];
-	if (c == '\n') {
-		if (i == 0 || s->r->buf[(i - 1) & 63] != '\r' || !s->nd)
-			s->result = -1;
+	__u32 st = s->in_ext;
+	if (st == L7_CS_LF) {
+		s->result = c == '\n' ? (int)i + 1 : -1;
+		return 1;
+	}
+	if (st == L7_CS_Q) {
+		if (c == '"')
+			s->in_ext = L7_CS_QEND;
+		else if (c == '\\')
+			s->in_ext = L7_CS_QESC;
+		else if ((c < 0x20 && c != '\t') || c == 0x7f)
+			goto bad;
+		return 0;
+	}
+	if (st == L7_CS_QESC) {
+		if ((c < 0x20 && c != '\t') || c == 0x7f)
+			goto bad;
+		s->in_ext = L7_CS_Q;
+		return 0;
+	}
+	if (st <= L7_CS_SIZE) {
+		__u8 lc = l7_lc(c), d = 0xff;
+		if (c >= '0' && c <= '9')
+			d = c - '0';
+		else if (lc >= 'a' && lc <= 'f')
+			d = lc - 'a' + 10;
+		if (d != 0xff) {
+			if (s->nd >= 15)
+				goto bad;
+			s->v = s->v * 16 + d;
+			s->nd++;
+			s->in_ext = L7_CS_SIZE;
+			return 0;
+		}
+		if (st == L7_CS_SIZE0)
+			goto bad;
+		goto ext_end;
+	}
+	if (st == L7_CS_NAME0 || st == L7_CS_NAME) {
+		if (l7_cs_tchar(c)) {
+			s->in_ext = L7_CS_NAME;
+			return 0;
+		}
+		if (st == L7_CS_NAME0)
+			goto bad;
+		if (c == '=') {
+			s->in_ext = L7_CS_VAL0;
+			return 0;
+		}
+		goto ext_end;
+	}
+	if (st == L7_CS_VAL0) {
+		if (c == '"')
+			s->in_ext = L7_CS_Q;
+		else if (l7_cs_tchar(c))
+			s->in_ext = L7_CS_TOK;
 		else
-			s->result = (int)i + 1;
-		return 1;
-	}
-	if (s->in_ext || c == '\r')
+			goto bad;
 		return 0;
+	}
+	if (st == L7_CS_TOK && l7_cs_tchar(c))
+		return 0;
+ext_end:   /* after the size, a name, a value: ";" starts an extension, CR ends the line */
 	if (c == ';') {
-		s->in_ext = 1;
+		s->in_ext = L7_CS_NAME0;
 		return 0;
 	}
-	__u8 lc = l7_lc(c), d;
-	if (c >= '0' && c <= '9')
-		d = c - '0';
-	else if (lc >= 'a' && lc <= 'f')
-		d = lc - 'a' + 10;
-	else
-		d = 0xff;
-	if (d == 0xff || s->nd >= 15) {
-		s->result = -1;
-		return 1;
+	if (c == '\r') {
+		s->in_ext = L7_CS_LF;
+		return 0;
 	}
-	s->v = s->v * 16 + d;
-	s->nd++;
-	return 0;
+bad:
+	s->result = -1;
+	return 1;
 }
 
 static __always_inline int l7_scan_chunk_line(const struct l7_req *r, __u32 len, __u64 *size)

@@ -30,7 +30,7 @@ enum l7_body {
 	L7_BODY_NONE = 0,   /* a head (request or response) */
 	L7_BODY_LEN,        /* body_left bytes of Content-Length body */
 	L7_BODY_CHUNK,      /* a chunk-size line (chunked body) */
-	L7_BODY_CHUNK_DATA, /* body_left bytes of chunk data + CRLF */
+	L7_BODY_CHUNK_DATA, /* body_left bytes of chunk data (its CRLF is checked with the next size line) */
 	L7_BODY_RAW,        /* everything until close (upgrade, close-delimited, after an error) */
 };
 
@@ -78,6 +78,7 @@ struct l7_conn {
 #define L7_CONN_BROKEN  (1u << 0)  /* framing lost (malformed): drop everything further */
 #define L7_CONN_CLOSE   (1u << 1)  /* pool socket: the backend said Connection: close */
 #define L7_CONN_NOREUSE (1u << 2)  /* pool socket: close-delimited or upgraded: not reusable */
+#define L7_CONN_CRLF    (1u << 3)  /* chunked body: the CRLF after chunk data is due before the next size line */
 
 /* l7run's side of a client: bindings to pool sockets and how far it has caught up. */
 struct l7_ctl {
@@ -106,6 +107,7 @@ enum l7_why {                /* why a request left the kernel path */
 #define L7_PASSF_LAST   (1u << 0)  /* last piece of this request */
 #define L7_PASSF_CLOSE  (1u << 1)  /* request asked to close the connection */
 #define L7_PASSF_HEADM  (1u << 2)  /* method HEAD: the response has no body */
+#define L7_PASSF_CHUNK  (1u << 3)  /* chunked body: l7run holds the request until the kernel framed it whole */
 
 struct l7_pass {
 	__u32 kind;        /* enum l7_pass_kind */
