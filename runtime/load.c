@@ -150,8 +150,9 @@ void unload_object(void)
 			snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, progs[i].name);
 			unlink(p);
 		}
-		const char *maps[] = { "l7_stats", "l7_clients", "l7_upstreams" };
-		for (int i = 0; i < 3; i++) {
+		/* every map load_object pins: a missed one keeps the directory (rmdir fails) */
+		const char *maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters" };
+		for (int i = 0; i < 4; i++) {
 			snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, maps[i]);
 			unlink(p);
 		}
