@@ -32,7 +32,7 @@ LLVMMetadataRef cg_di_function(struct cg *g, LLVMValueRef fn, const char *name, 
 			       const char *const *param_names, int nparams);
 void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line);
 void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
-	       unsigned key_size, unsigned value_size);
+	       unsigned key_size, unsigned value_size, unsigned flags);
 
 /* tables.c: header-vector names, mutations, l7.config, license, maps, program wrappers */
 int cg_tables(struct cg *g);

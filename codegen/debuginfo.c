@@ -57,7 +57,8 @@ void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line)
 	LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, line ? line : 1, 0, scope, NULL));
 }
 
-/* libbpf's BTF map definition: struct { int (*type)[T]; int (*max_entries)[N]; K *key; V *value; } */
+/* libbpf's BTF map definition: struct { int (*type)[T]; int (*max_entries)[N]; K *key; V *value;
+ * [int (*map_flags)[F];] } */
 static LLVMMetadataRef int_array_ptr(struct cg *g, unsigned n)
 {
 	LLVMMetadataRef sub = LLVMDIBuilderGetOrCreateSubrange(g->di, 0, n);
@@ -81,20 +82,22 @@ static LLVMMetadataRef sized_type_ptr(struct cg *g, unsigned size)
 }
 
 void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
-	       unsigned key_size, unsigned value_size)
+	       unsigned key_size, unsigned value_size, unsigned flags)
 {
-	struct { const char *n; LLVMMetadataRef t; } m[4] = {
+	struct { const char *n; LLVMMetadataRef t; } m[5] = {
 		{ "type", int_array_ptr(g, type) },
 		{ "max_entries", int_array_ptr(g, max_entries) },
 		{ "key", sized_type_ptr(g, key_size) },
 		{ "value", sized_type_ptr(g, value_size) },
+		{ "map_flags", flags ? int_array_ptr(g, flags) : NULL },
 	};
-	LLVMMetadataRef members[4];
-	for (int i = 0; i < 4; i++)
+	unsigned n = flags ? 5 : 4;
+	LLVMMetadataRef members[5];
+	for (unsigned i = 0; i < n; i++)
 		members[i] = LLVMDIBuilderCreateMemberType(g->di, g->file, m[i].n, strlen(m[i].n), g->file, 0, 64, 64,
 							   (uint64_t)i * 64, LLVMDIFlagZero, m[i].t);
-	LLVMMetadataRef st = LLVMDIBuilderCreateStructType(g->di, g->file, "", 0, g->file, 0, 256, 64, LLVMDIFlagZero,
-							   NULL, members, 4, 0, NULL, "", 0);
+	LLVMMetadataRef st = LLVMDIBuilderCreateStructType(g->di, g->file, "", 0, g->file, 0, (uint64_t)n * 64, 64,
+							   LLVMDIFlagZero, NULL, members, n, 0, NULL, "", 0);
 	LLVMMetadataRef expr = LLVMDIBuilderCreateExpression(g->di, NULL, 0);
 	LLVMMetadataRef gv = LLVMDIBuilderCreateGlobalVariableExpression(g->di, g->cu, name, strlen(name), name,
 									 strlen(name), g->file, 0, st, 0, expr, NULL, 64);

@@ -22,8 +22,8 @@ struct pcx {
 	LLVMValueRef fn, req, d;
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty;
-	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn;
+	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty;
+	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn;
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -143,6 +143,14 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	case IR_C_IDENTITY:
 		v = LLVMBuildICmp(g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), "");
 		break;
+	case IR_C_TABLE: {
+		const struct ir_table *t = &g->p->tables[k->table];
+		unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
+				   (t->prefix_method ? 8 : 0);
+		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->table), u32c(c, lookups) };
+		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->table_ty, c->table_fn, args, 3), u32c(c, 0), "");
+		break;
+	}
 	default:
 		LLVMBuildBr(g->b, no);
 		return;
@@ -263,6 +271,9 @@ void cg_policy(struct cg *g)
 	LLVMTypeRef tp[] = { g->ptr, g->i32, g->ptr, g->i32, g->i32 };
 	c.take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
 	c.take_fn = declare(&c, "l7_bucket_take", c.take_ty);
+	LLVMTypeRef tbp[] = { g->ptr, g->i32, g->i32 };
+	c.table_ty = LLVMFunctionType(g->i32, tbp, 3, 0);
+	c.table_fn = declare(&c, "l7_table_match", c.table_ty);
 
 	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
 	const char *params[] = { "req", "decision" };

@@ -191,6 +191,12 @@ static void config_section(struct cg *g)
 	for (int i = 0; i < p->nbuckets; i++)
 		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
 			p->buckets[i].burst, p->buckets[i].status);
+	/* rule tables: l7run puts these in l7_exact / l7_prefix before traffic */
+	for (int t = 0; t < p->ntables; t++)
+		for (int i = 0; i < p->tables[t].n; i++) {
+			const struct ir_table_entry *e = &p->tables[t].entries[i];
+			fprintf(f, "table %d %s %u %.*s\n", t, e->prefix ? "prefix" : "exact", e->method, (int)e->len, e->path);
+		}
 	/* telemetry: l7_counters holds the Counter instances, then one hit counter per rule */
 	for (int i = 0; i < p->ncounters; i++)
 		fprintf(f, "counter %d %s\n", i, p->counters[i]);
@@ -224,7 +230,12 @@ int cg_tables(struct cg *g)
 			g->p->source_path, g->p->nupstreams, L7_MAX_UPSTREAMS);
 		return -1;
 	}
-	if (g->p->ncounters + g->p->nrules + 1 > L7_MAX_COUNTERS)
+	int max_id = 0;
+	for (int i = 0; i < g->p->npolicies; i++)
+		for (int k = 0; k < g->p->policies[i].nrules; k++)
+			if (g->p->policies[i].rules[k].id > max_id)
+				max_id = g->p->policies[i].rules[k].id;
+	if (g->p->ncounters + max_id + 1 > L7_MAX_COUNTERS)
 		fprintf(stderr, "l7c: warning: %s: more than %d counters and rules; rules past that are not counted\n",
 			g->p->source_path, L7_MAX_COUNTERS);
 	wanted_headers(g);
@@ -241,14 +252,18 @@ int cg_tables(struct cg *g)
 
 void cg_maps(struct cg *g)
 {
-	LLVMTypeRef def = LLVMStructTypeInContext(g->ctx, (LLVMTypeRef[]){ g->ptr, g->ptr, g->ptr, g->ptr }, 4, 0);
+	LLVMTypeRef ptrs[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->ptr };
+	LLVMTypeRef def4 = LLVMStructTypeInContext(g->ctx, ptrs, 4, 0), def5 = LLVMStructTypeInContext(g->ctx, ptrs, 5, 0);
+	/* an LPM trie must be created without preallocation: it takes map_flags */
 #define L7_MAP(name, type, key_size, value_size, max_entries)                                            \
 	do {                                                                                            \
+		unsigned flags = type == BPF_MAP_TYPE_LPM_TRIE ? BPF_F_NO_PREALLOC : 0;                 \
+		LLVMTypeRef def = flags ? def5 : def4;                                                  \
 		LLVMValueRef v = LLVMAddGlobal(g->mod, def, #name);                                     \
 		LLVMSetInitializer(v, LLVMConstNull(def));                                              \
 		LLVMSetSection(v, ".maps");                                                             \
 		LLVMSetAlignment(v, 8);                                                                 \
-		cg_di_map(g, v, #name, type, max_entries, key_size, value_size);                        \
+		cg_di_map(g, v, #name, type, max_entries, key_size, value_size, flags);                 \
 		cg_keep(g, v);                                                                          \
 	} while (0);
 #include "l7/maps.def"

@@ -91,6 +91,11 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 	case IR_C_IDENTITY:
 		fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
 		return;
+	case IR_C_TABLE: {
+		const struct ir_table *t = &p->tables[c->table];
+		fprintf(o, "(method, path) in table #%d (%d entries)", c->table, t->n);
+		return;
+	}
 	case IR_C_SERVICE_IN:
 		fputs("service in {", o);
 		for (int i = 0, first = 1; i < p->nservices && i < 64; i++)
@@ -190,6 +195,10 @@ void ir_dump(const struct ir_program *p, FILE *o)
 			fprintf(o, "/%d", __builtin_popcount(p->identities[i].netmasks[k]));
 		}
 		fputc('\n', o);
+	}
+	for (int i = 0; i < p->ntables; i++) {
+		const struct ir_table *t = &p->tables[i];
+		fprintf(o, "table #%d: %d entries (rules %d..%d)\n", i, t->n, t->entries[0].rule, t->entries[t->n - 1].rule);
 	}
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];

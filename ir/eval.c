@@ -69,6 +69,17 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
 	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt);
 	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
+	case IR_C_TABLE: {
+		const struct ir_table *t = &e->p->tables[c->table];
+		for (int i = 0; i < t->n; i++) {
+			const struct ir_table_entry *en = &t->entries[i];
+			bool len_ok = en->prefix ? r->path.len >= en->len : r->path.len == en->len;
+			if ((!en->method || en->method == r->method) && len_ok &&
+			    (size_t)r->path.off + en->len <= sizeof(r->buf) && !memcmp(r->buf + r->path.off, en->path, en->len))
+				return true;
+		}
+		return false;
+	}
 	}
 	return false;
 }

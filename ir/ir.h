@@ -32,6 +32,7 @@ enum ir_cond_kind {
 	IR_C_PORT_IN,      /* lo <= port the client connected to <= hi */
 	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
 	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
+	IR_C_TABLE,        /* (method, path) is in rule table `table` (passes.c "tables") */
 };
 
 struct ir_cond {
@@ -42,6 +43,7 @@ struct ir_cond {
 	                              * IR_F_CLAIM: index into claims */
 	int jwt;                     /* JWT_VALID */
 	int ident;                   /* IDENTITY */
+	int table;                   /* TABLE */
 	unsigned net, netmask;       /* SOURCE_IN, network byte order */
 	unsigned lo, hi;             /* PORT_IN */
 	char *str;
@@ -102,6 +104,20 @@ struct ir_claim { int jwt; char *name; };
 
 struct ir_bucket { char *name; unsigned rate, burst, status; };
 
+struct ir_table_entry {
+	unsigned method;             /* enum l7_method; 0: any */
+	bool prefix;                 /* path is a prefix (else exact) */
+	char *path;
+	size_t len;
+	int rule;                    /* the rule it came from */
+};
+
+struct ir_table {                /* rules that differ only in method and path, as one lookup */
+	struct ir_table_entry *entries;
+	int n;
+	bool exact_any, exact_method, prefix_any, prefix_method;   /* which lookups can match */
+};
+
 struct ir_identity {
 	char *name;
 	unsigned *nets, *netmasks;   /* network byte order */
@@ -146,6 +162,8 @@ struct ir_program {
 	int nbuckets;
 	struct ir_identity *identities;
 	int nidentities;
+	struct ir_table *tables;
+	int ntables;
 	struct ir_rule default_rule; /* what a request no policy decided gets */
 	struct ir_rule rbac_rule;    /* the 403 of an ALLOW policy that applied but did not allow */
 	int nrules;                  /* rules in all policies */

@@ -360,22 +360,27 @@ struct path {
 	unsigned line;
 };
 
-static void emit_rule(struct lx *x, const struct path *pa, enum ir_term term, int upstream, int status,
+/* Emits the rule for a finished path. Returns whether every request of the path is now taken
+ * by some rule (emitted, or the path is empty): what lets later rules skip re-testing it. */
+static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, int upstream, int status,
 		      const char *reason, unsigned line)
 {
-	if (term == IR_CONTINUE && pa->nactions == 0)
-		return;   /* a path that does nothing */
 	if (pa->cond->kind == IR_C_FALSE)
-		return;   /* never taken */
+		return true;   /* never taken */
+	if (term == IR_CONTINUE && pa->nactions == 0)
+		return false;  /* a path that does nothing: no rule, and nothing taken */
 	if (x->p->nrules >= MAX_RULES) {
 		if (!x->too_many)
 			l7_diag(x->d, L7_ERROR, x->src->loc, "policy '%s' has more than %d paths; split it", x->src->name, MAX_RULES);
 		x->too_many = true;
-		return;
+		return false;
 	}
 	struct ir_policy *pol = x->pol;
-	struct ir_rule *n = alloc(x, sizeof(*n) * (pol->nrules + 1));
-	memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
+	struct ir_rule *n = pol->rules;
+	if ((pol->nrules & (pol->nrules - 1)) == 0) {   /* capacity doubles at powers of two */
+		n = alloc(x, sizeof(*n) * (size_t)(pol->nrules ? pol->nrules * 2 : 4));
+		memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
+	}
 	struct ir_rule *r = &n[pol->nrules];
 	r->id = ++x->p->nrules;
 	r->cond = pa->cond;
@@ -388,11 +393,12 @@ static void emit_rule(struct lx *x, const struct path *pa, enum ir_term term, in
 	r->line = line;
 	pol->rules = n;
 	pol->nrules++;
+	return true;
 }
 
-static void lower_seq(struct lx *x, const struct seq *q, struct path pa);
+static bool lower_seq(struct lx *x, const struct seq *q, struct path pa);
 
-static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	const struct l7_iface_action *a = s->action;
 	const struct l7_expr *c = s->call;
@@ -409,7 +415,7 @@ static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 			mutations += pa.actions[i].kind == IR_A_SET_HEADER;
 		if (a->intrinsic == I_SET_HEADER && mutations >= L7_MAX_SET) {
 			l7_diag(x->d, L7_ERROR, s->loc, "more than %d header mutations on one path", L7_MAX_SET);
-			return;
+			return false;
 		}
 		struct ir_action *na = &n[pa.nactions];
 		memset(na, 0, sizeof(*na));
@@ -424,24 +430,20 @@ static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 			na->key_field = (enum ir_field)-1;
 			if (a->intrinsic == I_LIMIT && c->args[1]->kind != E_STRING &&
 			    !field_of(x, c->args[1], &na->key_field, &na->key_header))
-				return;
+				return false;
 		}
 		pa.actions = n;
 		pa.nactions++;
 		pa.line = line;
-		lower_seq(x, rest, pa);
-		return;
+		return lower_seq(x, rest, pa);
 	}
 	case I_ALLOW:
 		x->pol->has_allow = true;
-		emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, line);
-		break;
+		return emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, line);
 	case I_ROUTE:
-		emit_rule(x, &pa, IR_FORWARD, c->args[1]->ref_index, 0, NULL, line);
-		break;
+		return emit_rule(x, &pa, IR_FORWARD, c->args[1]->ref_index, 0, NULL, line);
 	case I_DENY:
-		emit_rule(x, &pa, IR_DENY, -1, (int)c->args[1]->num, NULL, line);
-		break;
+		return emit_rule(x, &pa, IR_DENY, -1, (int)c->args[1]->num, NULL, line);
 	case I_FALLBACK:
 	case I_PROXY_ONLY:
 		if (a->intrinsic == I_FALLBACK)
@@ -452,32 +454,26 @@ static void lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 			l7_diag(x->d, L7_WARNING, s->loc, "'%s' runs only in the userspace proxy: requests reaching it take the slow path", a->name);
 		if (x->p->fallback < 0)
 			l7_diag(x->d, L7_ERROR, s->loc, "requests reaching this line go to the fallback proxy, but the policy file declares none (add: fallback proxy = ADDR:PORT;)");
-		emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, line);
-		break;
+		return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, line);
 	default:
-		return;
+		return false;
 	}
 }
 
-static void lower_seq(struct lx *x, const struct seq *q, struct path pa)
+static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 {
 	if (x->too_many)
-		return;
-	if (!q) {
-		emit_rule(x, &pa, IR_CONTINUE, -1, 0, NULL, pa.line);
-		return;
-	}
+		return false;
+	if (!q)
+		return emit_rule(x, &pa, IR_CONTINUE, -1, 0, NULL, pa.line);
 	const struct l7_stmt *s = q->s;
 	switch (s->kind) {
 	case S_SECTION:
 		if (!strcmp(s->section, "Egress"))
 			l7_diag(x->d, L7_WARNING, s->loc, "[Egress] placement: gateway mode enforces every policy at ingress");
-		lower_seq(x, q->next, pa);
-		return;
+		return lower_seq(x, q->next, pa);
 	case S_ACTION:
-		if (s->action)
-			lower_action(x, s, q->next, pa);
-		return;
+		return s->action ? lower_action(x, s, q->next, pa) : false;
 	case S_BLOCK: {
 		/* Splice the block's statements in front of the rest, back to front. */
 		const struct seq *head = q->next;
@@ -487,23 +483,26 @@ static void lower_seq(struct lx *x, const struct seq *q, struct path pa)
 			nodes[i].next = head;
 			head = &nodes[i];
 		}
-		lower_seq(x, head, pa);
-		return;
+		return lower_seq(x, head, pa);
 	}
 	case S_IF: {
 		struct ir_cond *c = lower_cond(x, s->cond);
 		struct path yes = pa, no = pa;
 		yes.cond = cond_bin(x, IR_C_AND, pa.cond, c);
-		no.cond = cond_bin(x, IR_C_AND, pa.cond, cond_not(x, c));
 		yes.line = no.line = s->loc.line;
 		if (c->kind == IR_C_FALSE && s->then)
 			l7_diag(x->d, L7_WARNING, s->cond->loc, "condition is always false");
 		struct seq then = { s->then, q->next }, other = { s->otherwise, q->next };
-		lower_seq(x, s->then ? &then : q->next, yes);
-		lower_seq(x, s->otherwise ? &other : q->next, no);
-		return;
+		bool yes_taken = lower_seq(x, s->then ? &then : q->next, yes);
+		/* Rules keep their order and the first match wins: when the then-branch's rules take
+		 * every request with c, the else-branch's rules need not test !c again (an if/else
+		 * chain of n rules stays n conditions, not n^2). */
+		no.cond = yes_taken ? pa.cond : cond_bin(x, IR_C_AND, pa.cond, cond_not(x, c));
+		bool no_taken = lower_seq(x, s->otherwise ? &other : q->next, no);
+		return yes_taken && no_taken;
 	}
 	}
+	return false;
 }
 
 /* ---- declarations ---- */

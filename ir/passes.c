@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "frontend.h"
+#include "l7/abi.h"
 
 #define MAX_TERMS 256
 
@@ -35,6 +36,7 @@ static bool cond_eq(const struct ir_cond *a, const struct ir_cond *b)
 	case IR_C_PORT_IN: return a->lo == b->lo && a->hi == b->hi;
 	case IR_C_JWT_VALID: return a->jwt == b->jwt;
 	case IR_C_IDENTITY: return a->ident == b->ident;
+	case IR_C_TABLE: return a->table == b->table;
 	}
 	return false;
 }
@@ -274,12 +276,129 @@ static void pass_shadow(struct ir_program *p, struct l7_diags *d)
 	}
 }
 
+/* ---- pass: tables ----
+ * A run of rules that decide alike and differ only in method and path (RBAC lists, route
+ * tables) costs compares per rule, in instructions and in verifier work; as a table it costs
+ * at most four map lookups (exact and prefix, with and without the method), whatever its size.
+ * The cost model: a run of TABLE_MIN_RULES or more becomes a table. First match is kept:
+ * the run is contiguous and every rule in it decides the same way. */
+#define TABLE_MIN_RULES 32
+
+static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
+{
+	if (a->term != b->term || a->upstream != b->upstream || a->status != b->status || a->nactions != b->nactions)
+		return false;
+	for (int i = 0; i < a->nactions; i++) {
+		const struct ir_action *x = &a->actions[i], *y = &b->actions[i];
+		if (x->kind != y->kind || x->mutation != y->mutation || x->counter != y->counter || x->bucket != y->bucket ||
+		    x->key_field != y->key_field || x->key_header != y->key_header)
+			return false;
+	}
+	return true;
+}
+
+static bool table_path(const struct ir_cond *c)
+{
+	if ((c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX) || c->field != IR_F_PATH || c->len > L7_TABLE_PATH)
+		return false;
+	for (size_t i = 0; i < c->len; i++)
+		if ((unsigned char)c->str[i] <= ' ' || (unsigned char)c->str[i] >= 127)
+			return false;   /* l7.config carries entries as words */
+	return c->kind == IR_C_STR_EQ || c->len > 0;
+}
+
+/* Splits a rule's conjunction into its table entry (method, path) and the rest. */
+static bool split_entry(const struct ir_rule *r, struct ir_table_entry *e, struct terms *rest)
+{
+	struct terms s = { .n = 0 };
+	flatten(r->cond, &s);
+	if (s.overflow)
+		return false;
+	rest->n = 0;
+	rest->overflow = false;
+	const struct ir_cond *path = NULL, *method = NULL;
+	for (int i = 0; i < s.n; i++) {
+		if (!path && table_path(s.t[i]))
+			path = s.t[i];
+		else if (!method && s.t[i]->kind == IR_C_METHOD_IS)
+			method = s.t[i];
+		else
+			rest->t[rest->n++] = s.t[i];
+	}
+	if (!path)
+		return false;
+	*e = (struct ir_table_entry){ .method = method ? method->method : 0, .prefix = path->kind == IR_C_STR_PREFIX,
+				       .path = path->str, .len = path->len, .rule = r->id };
+	return true;
+}
+
+static bool same_terms(const struct terms *a, const struct terms *b)
+{
+	if (a->n != b->n)
+		return false;
+	for (int i = 0; i < a->n; i++) {
+		bool found = false;
+		for (int j = 0; j < b->n && !found; j++)
+			found = cond_eq(a->t[i], b->t[j]);
+		if (!found)
+			return false;
+	}
+	return true;
+}
+
+static void pass_tables(struct ir_program *p, struct l7_diags *d)
+{
+	(void)d;
+	for (int i = 0; i < p->npolicies; i++) {
+		struct ir_policy *pol = &p->policies[i];
+		for (int k = 0; k < pol->nrules; k++) {
+			struct ir_table_entry first;
+			struct terms guard, rest;
+			if (!split_entry(&pol->rules[k], &first, &guard))
+				continue;
+			int end = k + 1;
+			while (end < pol->nrules) {
+				struct ir_table_entry e;
+				if (!same_actions(&pol->rules[k], &pol->rules[end]) || !split_entry(&pol->rules[end], &e, &rest) ||
+				    !same_terms(&guard, &rest))
+					break;
+				end++;
+			}
+			if (end - k < TABLE_MIN_RULES)
+				continue;
+			struct ir_table *tabs = l7_alloc(&p->arena, sizeof(*tabs) * (size_t)(p->ntables + 1));
+			memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
+			struct ir_table *t = &tabs[p->ntables];
+			t->entries = l7_alloc(&p->arena, sizeof(*t->entries) * (size_t)(end - k));
+			for (int j = k; j < end; j++) {
+				struct ir_table_entry *e = &t->entries[t->n++];
+				split_entry(&pol->rules[j], e, &rest);
+				if (e->prefix)
+					*(e->method ? &t->prefix_method : &t->prefix_any) = true;
+				else
+					*(e->method ? &t->exact_method : &t->exact_any) = true;
+			}
+			struct ir_cond *tc = l7_alloc(&p->arena, sizeof(*tc));
+			tc->kind = IR_C_TABLE;
+			tc->table = p->ntables;
+			tc->line = pol->rules[k].line;
+			guard.t[guard.n++] = tc;
+			p->tables = tabs;
+			p->ntables++;
+			pol->rules[k].cond = rebuild(p, &guard, pol->rules[k].line);
+			memmove(&pol->rules[k + 1], &pol->rules[end], sizeof(pol->rules[0]) * (size_t)(pol->nrules - end));
+			pol->nrules -= end - k - 1;
+		}
+	}
+}
+
 /* The pass order. */
 static const struct ir_pass {
 	const char *name;
 	void (*run)(struct ir_program *, struct l7_diags *);
 } passes[] = {
 	{ "simplify", pass_simplify },
+	{ "tables", pass_tables },        /* early: the passes below compare rules pairwise */
 	{ "first-match", pass_first_match },
 	{ "shadow", pass_shadow },
 };
@@ -296,6 +415,11 @@ int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE
 				continue;
 		}
 		passes[i].run(p, d);
+		/* rules that remain are numbered 1..n again (ids index the hit counters) */
+		p->nrules = 0;
+		for (int k = 0; k < p->npolicies; k++)
+			for (int r = 0; r < p->policies[k].nrules; r++)
+				p->policies[k].rules[r].id = ++p->nrules;
 		if (dump_each) {
 			fprintf(dump_each, "; ---- after pass %s ----\n", passes[i].name);
 			ir_dump(p, dump_each);
@@ -304,4 +428,4 @@ int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE
 	return 0;
 }
 
-const char *ir_pass_names(void) { return "simplify,first-match,shadow"; }
+const char *ir_pass_names(void) { return "simplify,tables,first-match,shadow"; }

@@ -99,6 +99,8 @@ int load_object(const char *path)
 	}
 	if (jwt_setup(rt.obj))   /* keys before any request can arrive */
 		return -1;
+	if (fill_rule_tables(rt.obj, path))   /* before anything is attached */
+		return -1;
 	rt.map_clients = map_fd("l7_clients");
 	rt.map_upstreams = map_fd("l7_upstreams");
 	rt.map_conns = map_fd("l7_conns");

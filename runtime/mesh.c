@@ -138,6 +138,8 @@ static int load(const char *path)
 	}
 	if (jwt_setup(M.obj))   /* keys before any request can arrive */
 		return -1;
+	if (fill_rule_tables(M.obj, path))   /* before anything is attached */
+		return -1;
 	M.socks = map("l7_mesh_socks");
 	M.conns = map("l7_mesh_conns");
 	M.addrs = map("l7_mesh_addrs");

