@@ -939,8 +939,10 @@ def main():
         json.dump({"results": results, "elapsed": elapsed, "quick": args.quick, "commit": args.commit,
                    "source": args.source}, f)
     shutil.copy(os.path.join(tmp, "results.json"), os.path.join(args.outdir, "results.json"))
-    write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs)
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs)
+    finally:                      # results.json is kept in docs/perf for --report-only
+        shutil.rmtree(tmp, ignore_errors=True)
     log("wrote %s in %.0f s" % (args.out, elapsed))
 
 
