@@ -99,7 +99,9 @@ static int internalise(struct cg *g)
 	}
 	for (LLVMValueRef v = LLVMGetFirstGlobal(g->mod); v; v = LLVMGetNextGlobal(v)) {
 		const char *sec = LLVMGetSection(v);
-		if (LLVMIsDeclaration(v)) {
+		/* llvm.<type>:<access> globals are CO-RE relocations (preserve_access_index in
+		 * stdlib/bpf): the BPF backend turns them into .BTF.ext records, libbpf patches them */
+		if (LLVMIsDeclaration(v) && strncmp(LLVMGetValueName(v), "llvm.", 5) != 0) {
 			fprintf(stderr, "l7c: error: global '%s' is used but nothing defines it\n", LLVMGetValueName(v));
 			missing++;
 			continue;
