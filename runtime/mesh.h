@@ -71,6 +71,7 @@ void mesh_clients_tick(void);
 void mesh_client_close(struct mesh_client *c);
 struct mesh_client *mesh_client_by_key(const struct l7_mesh_key *k);
 void mesh_client_answer(struct mesh_client *c, int status, int close_after);
+void mesh_clients_check_over(void);
 
 /* epoll data: what an event's fd is */
 #define MESH_EV_LISTEN  (1ull << 62)

@@ -220,6 +220,25 @@ void mesh_client_event(struct mesh_client *c, uint32_t ev)
 	}
 }
 
+/* Clients the data plane marked L7_MC_OVER (more than L7_MESH_CLIENT_QMAX unread bytes
+ * queued: it stopped reading): reset them. The RST moves the client's socket to CLOSE, which
+ * takes it out of the sockhash and frees what is queued in it; a FIN would leave the queue
+ * held until the application closes. */
+void mesh_clients_check_over(void)
+{
+	for (int i = M.n_clients - 1; i >= 0; i--) {
+		struct mesh_client *c = M.client[i];
+		struct l7_mesh_conn cc;
+		if (bpf_map_lookup_elem(M.conns, &c->key, &cc) || !(cc.flags & L7_MC_OVER))
+			continue;
+		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
+		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+		mlog("client port %u stopped reading (over %u bytes queued): reset", c->key.lport,
+		     L7_MESH_CLIENT_QMAX);
+		mesh_client_close(c);
+	}
+}
+
 /* Records waiting for earlier responses, and connections waiting to close. */
 void mesh_clients_tick(void)
 {

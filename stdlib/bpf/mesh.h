@@ -20,6 +20,7 @@
 
 #include <linux/bpf.h>
 #include <bpf/bpf_endian.h>
+#include <bpf/bpf_core_read.h>
 #include "compat.h"
 #include "l7/mesh.h"
 #include "mesh_resp.h"
@@ -30,6 +31,29 @@
 #define L7_MESH_PULL1 2048     /* first look at a message: most heads fit */
 #define L7_AF_INET    2
 #define L7_TCP_CLOSE  7
+
+/* Kernel structures read for the client queue bound, relocated against the running kernel's
+ * BTF (CO-RE): a client socket's sk_psock and the bytes queued in its ingress list. */
+struct sock___l7 {
+	void *sk_user_data;
+} __attribute__((preserve_access_index));
+struct sk_psock___l7 {
+	__u32 msg_tot_len;
+} __attribute__((preserve_access_index));
+#define L7_SK_USER_DATA_PTRMASK (~7ull)   /* SK_USER_DATA_NOCOPY | _BPF | _PSOCK */
+
+/* Would `len` more bytes put the client over L7_MESH_CLIENT_QMAX unread bytes? */
+static __always_inline int l7_mesh_client_full(const struct l7_mesh_conn *c, __u32 len)
+{
+	struct sk_psock___l7 *p = (void *)c->psock;
+	__u32 queued = 0;
+
+	if (!p || !bpf_core_field_exists(p->msg_tot_len))
+		return 0;
+	if (bpf_core_read(&queued, sizeof(queued), &p->msg_tot_len))
+		return 0;
+	return (__u64)queued + len > L7_MESH_CLIENT_QMAX;
+}
 
 static __always_inline void l7_mesh_stat(__u32 idx)
 {
@@ -126,6 +150,15 @@ __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 			bpf_map_update_elem(&l7_mesh_conns, &k, &c, BPF_ANY);
 		bpf_sock_hash_update(s, &l7_mesh_socks, &k, BPF_ANY);
 		bpf_sock_ops_cb_flags_set(s, BPF_SOCK_OPS_STATE_CB_FLAG);
+		if (c.role == L7_MR_CLIENT && s->sk) {
+			/* enrolled: the socket has its psock now (freed only after it leaves the map,
+			 * which its close does, after the conns entry is gone) */
+			struct sock___l7 *ks = (void *)bpf_skc_to_tcp_sock(s->sk);
+			struct l7_mesh_conn *cp = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+			__u64 ud = 0;
+			if (ks && cp && !bpf_core_read(&ud, sizeof(ud), &ks->sk_user_data))
+				cp->psock = ud & L7_SK_USER_DATA_PTRMASK;
+		}
 	} else if (s->op == BPF_SOCK_OPS_STATE_CB && s->args[1] == L7_TCP_CLOSE) {
 		l7_mesh_closed(&k);
 	}
@@ -473,8 +506,17 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	struct l7_mesh_key owner = s->owner;
 	if (final)
 		__sync_fetch_and_add(&s->resp_cnt, 1);
-	if (s->state == L7_MS_BUSY) {
-		struct l7_mesh_conn *oc = bpf_map_lookup_elem(&l7_mesh_conns, &owner);
+	struct l7_mesh_conn *oc = NULL;
+	if (s->state == L7_MS_BUSY)
+		oc = bpf_map_lookup_elem(&l7_mesh_conns, &owner);
+	if (oc && ((oc->flags & L7_MC_OVER) || l7_mesh_client_full(oc, len))) {
+		/* the client stopped reading: no more into its queue; the rest of what this
+		 * connection owes it is dropped (l7run's end discards it) and l7run resets it */
+		oc->flags |= L7_MC_OVER | L7_MC_BROKEN;
+		__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, L7_MS_ORPHAN);
+		oc = NULL;
+	}
+	if (oc) {
 		if (final) {
 			l7_mesh_stat(L7_STAT_RESPONSES);
 			if (oc)
@@ -509,8 +551,16 @@ __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 		return l7_mesh_request(msg, c, &k);
 	if (c->role == L7_MR_BACKEND)
 		return l7_mesh_response(msg, c, &k);
-	/* l7run's ends: into the peer's receive queue, like everything else it gets */
+	/* l7run's ends: into the peer's receive queue, like everything else it gets (its answers
+	 * to a client count against the client's bound too) */
 	struct l7_mesh_key peer = l7_mesh_rev(&k);
+	if (c->role == L7_MR_RT_CLIENT) {
+		struct l7_mesh_conn *pc = bpf_map_lookup_elem(&l7_mesh_conns, &peer);
+		if (pc && ((pc->flags & L7_MC_OVER) || l7_mesh_client_full(pc, msg->size))) {
+			pc->flags |= L7_MC_OVER | L7_MC_BROKEN;
+			return SK_DROP;
+		}
+	}
 	bpf_msg_redirect_hash(msg, &l7_mesh_socks, &peer, BPF_F_INGRESS);
 	return SK_PASS;
 }

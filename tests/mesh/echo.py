@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Echo backend for the mesh tests: answers every request with the headers it received.
 
-usage: echo.py NAME PORT [--max-requests N]
+usage: echo.py NAME PORT
 Body: "backend=NAME", "path=...", "method=...", "len=N sha256=HEX" for request bodies, then
-one "h:name=value" line per received header (lower-case names). HTTP/1.1 keep-alive."""
+one "h:name=value" line per received header (lower-case names). HTTP/1.1 keep-alive.
+A query "size=N" asks for an N-byte body of 'x' instead (written 1 MiB at a time). HEAD gets
+the head a GET would get (its Content-Length) and no body."""
 import hashlib
 import sys
+import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NAME, PORT = sys.argv[1], int(sys.argv[2])
@@ -27,6 +30,20 @@ class Handler(BaseHTTPRequestHandler):
                 break
             h.update(chunk)
             left -= len(chunk)
+        size = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("size")
+        if size:
+            n = int(size[0])
+            self.send_response(200)
+            self.send_header("content-type", "application/octet-stream")
+            self.send_header("content-length", str(n))
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            chunk = b"x" * (1 << 20)
+            while n > 0:
+                self.wfile.write(chunk[:min(n, len(chunk))])
+                n -= len(chunk)
+            return
         lines = ["backend=" + NAME, "path=" + self.path, "method=" + self.command,
                  "len=%d sha256=%s" % (n, h.hexdigest())]
         lines += ["h:%s=%s" % (k.lower(), v) for k, v in self.headers.items()]
@@ -35,9 +52,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-type", "text/plain")
         self.send_header("content-length", str(len(body)))
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":
+            self.wfile.write(body)
 
-    do_GET = do_POST = do_PUT = do_DELETE = answer
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = answer
 
 
 class Server(ThreadingHTTPServer):

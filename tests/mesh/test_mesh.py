@@ -3,6 +3,8 @@
 --mesh attaching the compiled policy to it. Needs root (CI runs as root); never skips.
 
 usage: test_mesh.py L7C L7RUN [CHECK...]   (default: every check)"""
+import errno
+import fcntl
 import hashlib
 import json
 import os
@@ -10,7 +12,9 @@ import signal
 import socket
 import subprocess
 import sys
+import struct
 import tempfile
+import termios
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -113,14 +117,15 @@ class Reader:
             raise EOFError("connection closed")
         self.buf += d
 
-    def response(self):
+    def response(self, no_body=False):
+        """no_body: the response to a HEAD request (no body, whatever its Content-Length)."""
         while b"\r\n\r\n" not in self.buf:
             self.more()
         head, self.buf = self.buf.split(b"\r\n\r\n", 1)
         lines = head.decode().split("\r\n")
         status = int(lines[0].split()[1])
         hdrs = dict((l.split(":", 1)[0].lower(), l.split(":", 1)[1].strip()) for l in lines[1:])
-        n = int(hdrs.get("content-length", 0))
+        n = 0 if no_body else int(hdrs.get("content-length", 0))
         while len(self.buf) < n:
             self.more()
         body, self.buf = self.buf[:n], self.buf[n:]
@@ -276,9 +281,80 @@ def t_churn():
           % (now, (base_socks, base_conns, base_fds)))
 
 
+QMAX = 4 << 20     # L7_MESH_CLIENT_QMAX
+
+
+def tcp_mem_pages():
+    for line in open("/proc/net/sockstat"):
+        if line.startswith("TCP:"):
+            f = line.split()
+            return int(f[f.index("mem") + 1])
+    return 0
+
+
+def queued(s):
+    """Bytes in the socket's receive queue, the sockmap ingress list included (FIONREAD)."""
+    return struct.unpack("i", fcntl.ioctl(s.fileno(), termios.FIONREAD, b"\0" * 4))[0]
+
+
+def t_slow_reader():
+    """A client asks for 8 x 16 MiB and never reads: what the kernel queues for it stays under
+    the bound, its connection is reset, other clients go on."""
+    other = connect()
+    ro = Reader(other)
+    other.sendall(req("/b/warm"))
+    check(ro.response()[0] == 200, "second client works before")
+    mem0 = tcp_mem_pages()
+    s = connect()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
+    s.sendall(b"".join(req("/a/big?size=%d" % (16 << 20)) for _ in range(8)))
+    peak_q = peak_mem = 0
+    end = time.time() + 4
+    reset = False
+    while time.time() < end:
+        try:
+            peak_q = max(peak_q, queued(s))
+        except OSError:
+            pass
+        peak_mem = max(peak_mem, tcp_mem_pages() - mem0)
+        state = subprocess.run(["ss", "-Htn", "state", "established", "sport", "= :%d" % s.getsockname()[1]],
+                               capture_output=True, text=True).stdout.strip()
+        if not state:
+            reset = True
+        other.sendall(req("/b/during"))
+        st, _, body = ro.response()
+        check(st == 200 and field(body, "path") == "/b/during", "another client unaffected")
+        time.sleep(0.05)
+    print("     slow reader: queued at most %d bytes (bound %d), tcp mem +%d KiB, reset %s"
+          % (peak_q, QMAX, peak_mem * 4, reset))
+    check(peak_q <= QMAX, "queued %d bytes for a client that does not read (bound %d)" % (peak_q, QMAX))
+    check(peak_mem * 4096 <= QMAX + (4 << 20), "tcp memory grew by %d KiB (bound %d KiB + slack)"
+          % (peak_mem * 4, QMAX // 1024))
+    check(reset, "the connection of a client past the bound is closed")
+    got, err = 0, None
+    s.settimeout(2)
+    try:
+        while True:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            got += len(d)
+    except OSError as e:
+        err = e.errno
+    check(err in (None, errno.ECONNRESET) and got <= QMAX, "reset after at most the bound (%d bytes, %s)"
+          % (got, err))
+    s.close()
+    other.sendall(req("/a/after"))
+    st, _, body = ro.response()
+    check(st == 200 and field(body, "path") == "/a/after", "the upstream of the slow reader still serves")
+    other.close()
+    time.sleep(0.3)
+    check(tcp_mem_pages() - mem0 < 1024, "memory released after the reset")
+
+
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
-          ("restart", t_restart), ("churn", t_churn)]
+          ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader)]
 
 
 def main():

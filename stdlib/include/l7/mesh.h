@@ -66,8 +66,18 @@ struct l7_mesh_conn {
 	__u32 flags;          /* L7_MC_* */
 	__u16 bind[L7_MESH_UPSTREAMS];      /* 1 + pool slot bound per upstream */
 	__u32 bind_gen[L7_MESH_UPSTREAMS];
+	/* CLIENT: the kernel's sk_psock of the client's socket (sock_ops reads it after enrolling
+	 * the socket): its msg_tot_len is what redirects queued and the client has not read yet */
+	__u64 psock;
 };
 #define L7_MC_BROKEN 1u   /* a bad request was seen: everything further goes to l7run */
+#define L7_MC_OVER   2u   /* the client stopped reading: l7run resets the connection */
+
+/* Bytes the data plane may queue in a client's socket that it has not read (responses are
+ * redirected into its receive queue, which has no backpressure of its own). Past this the
+ * rest goes to l7run, which discards it and resets the connection: the kernel memory held
+ * for one client stays under this bound. */
+#define L7_MESH_CLIENT_QMAX (4u << 20)
 
 enum l7_mesh_slot_state {
 	L7_MS_EMPTY = 0,      /* never filled */
@@ -112,7 +122,7 @@ struct l7_mesh_ctl {
 };
 
 #define L7_MESH_KEY_SIZE   16
-#define L7_MESH_CONN_SIZE  152
+#define L7_MESH_CONN_SIZE  160
 #define L7_MESH_SLOT_SIZE  56
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
