@@ -340,6 +340,7 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 
 	struct l7_decision d;
 	__builtin_memset(&d, 0, sizeof(d));
+	__u32 head_req = (req->method & 0xffffu) == L7_M_HEAD;   /* high bits: the parser's mark */
 	req->service = c->index;
 	req->src_ip4 = k->lip;      /* the client's own socket: its address, the service's port */
 	req->dst_port = k->rport;
@@ -371,6 +372,10 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
 	if (!s)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
+	/* the no-body bits are a ring of L7_MESH_NOBODY_DEPTH: never wrap while one is set */
+	__u64 nb = s->no_body, ri = s->req_cnt;
+	if ((nb | head_req) && ri - s->resp_cnt >= L7_MESH_NOBODY_DEPTH - 1)
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
 	__u32 total = head + body;
 	if (d.n_set)
 		total += l7_mesh_insert(msg, req, &d, head - 2);
@@ -381,6 +386,10 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	__u64 done = ctl ? ctl->done_seq : 0, local = ctl ? ctl->local_done : 0;
 	int in_order = c->pass_seq == done && (c->resp_done + local == seq || c->last_up == up + 1);
 
+	/* only this client's requests write the bits while it owns the slot (its sendmsg runs
+	 * under its socket lock); the response side only reads them */
+	__u64 bit = 1ull << (ri & (L7_MESH_NOBODY_DEPTH - 1));
+	s->no_body = (nb & ~bit) | (bit & -(__u64)head_req);
 	__sync_fetch_and_add(&s->req_cnt, 1);
 	if (!in_order) {
 		l7_mesh_stat(L7_STAT_ORDER_WAIT);
@@ -405,7 +414,7 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
  * the current piece (the rest is framed by the next run, via apply_bytes), 0 to wait for more;
  * *final says whether the piece ends a response. */
 static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struct l7_mesh_conn *c,
-						     struct l7_req *r, __u32 size, int *final)
+						     struct l7_req *r, __u32 size, int *final, __u32 no_body)
 {
 	*final = 0;
 	if (c->body == L7_MB_RAW)
@@ -463,7 +472,8 @@ static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struc
 	__u32 st = hs->status;
 	if (st >= 100 && st < 200)
 		return (__u32)h;                           /* interim: the exchange goes on */
-	if (st == 204 || st == 304 || (hs->has_clen && hs->clen == 0)) {
+	/* a response to HEAD ends with its head, whatever its Content-Length says */
+	if (no_body || st == 204 || st == 304 || (hs->has_clen && hs->clen == 0)) {
 		*final = 1;
 		return (__u32)h;
 	}
@@ -496,7 +506,8 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 
 	if (!r || !s || s->gen != c->gen || size == 0)
 		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it */
-	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final);
+	__u32 no_body = (__u32)(s->no_body >> (s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1))) & 1;
+	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final, no_body);
 	if (len == 0) {
 		bpf_msg_cork_bytes(msg, size + 1);
 		return SK_PASS;

@@ -281,6 +281,27 @@ def t_churn():
           % (now, (base_socks, base_conns, base_fds)))
 
 
+def t_head():
+    """HEAD then GET on one keep-alive connection: the HEAD response ends with its head even
+    though its Content-Length is not 0 (one write each, then pipelined in one write)."""
+    s = connect()
+    r = Reader(s)
+    for up in "ab":
+        s.sendall(req("/%s/h?size=5000" % up, "HEAD"))
+        st, hdrs, body = r.response(no_body=True)
+        check(st == 200 and hdrs.get("content-length") == "5000" and body == "", "HEAD /%s: head only" % up)
+        s.sendall(req("/%s/after-head" % up))
+        st, _, body = r.response()
+        check(st == 200 and field(body, "path") == "/%s/after-head" % up, "GET after HEAD on /%s" % up)
+    s.sendall(req("/a/h1", "HEAD") + req("/a/g1") + req("/a/h2", "HEAD") + req("/a/h3", "HEAD") + req("/a/g2"))
+    for p, head in (("/a/h1", 1), ("/a/g1", 0), ("/a/h2", 1), ("/a/h3", 1), ("/a/g2", 0)):
+        st, hdrs, body = r.response(no_body=bool(head))
+        check(st == 200 and (body == "" if head else field(body, "path") == p), "pipelined %s" % p)
+        if head:
+            check(int(hdrs.get("content-length", 0)) > 0, "HEAD %s has the GET's length" % p)
+    s.close()
+
+
 QMAX = 4 << 20     # L7_MESH_CLIENT_QMAX
 
 
@@ -354,7 +375,8 @@ def t_slow_reader():
 
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
-          ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader)]
+          ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader),
+          ("head", t_head)]
 
 
 def main():

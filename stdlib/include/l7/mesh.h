@@ -95,7 +95,12 @@ struct l7_mesh_slot {
 	struct l7_mesh_key owner;     /* BUSY: the client socket responses go to */
 	__u64 req_cnt;        /* requests sent (or handed to l7run to send) on this connection */
 	__u64 resp_cnt;       /* final responses framed */
+	/* bit (n & 63): request n on this connection expects a response without a body (HEAD);
+	 * set by the request path, read when response n's head is framed. At most
+	 * L7_MESH_NOBODY_DEPTH requests in flight while any of these bits is set. */
+	__u64 no_body;
 };
+#define L7_MESH_NOBODY_DEPTH 64
 
 /* A message handed to l7run (SK_PASS on the client's socket). Key: {client key, seq}. */
 struct l7_mesh_pass_key {
@@ -123,7 +128,7 @@ struct l7_mesh_ctl {
 
 #define L7_MESH_KEY_SIZE   16
 #define L7_MESH_CONN_SIZE  160
-#define L7_MESH_SLOT_SIZE  56
+#define L7_MESH_SLOT_SIZE  64
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
