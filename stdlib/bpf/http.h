@@ -829,6 +829,10 @@ static __always_inline int l7_http_parse_head(struct l7_req *req, __u32 len)
 	req->path = req->method_s;
 	req->query = req->method_s;
 	req->host = req->method_s;
+	/* The spans of wanted headers too: the request buffer is reused (a per-CPU scratch map in
+	 * the kernel), and a policy reads hdr[i] whether or not the header came ("" when absent). */
+	for (int i = 0; i < L7_MAX_WANTED; i++)
+		req->hdr[i] = req->method_s;
 	l7_loop(L7_HTTP_MAX_STEPS, l7_http_step, &c);
 	if (c.rc == 1)
 		return -L7_E_TOO_LARGE;   /* ran out of steps: pathological head */
