@@ -212,6 +212,8 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 	req->service = c->service;
 	req->jwt_done = req->jwt_ok = 0;   /* per-request JWT answers (jwt.h) */
 	l7_policy_decide(req, &d);
+	if (req->flags & L7_REQ_CLOSE)
+		c->flags |= L7_CONN_LAST;   /* RFC 9112 9.6: no request after this one is processed */
 
 	if (req->flags & L7_REQ_CHUNKED) {
 		c->body = L7_BODY_CHUNK;
@@ -340,6 +342,11 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 		return l7_message(c, (__u32)n);
 	}
 
+	if (c->flags & L7_CONN_LAST) {
+		/* a head after a request that closes the connection: never decided nor forwarded */
+		c->act = L7_ACT_DROP;
+		return l7_message(c, avail);
+	}
 	struct l7_req *req = l7_load(skb, start, avail, L7_MAX_HEAD);
 	if (!req)
 		return l7_need_more(c);

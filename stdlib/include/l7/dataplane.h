@@ -79,6 +79,7 @@ struct l7_conn {
 #define L7_CONN_CLOSE   (1u << 1)  /* pool socket: the backend said Connection: close */
 #define L7_CONN_NOREUSE (1u << 2)  /* pool socket: close-delimited or upgraded: not reusable */
 #define L7_CONN_CRLF    (1u << 3)  /* chunked body: the CRLF after chunk data is due before the next size line */
+#define L7_CONN_LAST    (1u << 4)  /* client: a request said Connection: close (or HTTP/1.0): what follows it is dropped */
 
 /* l7run's side of a client: bindings to pool sockets and how far it has caught up. */
 struct l7_ctl {
