@@ -1,0 +1,252 @@
+/* diff_eval: the reference evaluator (ir/eval.c) as a filter for the differential test.
+ *
+ *   diff_eval --constants POLICY.l7   what requests should be built from, one per line (strings
+ *                                     hex-encoded): service/upstream/fallback/mutation names,
+ *                                     the header names rules read, and the constants rules
+ *                                     compare with (path, value, method, net)
+ *   diff_eval POLICY.l7               reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
+ *                                     and prints, per record, one line with the decision for each
+ *                                     request of the stream (pipelining), separated by " ; ":
+ *                                       forward UP [MUT,...] | fallback UP [MUT,...] | deny STATUS
+ *                                       | refuse STATUS | incomplete | body
+ *                                     each followed by "#RULE" ("rbac", "default" or the rule id)
+ *
+ * The policy is lowered and optimised exactly as l7c does. JWTs count as invalid and rate
+ * limits as not reached (ir_eval without an environment), as for `l7c --eval`. */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "http.h"   /* stdlib/bpf, built natively: the chunked-body framing of the data plane */
+#include "ir.h"
+#include "l7/abi.h"
+
+static void hex(const char *s, size_t n)
+{
+	if (!n)
+		fputc('-', stdout);
+	for (size_t i = 0; i < n; i++)
+		printf("%02x", (unsigned char)s[i]);
+}
+
+static void constants_of(const struct ir_program *p, const struct ir_cond *c)
+{
+	if (!c)
+		return;
+	constants_of(p, c->a);
+	constants_of(p, c->b);
+	switch (c->kind) {
+	case IR_C_STR_EQ:
+	case IR_C_STR_PREFIX:
+		printf("%s %s ", c->field == IR_F_PATH ? "path" : c->field == IR_F_METHOD ? "method" : "value",
+		       c->kind == IR_C_STR_EQ ? "eq" : "prefix");
+		hex(c->str, c->len);
+		putchar('\n');
+		break;
+	case IR_C_METHOD_IS: printf("methodnum %u\n", c->method); break;
+	case IR_C_SOURCE_IN: printf("net %08x %08x\n", ntohl(c->net), ntohl(c->netmask)); break;
+	case IR_C_PORT_IN: printf("port %u %u\n", c->lo, c->hi); break;
+	case IR_C_TABLE:
+		for (int i = 0; i < p->tables[c->table].n; i++) {
+			const struct ir_table_entry *e = &p->tables[c->table].entries[i];
+			printf("path %s ", e->prefix ? "prefix" : "eq");
+			hex(e->path, e->len);
+			printf("\nmethodnum %u\n", e->method);
+		}
+		break;
+	default: break;
+	}
+}
+
+static void constants(const struct ir_program *p)
+{
+	for (int i = 0; i < p->nservices; i++)
+		printf("service %d %s %u\n", i, p->services[i].name, p->services[i].endpoints[0].port);
+	for (int i = 0; i < p->nupstreams; i++)
+		printf("upstream %d %s\n", i, p->upstreams[i].name);
+	printf("fallback %d\n", p->fallback);
+	for (int i = 0; i < p->nmutations; i++) {
+		printf("mutation %d ", i);
+		hex(p->mutations[i].name, strlen(p->mutations[i].name));
+		putchar(' ');
+		hex(p->mutations[i].value, strlen(p->mutations[i].value));
+		putchar('\n');
+	}
+	for (int i = 0; i < p->nheaders; i++) {
+		printf("header ");
+		hex(p->headers[i], strlen(p->headers[i]));
+		putchar('\n');
+	}
+	for (int i = 0; i < p->nidentities; i++)
+		for (int k = 0; k < p->identities[i].n; k++)
+			printf("net %08x %08x\n", ntohl(p->identities[i].nets[k]), ntohl(p->identities[i].netmasks[k]));
+	for (int i = 0; i < p->npolicies; i++) {
+		if (p->policies[i].has_allow)
+			constants_of(p, p->policies[i].applies);
+		for (int k = 0; k < p->policies[i].nrules; k++)
+			constants_of(p, p->policies[i].rules[k].cond);
+	}
+	printf("njwts %d\nnbuckets %d\n", p->njwts, p->nbuckets);
+}
+
+static int unhex(const char *s, unsigned char *out, size_t cap)
+{
+	size_t n = 0;
+	while (s[0] && s[1] && s[0] != '\n' && n < cap) {
+		unsigned v;
+		if (sscanf(s, "%2x", &v) != 1)
+			return -1;
+		out[n++] = (unsigned char)v;
+		s += 2;
+	}
+	return (int)n;
+}
+
+static void rule_tag(const struct ir_program *p, const struct ir_decision *d)
+{
+	if (d->rule == &p->rbac_rule)
+		printf(" #rbac");
+	else if (!d->rule || !d->rule->id)
+		printf(" #default");
+	else
+		printf(" #%d", d->rule->id);
+}
+
+/* Every request of one stream, in order, until one is refused or incomplete. */
+static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src_be, unsigned port,
+			  const unsigned char *bytes, size_t len)
+{
+	static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
+				      [L7_E_URI_TOO_LONG] = 414 };
+	static struct l7_req req;
+	size_t at = 0;
+	int first = 1;
+	while (at < len) {
+		if (!first)
+			printf(" ; ");
+		first = 0;
+		int head = ir_parse_request(p, &req, bytes + at, (unsigned)(len - at));
+		if (head == 0) {
+			printf("incomplete @%zu", at);
+			break;
+		}
+		if (head < 0) {
+			printf("refuse %d @%zu", -head < 5 && status[-head] ? status[-head] : 400, at);
+			break;
+		}
+		req.service = svc;
+		req.src_ip4 = src_be;
+		req.dst_port = port;
+		struct ir_decision d;
+		ir_eval(p, &req, &d);
+		switch (d.term) {
+		case IR_FORWARD:
+		case IR_FALLBACK:
+			printf("%s %d ", d.term == IR_FORWARD ? "forward" : "fallback", d.upstream);
+			for (int i = 0; i < d.nset; i++)
+				printf("%s%d", i ? "," : "", d.set[i]);
+			if (!d.nset)
+				putchar('-');
+			break;
+		case IR_DENY: printf("deny %d", d.status); break;
+		default: printf("unknown %d", d.term); break;
+		}
+		rule_tag(p, &d);
+		printf(" @%zu", at);
+		if (req.flags & L7_REQ_UPGRADE) {   /* the rest is not HTTP */
+			printf(" ; body");
+			break;
+		}
+		if (req.flags & L7_REQ_CHUNKED) {
+			/* the body framed as the data plane frames it; a body it cannot frame is
+			 * answered 400 (the head was decided, nothing more is) */
+			static __u8 body[L7_MAX_HEAD + L7_BUF_SLACK];
+			size_t from = at + (size_t)head, n = len - from < L7_MAX_HEAD ? len - from : L7_MAX_HEAD;
+			memset(body, 0, sizeof(body));
+			memcpy(body, bytes + from, n);
+			struct l7_chunked st = { 0 };
+			int rc = n ? l7_http_chunked(&st, body, 0, (__u32)n) : 0;
+			if (rc == 0) {
+				printf(" partial");
+				break;
+			}
+			if (rc < 0) {
+				printf(" ; refuse 400 @%zu body", from);
+				break;
+			}
+			at = from + (size_t)rc;
+			if ((req.flags & L7_REQ_CLOSE) && at < len) {
+				printf(" ; closed");
+				break;
+			}
+			continue;
+		}
+		if (at + (size_t)head + req.body_len > len) {   /* the body is not all there */
+			printf(" partial");
+			break;
+		}
+		at += (size_t)head + req.body_len;
+		if ((req.flags & L7_REQ_CLOSE) && at < len) {
+			printf(" ; closed");
+			break;
+		}
+	}
+	putchar('\n');
+	fflush(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	int want_constants = argc == 3 && !strcmp(argv[1], "--constants");
+	if (argc != 2 && !want_constants) {
+		fprintf(stderr, "usage: diff_eval [--constants] POLICY.l7\n");
+		return 2;
+	}
+	const char *path = argv[argc - 1];
+	struct l7_diags d = { .out = stderr };
+	struct l7_source *src = l7_source_load(path, &d);
+	if (!src)
+		return 2;
+	struct l7_module m = { 0 };
+	const char *inc[] = { L7_STDLIB_DIR };
+	l7_parse(&m, src, false, &d);
+	l7_resolve(&m, inc, 1, &d);
+	struct ir_program *p = d.errors ? NULL : ir_lower(&m, &d);
+	if (!p)
+		return 1;
+	FILE *sink = fopen("/dev/null", "w");
+	struct l7_diags quiet = { .out = sink };
+	ir_optimise(p, NULL, &quiet, NULL);
+	fclose(sink);
+	if (want_constants) {
+		constants(p);
+		return 0;
+	}
+	static char line[4 * L7_MAX_HEAD * 2 + 256];
+	static unsigned char bytes[4 * L7_MAX_HEAD];
+	while (fgets(line, sizeof(line), stdin)) {
+		unsigned svc, port;
+		char ip[64];
+		int off = 0;
+		if (sscanf(line, "%u %63s %u %n", &svc, ip, &port, &off) < 3 || !off) {
+			printf("error bad record\n");
+			fflush(stdout);
+			continue;
+		}
+		struct in_addr a;
+		inet_pton(AF_INET, ip, &a);
+		int n = unhex(line + off, bytes, sizeof(bytes));
+		if (n < 0) {
+			printf("error bad hex\n");
+			fflush(stdout);
+			continue;
+		}
+		decide_stream(p, svc, a.s_addr, port, bytes, (size_t)n);
+	}
+	ir_free(p);
+	l7_module_free(&m);
+	l7_source_free(src);
+	return 0;
+}
