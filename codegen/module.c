@@ -76,7 +76,9 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
 
 /* Only programs, maps, the license and l7.config stay global; the machinery, the policy and
  * the tables become internal so they inline and fold (a global function would be verified by
- * the kernel on its own, and rejected for its packet-pointer arguments). */
+ * the kernel on its own, and rejected for its packet-pointer arguments). Keeping JWT
+ * verification a global function (verified once) was tried: it saves little in the gateway
+ * parser and its frame pushes the mesh SK_MSG program past the 512-byte combined stack. */
 static int internalise(struct cg *g)
 {
 	int missing = 0;
