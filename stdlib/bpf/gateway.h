@@ -427,6 +427,11 @@ static __always_inline int l7_upstream_head(struct l7_conn *c, __u64 cookie, str
 		c->resp_final = 1;
 	} else if (s.chunked) {
 		c->body = L7_BODY_CHUNK;
+	} else if (s.clen > 0 && (__u64)h + s.clen <= avail) {
+		/* the whole body is already here: head and body as one message, one redirect
+		 * (each redirect costs a kworker wake-up; bench/analysis.md) */
+		c->resp_final = 1;
+		return l7_message(c, (__u32)h + (__u32)s.clen);
 	} else if (s.clen > 0) {
 		c->body = L7_BODY_LEN;
 		c->body_left = (__u32)s.clen;
