@@ -227,6 +227,7 @@ static void run_loop(void)
 		mesh_clients_tick();
 		if (mesh_now_ms() - last_fill >= 50) {
 			mesh_clients_check_over();
+			mesh_pool_reap();
 			mesh_pool_fill(0);
 			last_fill = mesh_now_ms();
 		}

@@ -17,6 +17,7 @@ struct mesh_pool_conn {
 	int fd;                  /* l7run's end; -1 = none */
 	uint32_t gen;
 	uint64_t retry_at;       /* ms: next connect attempt while empty */
+	uint64_t orphan_since;   /* ms: first seen ORPHAN (0: not) */
 };
 
 struct mesh_client {
@@ -63,6 +64,7 @@ struct l7_mesh_key mesh_key_of(int fd);
 void mesh_pool_fill(int force);
 void mesh_pool_event(int idx, uint32_t ev);
 void mesh_pool_close_all(void);
+void mesh_pool_reap(void);
 
 /* mesh_client.c */
 void mesh_accept(int lfd);

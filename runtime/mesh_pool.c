@@ -159,6 +159,40 @@ void mesh_pool_event(int idx, uint32_t ev)
 		pool_dead(idx);
 }
 
+/* A slot whose client left with responses owed (ORPHAN) frees itself when they arrive; when
+ * they do not (the client sent part of a request, or the backend is slow), the connection
+ * carries a half request or a late answer: close it after a grace time and refill, rather
+ * than lose the slot for good (the pool ran dry after a few such clients). */
+#define ORPHAN_GRACE_MS 200
+
+void mesh_pool_reap(void)
+{
+	uint64_t now = mesh_now_ms();
+
+	for (int up = 0; up < L7_MESH_UPSTREAMS; up++) {
+		if (!M.cfg.upstream[up].set)
+			continue;
+		for (int i = 0; i < M.pool_n && i < L7_MESH_SLOTS; i++) {
+			uint32_t k = (uint32_t)(up * L7_MESH_SLOTS + i);
+			struct mesh_pool_conn *pc = &M.slot[k];
+			struct l7_mesh_slot s;
+			if (pc->fd < 0 || bpf_map_lookup_elem(M.pool, &k, &s) || s.gen != pc->gen ||
+			    s.state != L7_MS_ORPHAN) {
+				pc->orphan_since = 0;
+				continue;
+			}
+			if (!pc->orphan_since)
+				pc->orphan_since = now;
+			else if (now - pc->orphan_since >= ORPHAN_GRACE_MS) {
+				mlog("pool slot %u orphaned with %llu response(s) owed: closing it", k,
+				     (unsigned long long)(s.req_cnt - s.resp_cnt));
+				pc->orphan_since = 0;
+				pool_dead((int)k);
+			}
+		}
+	}
+}
+
 void mesh_pool_close_all(void)
 {
 	for (int i = 0; i < L7_MESH_POOL_SIZE; i++)
