@@ -30,6 +30,14 @@ struct mesh_client {
 	int closing;             /* answered with connection: close */
 	int eof;                 /* the client sent FIN */
 	uint64_t close_at;       /* ms: close after the answer drained */
+	uint64_t close_when;     /* close once this many responses are delivered (0: no) */
+	/* a request with a chunked body (L7_MP_CHUNKED): held in `in` until its last chunk */
+	int chunk;               /* 1: framing it */
+	uint32_t chunk_slot;     /* pool index it goes to */
+	uint64_t chunk_req;      /* its request seq */
+	size_t chunk_pos;        /* framed up to here */
+	uint64_t chunk_left;     /* data bytes left of the current chunk, then its CRLF */
+	int chunk_state;         /* 0 size line, 1 data, 2 CRLF after data */
 };
 
 struct mesh {

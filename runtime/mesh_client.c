@@ -12,6 +12,8 @@
 #include <bpf/bpf.h>
 #include "mesh.h"
 
+#define MESH_HOLD_MAX (1u << 20)   /* a chunked request larger than this gets 413 (as gateway mode) */
+
 static const char *reason(int st)
 {
 	switch (st) {
@@ -131,35 +133,218 @@ static void consume(struct mesh_client *c, size_t n)
 	c->in_len -= n;
 }
 
+/* The pool connection of slot idx when this client still owns it, else -1. */
+static int owned_slot_fd(struct mesh_client *c, uint32_t idx)
+{
+	struct mesh_pool_conn *pc = &M.slot[idx % L7_MESH_POOL_SIZE];
+	struct l7_mesh_slot s;
+	uint32_t k = idx % L7_MESH_POOL_SIZE;
+
+	if (pc->fd >= 0 && !bpf_map_lookup_elem(M.pool, &k, &s) && s.state == L7_MS_BUSY &&
+	    !memcmp(&s.owner, &c->key, sizeof c->key))
+		return pc->fd;
+	return -1;
+}
+
+static int tchar(unsigned char c)
+{
+	return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+	       (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* A chunk-size line at p[0, n) (n <= 64), by the rules of the kernel's l7_scan_chunk_line
+ * (stdlib/bpf/gw_head.h): 1-15 hex digits, extensions ;name[=token|"quoted"] without blanks,
+ * CRLF. Returns its length, 0 if incomplete, -1 if bad; *size gets the chunk size. */
+static int scan_chunk_line(const unsigned char *p, size_t n, uint64_t *size)
+{
+	enum { SIZE0, SIZE, NAME0, NAME, VAL0, TOK, Q, QESC, QEND, LF } st = SIZE0;
+	unsigned nd = 0;
+
+	*size = 0;
+	for (size_t i = 0; i < n && i < 64; i++) {
+		unsigned char c = p[i], lc = c | 0x20;
+		if (st == LF)
+			return c == '\n' ? (int)i + 1 : -1;
+		if (st == Q) {
+			if (c == '"')
+				st = QEND;
+			else if (c == '\\')
+				st = QESC;
+			else if ((c < 0x20 && c != '\t') || c == 0x7f)
+				return -1;
+			continue;
+		}
+		if (st == QESC) {
+			if ((c < 0x20 && c != '\t') || c == 0x7f)
+				return -1;
+			st = Q;
+			continue;
+		}
+		if (st == SIZE0 || st == SIZE) {
+			int d = c >= '0' && c <= '9' ? c - '0' : lc >= 'a' && lc <= 'f' ? lc - 'a' + 10 : -1;
+			if (d >= 0) {
+				if (nd >= 15)
+					return -1;
+				*size = *size * 16 + (uint64_t)d;
+				nd++;
+				st = SIZE;
+				continue;
+			}
+			if (st == SIZE0)
+				return -1;
+		} else if (st == NAME0 || st == NAME) {
+			if (tchar(c)) {
+				st = NAME;
+				continue;
+			}
+			if (st == NAME0)
+				return -1;
+			if (c == '=') {
+				st = VAL0;
+				continue;
+			}
+		} else if (st == VAL0) {
+			if (c == '"')
+				st = Q;
+			else if (tchar(c))
+				st = TOK;
+			else
+				return -1;
+			continue;
+		} else if (st == TOK && tchar(c)) {
+			continue;
+		}
+		/* after the size, a name, a value: ";" starts an extension, CR ends the line */
+		if (c == ';')
+			st = NAME0;
+		else if (c == '\r')
+			st = LF;
+		else
+			return -1;
+	}
+	return 0;
+}
+
+/* Frame the chunked body after the head in c->in (the rules of the kernel's chunk framing:
+ * CRLF after each chunk's data checked, a size line of at most 64 bytes, no trailer fields);
+ * once the last chunk is in, send head and body on the pool connection. Nothing after it is
+ * forwarded: the connection closes once its response is delivered. */
+static void chunk_pump(struct mesh_client *c)
+{
+	while (c->chunk && !c->closing && c->in_len >= c->chunk_pos) {
+		size_t avail = c->in_len - c->chunk_pos;
+		if (c->chunk_pos > MESH_HOLD_MAX) {
+			mesh_client_answer(c, 413, 1);
+			break;
+		}
+		if (c->chunk_state == 1) {
+			uint64_t n = c->chunk_left < avail ? c->chunk_left : avail;
+			c->chunk_pos += n;
+			c->chunk_left -= n;
+			if (c->chunk_left)
+				return;
+			c->chunk_state = 2;
+			continue;
+		}
+		if (c->chunk_state == 2) {
+			if (avail < 2)
+				return;
+			if (c->in[c->chunk_pos] != '\r' || c->in[c->chunk_pos + 1] != '\n')
+				goto bad;
+			c->chunk_pos += 2;
+			c->chunk_state = 0;
+			continue;
+		}
+		size_t n = avail < 64 ? avail : 64;
+		uint64_t size = 0;
+		if (!n)
+			return;
+		int ln = scan_chunk_line((const unsigned char *)c->in + c->chunk_pos, n, &size);
+		if (ln < 0 || (ln == 0 && n >= 64))
+			goto bad;
+		if (ln == 0)
+			return;
+		if (size == 0) {
+			/* the last chunk: CRLF must follow (trailer fields are refused, as in gateway mode:
+			 * a policy never sees them) */
+			if (avail < (size_t)ln + 2)
+				return;
+			if (c->in[c->chunk_pos + ln] != '\r' || c->in[c->chunk_pos + ln + 1] != '\n')
+				goto bad;
+			c->chunk_pos += (size_t)ln + 2;
+			int fd = owned_slot_fd(c, c->chunk_slot);
+			if (fd >= 0) {
+				send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */
+				c->close_when = c->chunk_req + 1;
+			} else {
+				mesh_client_answer(c, 502, 1);
+			}
+			c->chunk = 0;
+			c->in_len = 0;   /* nothing after it is forwarded */
+			return;
+		}
+		if (size > 0x7fffffff)
+			goto bad;
+		c->chunk_pos += (size_t)ln;
+		c->chunk_left = size;
+		c->chunk_state = 1;
+	}
+	return;
+bad:
+	c->chunk = 0;
+	c->in_len = 0;
+	mesh_client_answer(c, 400, 1);
+}
+
 /* Handle the records whose bytes have arrived, in order; stop at one that must wait. */
 static void pump(struct mesh_client *c)
 {
 	while (!c->closing) {
+		if (c->chunk) {
+			chunk_pump(c);
+			return;
+		}
+		if (c->close_when)
+			return;   /* after a chunked request: only its response is still to come */
 		struct l7_mesh_pass_key pk = { c->key, c->next_seq };
 		struct l7_mesh_pass r;
 		if (bpf_map_lookup_elem(M.pass, &pk, &r))
 			return;
+		if (c->in_len < r.len || (r.kind == L7_MP_CHUNKED && c->in_len < r.status))
+			return;   /* the rest of the request (or head) is on its way */
+		uint64_t got = answered(c);
+		if (got != UINT64_MAX && got < r.req)
+			return;   /* earlier responses still owed: the tick retries */
 		if (r.kind == L7_MP_CLOSE) {
-			/* framing is lost: answer and close; whatever else arrives is discarded */
+			/* framing is lost, or the client asked to close: answer (if there is an
+			 * answer) and close; whatever else arrives is discarded */
 			c->in_len = 0;
-			mesh_client_answer(c, (int)r.status, 1);
+			if (r.status) {
+				mesh_client_answer(c, (int)r.status, 1);
+			} else {
+				c->closing = 1;
+				c->close_at = mesh_now_ms() + 20;
+			}
 			bpf_map_delete_elem(M.pass, &pk);
 			c->next_seq++;
 			publish(c);
 			return;
 		}
-		if (c->in_len < r.len)
-			return;   /* the rest of the request is on its way */
-		uint64_t got = answered(c);
-		if (got != UINT64_MAX && got < r.req)
-			return;   /* earlier responses still owed: the tick retries */
+		if (r.kind == L7_MP_CHUNKED) {
+			c->chunk = 1;
+			c->chunk_slot = r.slot;
+			c->chunk_req = r.req;
+			c->chunk_pos = r.status;   /* the head, header lines inserted */
+			c->chunk_state = 0;
+			bpf_map_delete_elem(M.pass, &pk);
+			c->next_seq++;
+			publish(c);
+			continue;
+		}
 		if (r.kind == L7_MP_FORWARD) {
-			struct mesh_pool_conn *pc = &M.slot[r.slot % L7_MESH_POOL_SIZE];
-			struct l7_mesh_slot s;
-			uint32_t k = r.slot % L7_MESH_POOL_SIZE;
-			if (pc->fd >= 0 && !bpf_map_lookup_elem(M.pool, &k, &s) && s.state == L7_MS_BUSY &&
-			    !memcmp(&s.owner, &c->key, sizeof c->key))
-				send_all(pc->fd, c->in, r.len);   /* SK_MSG moves it into the backend */
+			int fd = owned_slot_fd(c, r.slot);
+			if (fd >= 0)
+				send_all(fd, c->in, r.len);   /* SK_MSG moves it into the backend */
 			else
 				mesh_client_answer(c, 502, 0);
 		} else {
@@ -197,7 +382,7 @@ void mesh_client_event(struct mesh_client *c, uint32_t ev)
 		}
 		ssize_t n = recv(c->fd, c->in + c->in_len, c->in_cap - c->in_len, MSG_DONTWAIT);
 		if (n > 0) {
-			if (!c->closing)
+			if (!c->closing && !c->close_when)   /* after a chunked request: discarded */
 				c->in_len += (size_t)n;
 			continue;
 		}
@@ -229,7 +414,20 @@ void mesh_clients_check_over(void)
 	for (int i = M.n_clients - 1; i >= 0; i--) {
 		struct mesh_client *c = M.client[i];
 		struct l7_mesh_conn cc;
-		if (bpf_map_lookup_elem(M.conns, &c->key, &cc) || !(cc.flags & L7_MC_OVER))
+		if (bpf_map_lookup_elem(M.conns, &c->key, &cc))
+			continue;
+		if ((cc.flags & L7_MC_LAST) && !c->closing && !c->chunk) {
+			/* the client asked to close: once every response is delivered (and no record
+			 * is pending), close; what it sent after that request is discarded */
+			struct l7_mesh_pass_key pk = { c->key, c->next_seq };
+			struct l7_mesh_pass r;
+			if (bpf_map_lookup_elem(M.pass, &pk, &r) && cc.resp_done + c->local_done >= cc.req_seq) {
+				c->in_len = 0;
+				c->closing = 1;
+				c->close_at = mesh_now_ms() + 20;
+			}
+		}
+		if (!(cc.flags & L7_MC_OVER))
 			continue;
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
@@ -247,6 +445,13 @@ void mesh_clients_tick(void)
 	for (int i = M.n_clients - 1; i >= 0; i--) {
 		struct mesh_client *c = M.client[i];
 		pump(c);
+		if (c->close_when && !c->closing) {
+			uint64_t got = answered(c);
+			if (got == UINT64_MAX || got >= c->close_when) {
+				c->closing = 1;
+				c->close_at = now + 20;   /* the response is queued: the FIN comes after it */
+			}
+		}
 		if ((c->closing || c->eof) && (now >= c->close_at || (c->eof && !c->closing && finished(c))))
 			mesh_client_close(c);
 	}

@@ -274,6 +274,8 @@ static __always_inline int l7_mesh_to_l7run(struct sk_msg_md *msg, struct l7_mes
 	}
 	c->pass_seq = pk.seq;
 	c->last_up = 0;   /* what is in flight is no longer known here */
+	if (kind != L7_MP_FORWARD && kind != L7_MP_ANSWER)
+		c->flags |= L7_MC_BROKEN;   /* l7run has the rest of the stream */
 	if (len)
 		bpf_msg_apply_bytes(msg, len);
 	l7_mesh_stat(L7_STAT_PASSED);
@@ -311,8 +313,11 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	__u32 zero = 0, size = msg->size;
 	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
 
-	if (c->flags & L7_MC_BROKEN)
-		return l7_mesh_to_own_end(msg, k);   /* l7run answered and is closing: it discards */
+	/* l7run answered and is closing, or (LAST, RFC 9112 9.6) the client asked to close and
+	 * nothing after that request is processed: l7run discards it and closes once the
+	 * responses before are delivered */
+	if (c->flags & (L7_MC_BROKEN | L7_MC_LAST))
+		return l7_mesh_to_own_end(msg, k);
 	if (!req || size == 0)
 		return l7_mesh_to_own_end(msg, k);
 	__u32 n = size < L7_MESH_PULL1 ? size : L7_MESH_PULL1;
@@ -329,14 +334,16 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	}
 	__u64 seq = c->req_seq++;
 	l7_mesh_stat(L7_STAT_REQUESTS);
-	if (h <= 0 || (req->flags & (L7_REQ_CHUNKED | L7_REQ_UPGRADE))) {
+	if (h <= 0) {
 		/* never forwarded unchecked: l7run answers and closes (the stream cannot be framed) */
-		__u32 st = h == 0 ? 431 : h < 0 ? l7_mesh_bad_status(h) : 501;
+		__u32 st = h == 0 ? 431 : l7_mesh_bad_status(h);
 		l7_mesh_stat(L7_STAT_BAD_REQUEST);
-		int rc = l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, st, 0, seq);
-		c->flags |= L7_MC_BROKEN;
-		return rc;
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, st, 0, seq);
 	}
+	/* Upgrade and CONNECT go as the request they are (as in gateway mode): what the client
+	 * sends after is framed as requests again. A chunked body goes through l7run. */
+	_Static_assert(L7_MC_LAST == L7_REQ_CLOSE << 2, "flag bits");
+	c->flags |= (req->flags & L7_REQ_CLOSE) << 2;
 
 	struct l7_decision d;
 	__builtin_memset(&d, 0, sizeof(d));
@@ -391,6 +398,8 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	__u64 bit = 1ull << (ri & (L7_MESH_NOBODY_DEPTH - 1));
 	s->no_body = (nb & ~bit) | (bit & -(__u64)head_req);
 	__sync_fetch_and_add(&s->req_cnt, 1);
+	if (req->flags & L7_REQ_CHUNKED)
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CHUNKED, 0, total, b - 1, seq);
 	if (!in_order) {
 		l7_mesh_stat(L7_STAT_ORDER_WAIT);
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_FORWARD, total, 0, b - 1, seq);

@@ -24,6 +24,14 @@ class Handler(BaseHTTPRequestHandler):
         n = int(self.headers.get("content-length") or 0)
         h = hashlib.sha256()
         left = n
+        if "chunked" in (self.headers.get("transfer-encoding") or "").lower():
+            while True:
+                size = int(self.rfile.readline().split(b";")[0], 16)
+                data = self.rfile.read(size + 2)[:size]
+                h.update(data)
+                n += size
+                if not size:
+                    break
         while left:
             chunk = self.rfile.read(min(left, 65536))
             if not chunk:

@@ -72,6 +72,8 @@ struct l7_mesh_conn {
 };
 #define L7_MC_BROKEN 1u   /* a bad request was seen: everything further goes to l7run */
 #define L7_MC_OVER   2u   /* the client stopped reading: l7run resets the connection */
+#define L7_MC_LAST   8u   /* a request asked to close: nothing after it is processed
+			   * (= L7_REQ_CLOSE << 2: set from the request flags without a branch) */
 
 /* Bytes the data plane may queue in a client's socket that it has not read (responses are
  * redirected into its receive queue, which has no backpressure of its own). Past this the
@@ -110,7 +112,13 @@ struct l7_mesh_pass_key {
 enum l7_mesh_pass_kind {
 	L7_MP_FORWARD = 1,    /* send on pool slot `slot` once responses up to `req` are done */
 	L7_MP_ANSWER,         /* answer `status` (after earlier responses), discard the bytes */
-	L7_MP_CLOSE,          /* answer `status` and close (bad request: framing lost) */
+	L7_MP_CLOSE,          /* answer `status` (0: none) and close (framing lost, or data after
+			       * a request that asked to close), after earlier responses */
+	L7_MP_CHUNKED,        /* a request with a chunked body for pool slot `slot`: the first
+			       * `status` bytes are its head (header lines inserted), the body
+			       * follows; l7run frames and holds it, sends it whole once earlier
+			       * responses are done, and closes after its response (nothing after
+			       * it is forwarded: the data plane no longer frames this stream) */
 };
 struct l7_mesh_pass {
 	__u32 kind;           /* enum l7_mesh_pass_kind */
