@@ -63,3 +63,39 @@ PY
 
 step "kernel statistics: l7run --stats"
 build/runtime/l7run --stats "$pin" || true
+
+# ---- mesh mode: the same policy for local service-to-service traffic ----
+# Clients and backends in a child cgroup; sock_ops enrolls their sockets, and the SK_MSG
+# program routes each request straight into the backend's socket: no proxy hop, no TCP.
+for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+wait 2>/dev/null || true
+pids=()
+front=$(port); api=$(port); web=$(port)
+sed -e "s/127.0.0.1:8080/127.0.0.1:$front/" -e "s/127.0.0.1:9001/127.0.0.1:$api/" -e "s/127.0.0.1:9002/127.0.0.1:$web/" \
+  examples/route.l7 > "$work/route-mesh.l7"
+build/driver/l7c "$work/route-mesh.l7" -o "$work/route-mesh.o"
+cg=/sys/fs/cgroup/unified/l7c-demo-$$
+mkdir -p "$cg"
+trap 'cleanup; rmdir "$cg" 2>/dev/null || true' EXIT
+incg() { sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" - "$@"; }
+
+step "mesh mode: l7run --mesh --cgroup $cg (backends and clients inside it)"
+incg python3 tests/runtime/echo_backend.py "$api" api >/dev/null 2>&1 & pids+=($!)
+incg python3 tests/runtime/echo_backend.py "$web" web >/dev/null 2>&1 & pids+=($!)
+sleep 0.5
+build/runtime/l7run --mesh --cgroup "$cg" "$work/route-mesh.o" >"$work/mesh.log" 2>&1 & pids+=($!)
+for _ in $(seq 100); do
+  (exec 3<>/dev/tcp/127.0.0.1/$front) 2>/dev/null && break
+  sleep 0.1
+done
+sleep 0.5   # the pool connections are pre-opened and enrolled
+meshreq() {
+  local what=$1; shift
+  local out; out=$(incg curl -s -m 5 -o "$work/body" -w '%{http_code}' "$@" || true)
+  local who; who=$(grep -m1 '^backend=' "$work/body" 2>/dev/null | cut -d= -f2 || true)
+  local tag; tag=$(grep -im1 '^header=x-l7-route:' "$work/body" 2>/dev/null | cut -d= -f2 | tr -d '\r' || true)
+  printf '  %-44s -> %s %s %s\n' "$what" "$out" "${who:+(backend $who)}" "$tag"
+}
+meshreq "GET /api/users"   "http://127.0.0.1:$front/api/users"
+meshreq "GET /"            "http://127.0.0.1:$front/"
+meshreq "GET /admin/panel" "http://127.0.0.1:$front/admin/panel"
