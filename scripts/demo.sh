@@ -76,8 +76,9 @@ sed -e "s/127.0.0.1:8080/127.0.0.1:$front/" -e "s/127.0.0.1:9001/127.0.0.1:$api/
 build/driver/l7c "$work/route-mesh.l7" -o "$work/route-mesh.o"
 cg=/sys/fs/cgroup/unified/l7c-demo-$$
 mkdir -p "$cg"
-trap 'cleanup; rmdir "$cg" 2>/dev/null || true' EXIT
-incg() { sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" - "$@"; }
+trap 'cleanup; sleep 0.2; rmdir "$cg" 2>/dev/null || true' EXIT
+# run a command inside the cgroup, as this very process (exec), so its pid is the one we kill
+incg() { exec sh -c 'echo $$ > "$0/cgroup.procs"; shift; exec "$@"' "$cg" - "$@"; }
 
 step "mesh mode: l7run --mesh --cgroup $cg (backends and clients inside it)"
 incg python3 tests/runtime/echo_backend.py "$api" api >/dev/null 2>&1 & pids+=($!)
@@ -91,7 +92,7 @@ done
 sleep 0.5   # the pool connections are pre-opened and enrolled
 meshreq() {
   local what=$1; shift
-  local out; out=$(incg curl -s -m 5 -o "$work/body" -w '%{http_code}' "$@" || true)
+  local out; out=$( (incg curl -s -m 5 -o "$work/body" -w '%{http_code}' "$@") || true)
   local who; who=$(grep -m1 '^backend=' "$work/body" 2>/dev/null | cut -d= -f2 || true)
   local tag; tag=$(grep -im1 '^header=x-l7-route:' "$work/body" 2>/dev/null | cut -d= -f2 | tr -d '\r' || true)
   printf '  %-44s -> %s %s %s\n' "$what" "$out" "${who:+(backend $who)}" "$tag"
