@@ -61,6 +61,7 @@ void jwt_tick(void);
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
 int fill_rule_tables(struct bpf_object *obj, const char *object_path);   /* tables.c */
+char *config_text(const char *object_path);   /* the l7.config section, malloc'd (load.c) */
 
 /* What an epoll event's fd is. */
 enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL };

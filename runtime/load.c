@@ -181,30 +181,40 @@ int parse_addr(const char *s, struct sockaddr_in *a)
 	return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
 }
 
-/* The l7.config section (format in l7/abi.h). */
-int read_config(const char *path, struct config *cfg)
+/* The text of the object's l7.config section (format in l7/abi.h), malloc'd; NULL if none. */
+char *config_text(const char *path)
 {
 	int fd = open(path, O_RDONLY);
+	char *text = NULL;
+	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
+		if (fd >= 0)
+			close(fd);
+		return NULL;
+	}
+	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	size_t shstrndx;
+	for (Elf_Scn *scn = NULL; e && !elf_getshdrstrndx(e, &shstrndx) && (scn = elf_nextscn(e, scn));) {
+		GElf_Shdr sh;
+		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+		Elf_Data *d = name && !strcmp(name, L7_CONFIG_SECTION) ? elf_getdata(scn, NULL) : NULL;
+		if (d && d->d_buf) {
+			text = strndup(d->d_buf, d->d_size);
+			break;
+		}
+	}
+	if (e)
+		elf_end(e);
+	close(fd);
+	return text;
+}
+
+int read_config(const char *path, struct config *cfg)
+{
 	int rc = -1;
 
 	cfg->fallback = -1;
-	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE)
-		return -1;
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	size_t shstrndx;
-	if (!e || elf_getshdrstrndx(e, &shstrndx))
-		goto out;
-	for (Elf_Scn *scn = NULL; (scn = elf_nextscn(e, scn));) {
-		GElf_Shdr sh;
-		if (!gelf_getshdr(scn, &sh))
-			continue;
-		const char *name = elf_strptr(e, shstrndx, sh.sh_name);
-		if (!name || strcmp(name, L7_CONFIG_SECTION))
-			continue;
-		Elf_Data *d = elf_getdata(scn, NULL);
-		if (!d || !d->d_buf)
-			break;
-		char *text = strndup(d->d_buf, d->d_size);
+	char *text = config_text(path);
+	if (text) {
 		for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 			char a[64], b[64], c[64];
 			int idx;
@@ -228,9 +238,5 @@ int read_config(const char *path, struct config *cfg)
 	}
 	if (rc)
 		fprintf(stderr, "l7run: %s has no %s section\n", path, L7_CONFIG_SECTION);
-out:
-	if (e)
-		elf_end(e);
-	close(fd);
 	return rc;
 }

@@ -3,38 +3,12 @@
  * its line, policy and decision, so requests per route and per status class follow), and the
  * data plane's own counters. Names come from the object's l7.config section. */
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "l7run.h"
-
-static char *config_text(const char *path)
-{
-	int fd = open(path, O_RDONLY);
-	char *text = NULL;
-	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	size_t shstrndx;
-	for (Elf_Scn *scn = NULL; e && !elf_getshdrstrndx(e, &shstrndx) && (scn = elf_nextscn(e, scn));) {
-		GElf_Shdr sh;
-		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
-		Elf_Data *d = name && !strcmp(name, L7_CONFIG_SECTION) ? elf_getdata(scn, NULL) : NULL;
-		if (d && d->d_buf) {
-			text = strndup(d->d_buf, d->d_size);
-			break;
-		}
-	}
-	if (e)
-		elf_end(e);
-	close(fd);
-	return text;
-}
 
 /* Sum of a per-CPU u64 slot. */
 static unsigned long long percpu_sum(int fd, uint32_t key, int ncpu, uint64_t *buf)

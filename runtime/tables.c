@@ -3,9 +3,6 @@
  * l7_prefix trie here, after the object is loaded and before anything is attached, so no
  * request is ever judged by a half-filled table. */
 #include <errno.h>
-#include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,32 +10,9 @@
 #include <bpf/libbpf.h>
 #include "l7run.h"
 
-static char *section_text(const char *path)
-{
-	int fd = open(path, O_RDONLY);
-	char *text = NULL;
-	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
-	size_t shstrndx;
-	for (Elf_Scn *scn = NULL; e && !elf_getshdrstrndx(e, &shstrndx) && (scn = elf_nextscn(e, scn));) {
-		GElf_Shdr sh;
-		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
-		Elf_Data *d = name && !strcmp(name, L7_CONFIG_SECTION) ? elf_getdata(scn, NULL) : NULL;
-		if (d && d->d_buf) {
-			text = strndup(d->d_buf, d->d_size);
-			break;
-		}
-	}
-	if (e)
-		elf_end(e);
-	close(fd);
-	return text;
-}
-
 int fill_rule_tables(struct bpf_object *obj, const char *path)
 {
-	char *text = section_text(path);
+	char *text = config_text(path);
 	if (!text)
 		return -1;
 	int exact = bpf_object__find_map_fd_by_name(obj, "l7_exact");
