@@ -138,7 +138,8 @@ void l7_bind_instance(struct l7_module *m, struct l7_binding *b, struct l7_diags
 	}
 	/* implicit: a Counter needs nothing but a name, shared by every policy that uses it */
 	struct l7_instance *n = l7_alloc(&m->arena, sizeof(*n) * (size_t)(m->ninstances + 1));
-	memcpy(n, m->instances, sizeof(*n) * (size_t)m->ninstances);
+	if (m->ninstances)   /* memcpy from NULL is undefined even for 0 bytes */
+		memcpy(n, m->instances, sizeof(*n) * (size_t)m->ninstances);
 	n[m->ninstances] = (struct l7_instance){ .type = b->type, .name = b->name, .loc = b->loc, .type_loc = b->type_loc,
 						 .implicit = true, .iface = b->iface };
 	m->instances = n;

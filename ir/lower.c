@@ -90,7 +90,8 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 		return -1;
 	}
 	char **n = alloc(x, sizeof(char *) * (x->p->nheaders + 1));
-	memcpy(n, x->p->headers, sizeof(char *) * x->p->nheaders);
+	if (x->p->nheaders)   /* memcpy from NULL is undefined even for 0 bytes */
+		memcpy(n, x->p->headers, sizeof(char *) * x->p->nheaders);
 	n[x->p->nheaders] = dup(x, low, len);
 	x->p->headers = n;
 	return x->p->nheaders++;
@@ -117,7 +118,8 @@ static int claim_index(struct lx *x, int jwt, const struct l7_expr *name)
 		return -1;
 	}
 	struct ir_claim *n = alloc(x, sizeof(*n) * (size_t)(p->nclaims + 1));
-	memcpy(n, p->claims, sizeof(*n) * (size_t)p->nclaims);
+	if (p->nclaims)
+		memcpy(n, p->claims, sizeof(*n) * (size_t)p->nclaims);
 	n[p->nclaims] = (struct ir_claim){ jwt, dup(x, name->str, name->str_len) };
 	p->claims = n;
 	return p->nclaims++;
@@ -335,7 +337,8 @@ static int mutation_index(struct lx *x, const struct l7_expr *name, const struct
 		    !memcmp(p->mutations[i].value, value->str, value->str_len))
 			return i;
 	struct ir_mutation *n = alloc(x, sizeof(*n) * (p->nmutations + 1));
-	memcpy(n, p->mutations, sizeof(*n) * p->nmutations);
+	if (p->nmutations)
+		memcpy(n, p->mutations, sizeof(*n) * p->nmutations);
 	struct ir_mutation *mu = &n[p->nmutations];
 	mu->name = dup(x, name->str, name->str_len);
 	mu->value = dup(x, value->str, value->str_len);
@@ -379,7 +382,8 @@ static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, in
 	struct ir_rule *n = pol->rules;
 	if ((pol->nrules & (pol->nrules - 1)) == 0) {   /* capacity doubles at powers of two */
 		n = alloc(x, sizeof(*n) * (size_t)(pol->nrules ? pol->nrules * 2 : 4));
-		memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
+		if (pol->nrules)
+			memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
 	}
 	struct ir_rule *r = &n[pol->nrules];
 	r->id = ++x->p->nrules;
@@ -409,7 +413,8 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 	case I_COUNT:
 	case I_LIMIT: {
 		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
-		memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
+		if (pa.nactions)
+			memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
 		int mutations = 0;
 		for (int i = 0; i < pa.nactions; i++)
 			mutations += pa.actions[i].kind == IR_A_SET_HEADER;

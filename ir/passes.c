@@ -367,7 +367,8 @@ static void pass_tables(struct ir_program *p, struct l7_diags *d)
 			if (end - k < TABLE_MIN_RULES)
 				continue;
 			struct ir_table *tabs = l7_alloc(&p->arena, sizeof(*tabs) * (size_t)(p->ntables + 1));
-			memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
+			if (p->ntables)
+				memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
 			struct ir_table *t = &tabs[p->ntables];
 			t->entries = l7_alloc(&p->arena, sizeof(*t->entries) * (size_t)(end - k));
 			for (int j = k; j < end; j++) {

@@ -72,8 +72,12 @@ Test(robustness, mutated_policies_never_crash, .timeout = 240)
 				}
 			}
 			buf[n] = 0;
-			struct l7_source *src = l7_source_from_string(seeds[si], buf);
-			src->len = n;   /* may contain NUL bytes */
+			/* the mutated bytes may hold NULs: build the source with its real length */
+			struct l7_source *src = l7_source_from_string(seeds[si], "");
+			free(src->text);
+			src->text = buf;
+			src->len = n;
+			buf = NULL;
 			struct l7_diags d = { .out = sink };
 			struct l7_module m = { 0 };
 			const char *inc[] = { L7_STDLIB_DIR };
