@@ -78,7 +78,7 @@ struct l7_req {
 	__u32 jwt_ok;          /* bit i: ... and the token was valid */
 	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
 	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];
-	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* decoded payload of the last checked token */
+	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* claim values (unescaped) of the checked tokens */
 };
 
 /* Large runs of rules that differ only in method and path become tables (ir/passes.c
