@@ -478,21 +478,24 @@ L7_ENTRY int l7_gw_upstream_verdict(struct __sk_buff *skb)
 	if (!c)
 		return SK_PASS;
 	l7_msg_done(c, skb->len);
+	__u64 peer = c->peer;
+	__u32 len = c->msg_len;
+	/* The client's byte count goes up before `done` does: l7run answers a client itself only
+	 * when no pool socket owes it a response AND every byte counted has reached its socket,
+	 * so counting after `done` let an l7run answer overtake this response. */
+	struct l7_conn *cc = peer ? bpf_map_lookup_elem(&l7_conns, &peer) : 0;
+	if (cc)
+		__sync_fetch_and_add(&cc->resp_bytes, len);
 	if (c->resp_final) {
 		c->resp_final = 0;
 		__sync_fetch_and_add(&c->done, 1);
 		l7_stat(L7_STAT_RESPONSES);
 	}
-	__u64 peer = c->peer;
-	__u32 len = c->msg_len;
 	if (!peer)
 		return SK_DROP;   /* nobody to answer: the client is gone */
 	long v = bpf_sk_redirect_hash(skb, &l7_clients, &peer, 0);
-	if (v == SK_PASS) {
-		struct l7_conn *cc = bpf_map_lookup_elem(&l7_conns, &peer);
-		if (cc)
-			__sync_fetch_and_add(&cc->resp_bytes, len);
-	}
+	if (v != SK_PASS && cc)
+		__sync_fetch_and_sub(&cc->resp_bytes, len);   /* never sent: nothing to wait for */
 	return v;
 }
 
