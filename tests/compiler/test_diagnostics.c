@@ -2,6 +2,7 @@
  * comments are exactly the errors and warnings l7c must report for it (in any order). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include "policy_files.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,23 +98,7 @@ static int count_matching(const struct lines *l, const char *s)
 
 ParameterizedTestParameters(diagnostics, cases)
 {
-	static char names[64][128];
-	int n = 0;
-	DIR *d = opendir(CASES_DIR);
-	struct dirent *e;
-	while (d && (e = readdir(d)) && n < 64) {
-		size_t l = strlen(e->d_name);
-		if (l > 3 && !strcmp(e->d_name + l - 3, ".l7"))
-			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
-	}
-	if (d)
-		closedir(d);
-	char **params = cr_malloc(sizeof(char *) * (size_t)n);
-	for (int i = 0; i < n; i++) {
-		params[i] = cr_malloc(strlen(names[i]) + 1);
-		strcpy(params[i], names[i]);
-	}
-	return cr_make_param_array(char *, params, (size_t)n, NULL);
+	return l7_policy_files(CASES_DIR, 0);
 }
 
 ParameterizedTest(char **name, diagnostics, cases)

@@ -2,6 +2,7 @@
  * them after an intended change, then review the diff). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include "policy_files.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,23 +27,7 @@ static char *slurp(const char *path)
 
 ParameterizedTestParameters(ir, goldens)
 {
-	static char names[64][128];
-	int n = 0;
-	DIR *d = opendir(IR_DIR);
-	struct dirent *e;
-	while (d && (e = readdir(d)) && n < 64) {
-		size_t l = strlen(e->d_name);
-		if (l > 3 && !strcmp(e->d_name + l - 3, ".l7"))
-			snprintf(names[n++], sizeof(names[0]), "%.*s", (int)(l - 3), e->d_name);
-	}
-	if (d)
-		closedir(d);
-	char **params = cr_malloc(sizeof(char *) * (size_t)n);
-	for (int i = 0; i < n; i++) {
-		params[i] = cr_malloc(strlen(names[i]) + 1);
-		strcpy(params[i], names[i]);
-	}
-	return cr_make_param_array(char *, params, (size_t)n, NULL);
+	return l7_policy_files(IR_DIR, 1);
 }
 
 ParameterizedTest(char **name, ir, goldens)

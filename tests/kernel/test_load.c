@@ -5,6 +5,7 @@
 #include <bpf/libbpf.h>
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
+#include "policy_files.h"
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,23 +25,7 @@ static double now(void)
 
 ParameterizedTestParameters(kernel, load_example)
 {
-	static char names[64][128];
-	int n = 0;
-	DIR *d = opendir(EXAMPLES_DIR);
-	struct dirent *e;
-	while (d && (e = readdir(d)) && n < 64) {
-		size_t l = strlen(e->d_name);
-		if (l > 3 && !strcmp(e->d_name + l - 3, ".l7"))
-			snprintf(names[n++], sizeof(names[0]), "%s", e->d_name);
-	}
-	if (d)
-		closedir(d);
-	char **params = cr_malloc(sizeof(char *) * (size_t)n);
-	for (int i = 0; i < n; i++) {
-		params[i] = cr_malloc(strlen(names[i]) + 1);
-		strcpy(params[i], names[i]);
-	}
-	return cr_make_param_array(char *, params, (size_t)n, NULL);
+	return l7_policy_files(EXAMPLES_DIR, 0);
 }
 
 /* The source file named by the xlated line info of a loaded program. */
