@@ -3,6 +3,7 @@
 #include "cg.h"
 
 #include <limits.h>
+#include <linux/bpf.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,13 +82,32 @@ static LLVMMetadataRef sized_type_ptr(struct cg *g, unsigned size)
 	return LLVMDIBuilderCreatePointerType(g->di, t, 64, 0, 0, "", 0);
 }
 
+/* An LPM trie's key must be a struct in BTF (the kernel refuses anything else, and libbpf then
+ * retries without BTF): struct { unsigned int prefixlen; unsigned char data[size - 4]; }. */
+static LLVMMetadataRef lpm_key_ptr(struct cg *g, unsigned size)
+{
+	LLVMMetadataRef u32 = LLVMDIBuilderCreateBasicType(g->di, "unsigned int", 12, 32, 8, LLVMDIFlagZero);
+	LLVMMetadataRef u8 = LLVMDIBuilderCreateBasicType(g->di, "unsigned char", 13, 8, 8, LLVMDIFlagZero);
+	LLVMMetadataRef sub = LLVMDIBuilderGetOrCreateSubrange(g->di, 0, size - 4);
+	LLVMMetadataRef data = LLVMDIBuilderCreateArrayType(g->di, (uint64_t)(size - 4) * 8, 8, u8, &sub, 1);
+	LLVMMetadataRef members[2] = {
+		LLVMDIBuilderCreateMemberType(g->di, g->file, "prefixlen", 9, g->file, 0, 32, 32, 0, LLVMDIFlagZero, u32),
+		LLVMDIBuilderCreateMemberType(g->di, g->file, "data", 4, g->file, 0, (uint64_t)(size - 4) * 8, 8, 32,
+					      LLVMDIFlagZero, data),
+	};
+	LLVMMetadataRef st = LLVMDIBuilderCreateStructType(g->di, g->file, "l7_lpm_key", 10, g->file, 0,
+							   (uint64_t)size * 8, 32, LLVMDIFlagZero, NULL, members, 2, 0,
+							   NULL, "", 0);
+	return LLVMDIBuilderCreatePointerType(g->di, st, 64, 0, 0, "", 0);
+}
+
 void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
 	       unsigned key_size, unsigned value_size, unsigned flags)
 {
 	struct { const char *n; LLVMMetadataRef t; } m[5] = {
 		{ "type", int_array_ptr(g, type) },
 		{ "max_entries", int_array_ptr(g, max_entries) },
-		{ "key", sized_type_ptr(g, key_size) },
+		{ "key", type == BPF_MAP_TYPE_LPM_TRIE ? lpm_key_ptr(g, key_size) : sized_type_ptr(g, key_size) },
 		{ "value", sized_type_ptr(g, value_size) },
 		{ "map_flags", flags ? int_array_ptr(g, flags) : NULL },
 	};
