@@ -126,30 +126,12 @@ static void jwt_tables(struct cg *g)
 	cg_const_global(g, "l7_claim_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), name, L7_MAX_CLAIMS), 0);
 }
 
-/* Caller identities: every prefix, in declaration order, with the identity it belongs to. */
+/* Caller identities live in the l7_idents LPM trie, which l7run fills from the "identity"
+ * lines of l7.config and keeps current from --identities; the code only needs their count
+ * (the id of "external"). */
 static int identity_tables(struct cg *g)
 {
-	const struct ir_program *p = g->p;
-	LLVMValueRef net[L7_MAX_IDENT_NETS], mask[L7_MAX_IDENT_NETS], id[L7_MAX_IDENT_NETS];
-	unsigned n = 0;
-	for (int i = 0; i < p->nidentities; i++)
-		for (int k = 0; k < p->identities[i].n; k++) {
-			if (n == L7_MAX_IDENT_NETS) {
-				fprintf(stderr, "l7c: error: %s: identities have more than %d address prefixes\n", p->source_path,
-					L7_MAX_IDENT_NETS);
-				return -1;
-			}
-			net[n] = u32c(g, p->identities[i].nets[k]);
-			mask[n] = u32c(g, p->identities[i].netmasks[k]);
-			id[n++] = u32c(g, (unsigned)i);
-		}
-	for (unsigned i = n; i < L7_MAX_IDENT_NETS; i++)
-		net[i] = mask[i] = id[i] = u32c(g, 0);
-	cg_const_global(g, "l7_n_ident_nets", u32c(g, n), 0);
-	cg_const_global(g, "l7_n_identities", u32c(g, (unsigned)p->nidentities), 0);
-	cg_const_global(g, "l7_ident_net", LLVMConstArray2(g->i32, net, L7_MAX_IDENT_NETS), 0);
-	cg_const_global(g, "l7_ident_mask", LLVMConstArray2(g->i32, mask, L7_MAX_IDENT_NETS), 0);
-	cg_const_global(g, "l7_ident_id", LLVMConstArray2(g->i32, id, L7_MAX_IDENT_NETS), 0);
+	cg_const_global(g, "l7_n_identities", u32c(g, (unsigned)g->p->nidentities), 0);
 	return 0;
 }
 
@@ -182,12 +164,14 @@ static void config_section(struct cg *g)
 		fprintf(f, "fallback %d\n", p->fallback);
 	for (int i = 0; i < p->njwts; i++)
 		fprintf(f, "jwt %d %s key-file %s\n", i, p->jwts[i].name, p->jwts[i].key_file);
-	for (int i = 0; i < p->nidentities; i++)
+	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */
+		fprintf(f, "identity %d %s", i, p->identities[i].name);
 		for (int k = 0; k < p->identities[i].n; k++) {
 			const unsigned char *b = (const unsigned char *)&p->identities[i].nets[k];
-			fprintf(f, "identity %d %s %u.%u.%u.%u/%d\n", i, p->identities[i].name, b[0], b[1], b[2], b[3],
-				__builtin_popcount(p->identities[i].netmasks[k]));
+			fprintf(f, " %u.%u.%u.%u/%d", b[0], b[1], b[2], b[3], __builtin_popcount(p->identities[i].netmasks[k]));
 		}
+		fputc('\n', f);
+	}
 	for (int i = 0; i < p->nbuckets; i++)
 		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
 			p->buckets[i].burst, p->buckets[i].status);

@@ -560,6 +560,12 @@ static void check_binding(struct rx *x, struct l7_binding *b, bool want_state)
 	l7_diag(x->d, L7_ERROR, b->type_loc, "unknown %s type '%s'%s", want_state ? "state" : "act", b->type, hint);
 }
 
+static bool same_prefix(unsigned a, unsigned alen, unsigned b, unsigned blen)
+{
+	unsigned mask = alen ? ~0u << (32 - alen) : 0;
+	return alen == blen && (a & mask) == (b & mask);
+}
+
 static void check_decls(struct l7_module *m, struct l7_diags *d)
 {
 	struct { struct l7_decl *arr; int n; } groups[] = {
@@ -581,6 +587,15 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 				l7_diag(d, L7_ERROR, id->loc, "identity '%s' is declared twice", id->name);
 		if (!strcmp(id->name, "external"))
 			l7_diag(d, L7_ERROR, id->loc, "'external' names callers no identity covers; choose another name");
+		/* the longest prefix decides; the same prefix in two identities would be a coin toss */
+		for (int k = 0; k < id->n; k++)
+			for (int j = 0; j < i; j++)
+				for (int l = 0; l < m->identities[j].n; l++)
+					if (same_prefix(id->ips[k], id->prefixes[k], m->identities[j].ips[l], m->identities[j].prefixes[l])) {
+						l7_diag(d, L7_ERROR, id->loc, "identity '%s' claims a prefix identity '%s' also claims",
+							id->name, m->identities[j].name);
+						l7_diag(d, L7_NOTE, m->identities[j].loc, "'%s' is declared here", m->identities[j].name);
+					}
 	}
 	for (int i = 0; i < m->nservices; i++)
 		if (m->services[i].nendpoints != 1)

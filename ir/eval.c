@@ -36,14 +36,18 @@ static const __u8 *base_of(const struct l7_req *r, enum ir_field f)
 	return f == IR_F_CLAIM ? r->jwt_json : r->buf;
 }
 
-/* The first identity (in declaration order) whose prefixes hold the client; nidentities if none. */
+/* The identity of the longest declared prefix holding the client (as the data plane's
+ * l7_idents trie answers before l7run adds runtime entries); nidentities if none. */
 int ir_identity_of(const struct ir_program *p, unsigned src_be)
 {
+	int best = p->nidentities, best_len = -1;
 	for (int i = 0; i < p->nidentities; i++)
-		for (int k = 0; k < p->identities[i].n; k++)
-			if ((src_be & p->identities[i].netmasks[k]) == p->identities[i].nets[k])
-				return i;
-	return p->nidentities;
+		for (int k = 0; k < p->identities[i].n; k++) {
+			int len = __builtin_popcount(p->identities[i].netmasks[k]);
+			if ((src_be & p->identities[i].netmasks[k]) == p->identities[i].nets[k] && len > best_len)
+				best = i, best_len = len;
+		}
+	return best;
 }
 
 static bool holds(const struct ev *e, const struct ir_cond *c)

@@ -210,8 +210,8 @@ void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_dec
 void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
 		  struct ir_decision *out);
 
-/* The caller identity of a client address (network byte order): the first identity in
- * declaration order whose prefixes hold it, or nidentities ("external"). */
+/* The caller identity of a client address (network byte order): the identity of the longest
+ * declared prefix holding it, or nidentities ("external"). */
 int ir_identity_of(const struct ir_program *p, unsigned src_be);
 
 /* Parses raw request bytes with the data plane's own parser (stdlib/bpf/http.h, built

@@ -51,6 +51,12 @@ int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
 void unload_object(void);
 
+/* identities.c: l7_idents from l7.config / --identities FILE, re-read when it changes */
+int ident_config_line(const char *line);
+int ident_file_arg(const char *path);
+int ident_setup(struct bpf_object *obj);
+void ident_tick(void);
+
 /* jwt.c: l7_jwt_keys from l7.config / --jwt-key, l7_jwt_clock */
 int jwt_config_line(const char *line);
 int jwt_key_arg(const char *arg);

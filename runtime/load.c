@@ -97,7 +97,7 @@ int load_object(const char *path)
 			"lines name the failing instruction and its source line\n", path, strerror(-err));
 		return -1;
 	}
-	if (jwt_setup(rt.obj))   /* keys before any request can arrive */
+	if (jwt_setup(rt.obj) || ident_setup(rt.obj))   /* keys and callers before any request */
 		return -1;
 	if (fill_rule_tables(rt.obj, path))   /* before anything is attached */
 		return -1;
@@ -230,7 +230,8 @@ int read_config(const char *path, struct config *cfg)
 			} else if (sscanf(line, "fallback %d", &idx) == 1) {
 				cfg->fallback = idx;
 			} else {
-				jwt_config_line(line);
+				if (!jwt_config_line(line))
+					ident_config_line(line);
 			}
 		}
 		free(text);

@@ -34,7 +34,9 @@ static void usage(void)
 		"  --bpf-stats                enable run-time statistics of the programs\n"
 		"  --verbose                  log pool events\n"
 		"  --jwt-key IDX=PATH         key file of JWT configuration IDX (raw bytes, one trailing\n"
-		"                             newline stripped); overrides the policy's key_file\n");
+		"                             newline stripped); overrides the policy's key_file\n"
+		"  --identities FILE          caller identities by address (lines `NAME PREFIX...`, names\n"
+		"                             from the policy), re-read when the file changes\n");
 }
 
 static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count)
@@ -86,6 +88,8 @@ int main(int argc, char **argv)
 		else if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
 			rt.verbose = 1;
 		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
+			i++;
+		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
 			i++;
 		else if (a[0] != '-' && !obj)
 			obj = a;
@@ -173,6 +177,7 @@ int gateway_run_loop(volatile sig_atomic_t *stopping)
 		}
 		client_tick();
 		jwt_tick();
+		ident_tick();
 	}
 	return 0;
 }

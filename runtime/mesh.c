@@ -37,7 +37,8 @@ static int usage(void)
 		"  --cgroup PATH     cgroup2 directory of the clients and backends (never the root)\n"
 		"  --create-cgroup   create it (and remove it on exit)\n"
 		"  --pool N          pre-opened connections per upstream (default 32, at most %d)\n"
-		"  --pin DIR         pin l7_mesh_socks/conns/pool here (default /sys/fs/bpf/l7mesh-PID)\n",
+		"  --pin DIR         pin l7_mesh_socks/conns/pool here (default /sys/fs/bpf/l7mesh-PID)\n"
+		"  --identities FILE caller identities by address, re-read when the file changes\n",
 		L7_MESH_SLOTS);
 	return 2;
 }
@@ -136,7 +137,7 @@ static int load(const char *path)
 		fprintf(stderr, "l7run[mesh]: the kernel refused %s (%s); verifier log above\n", path, strerror(-err));
 		return -1;
 	}
-	if (jwt_setup(M.obj))   /* keys before any request can arrive */
+	if (jwt_setup(M.obj) || ident_setup(M.obj))   /* keys and callers before any request */
 		return -1;
 	if (fill_rule_tables(M.obj, path))   /* before anything is attached */
 		return -1;
@@ -215,6 +216,7 @@ static void run_loop(void)
 	while (!stop) {
 		int n = epoll_wait(M.epfd, evs, 256, 5);
 		jwt_tick();
+		ident_tick();
 		for (int i = 0; i < n; i++) {
 			uint64_t d = evs[i].data.u64;
 			if (d & MESH_EV_LISTEN)
@@ -291,6 +293,8 @@ int mesh_main(int argc, char **argv)
 		else if (!strcmp(a, "--pin") && v)
 			snprintf(M.pin_dir, sizeof M.pin_dir, "%s", v), i++;
 		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
+			i++;
+		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
 			i++;
 		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
 			M.verbose = 1;

@@ -19,9 +19,8 @@
 #define HEAD_MASK (L7_MAX_HEAD - 1)
 #define JSON_MASK (L7_JWT_JSON - 1)
 
-extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets;
-extern const __u32 l7_n_ident_nets, l7_n_identities;
-extern const __u32 l7_ident_net[L7_MAX_IDENT_NETS], l7_ident_mask[L7_MAX_IDENT_NETS], l7_ident_id[L7_MAX_IDENT_NETS];
+extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents;
+extern const __u32 l7_n_identities;
 
 L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n)
 {
@@ -56,14 +55,13 @@ L7_INLINE int l7_claim_prefix(const struct l7_req *req, __u32 i, const char *s, 
 	return f->len >= n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n);
 }
 
-/* The caller: the first identity (declaration order) whose prefix holds the client address,
- * l7_n_identities ("external") if none. */
+/* The caller: the identity of the longest prefix holding the client address in l7_idents
+ * (kept current by l7run, as Meshlib's IP cache), l7_n_identities ("external") if none. */
 L7_INLINE __u32 l7_identity_of(const struct l7_req *req)
 {
-	for (__u32 i = 0; i < L7_MAX_IDENT_NETS && i < l7_n_ident_nets; i++)
-		if ((req->src_ip4 & l7_ident_mask[i]) == l7_ident_net[i])
-			return l7_ident_id[i];
-	return l7_n_identities;
+	struct l7_ident_key k = { 32, req->src_ip4 };
+	__u32 *id = bpf_map_lookup_elem(&l7_idents, &k);
+	return id && *id < l7_n_identities ? *id : l7_n_identities;
 }
 
 L7_INLINE void l7_count(__u32 idx)

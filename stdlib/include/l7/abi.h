@@ -22,7 +22,7 @@
 #define L7_JWT_MAX_TOKEN 4096   /* longer tokens are invalid (401) */
 #define L7_MAX_COUNTERS  8192   /* Counter instances + one hit counter per rule */
 #define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
-#define L7_MAX_IDENT_NETS 64    /* address prefixes of all identities */
+#define L7_IDENT_ENTRIES 65536  /* address prefixes of all identities (l7_idents) */
 #define L7_TABLE_PATH    64     /* bytes of path a rule table (l7_exact, l7_prefix) keys on */
 #define L7_TABLE_ENTRIES 65536  /* entries of all rule tables */
 
@@ -98,6 +98,12 @@ struct l7_prefix_key {
 	__u8  path[L7_TABLE_PATH];
 };
 
+/* l7_idents (LPM trie, filled by l7run): an address prefix -> the identity id of its callers. */
+struct l7_ident_key {
+	__u32 prefixlen;       /* bits of addr that must match */
+	__u32 addr;            /* IPv4, network byte order */
+};
+
 /* A token bucket of a TokenBucket instance, per key (l7_buckets). Tokens are kept in
  * thousandths so that slow rates refill smoothly. */
 struct l7_bucket_key {
@@ -153,11 +159,8 @@ struct l7_decision {
  *   const __u8  l7_claim_len[L7_MAX_CLAIMS];
  *   const char  l7_claim_name[L7_MAX_CLAIMS][L7_MAX_NAME];
  *
- *   const __u32 l7_n_ident_nets;                     caller identities: prefixes in declaration
- *   const __u32 l7_ident_net[L7_MAX_IDENT_NETS];     order, network byte order, and the identity
- *   const __u32 l7_ident_mask[L7_MAX_IDENT_NETS];    each belongs to
- *   const __u32 l7_ident_id[L7_MAX_IDENT_NETS];
- *   const __u32 l7_n_identities;
+ *   const __u32 l7_n_identities;                     caller identities declared (the id of
+ *                                                    "external"); their prefixes are in l7_idents
  *
  * Symbols the machinery defines and the generated code calls:
  *

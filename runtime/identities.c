@@ -1,0 +1,259 @@
+/* Caller identities in l7run: the l7_idents LPM trie that stdlib/bpf/policy.c reads to know
+ * who a client is (Meshlib's IP cache).
+ *
+ * Entries come from the policy's `identity` declarations (l7.config lines
+ * `identity IDX NAME A.B.C.D/LEN`) and from `--identities FILE`, which l7run re-reads when it
+ * changes (checked every second), so that pods coming and going need no recompilation. The
+ * file has one identity per line, names from the policy, then its addresses:
+ *     # name    prefixes or addresses
+ *     login     10.0.1.0/24 10.0.3.7
+ * The file wins over the policy for the same prefix; the longest prefix decides. A file that
+ * does not parse stops l7run at start and is ignored (with the reason) while running: the
+ * entries in force stay as they were, never half-applied.
+ * Update order: new and changed entries first, then the stale ones are deleted, so an address
+ * in both the old and the new set never looks "external" in between. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "l7run.h"
+
+#define MAX_IDENTITIES 64
+
+struct entry {
+	struct l7_ident_key key;
+	__u32 id;
+};
+
+struct entries {
+	struct entry *e;
+	int n, cap;
+};
+
+static struct {
+	char name[MAX_IDENTITIES][64];
+	int n_names;
+	struct entries policy;      /* from l7.config */
+	struct entries applied;     /* what l7_idents holds now */
+	char file[512];
+	struct stat seen;           /* the file as last read (mtime, size, inode) */
+	time_t checked;
+	int map_fd;
+} I = { .map_fd = -1 };
+
+static int add(struct entries *s, __u32 addr_be, __u32 len, __u32 id)
+{
+	__u32 mask = len ? htonl(~0u << (32 - len)) : 0;
+	for (int i = 0; i < s->n; i++)
+		if (s->e[i].key.prefixlen == len && s->e[i].key.addr == (addr_be & mask)) {
+			if (s->e[i].id != id)
+				return -1;   /* one prefix, two identities */
+			return 0;
+		}
+	if (s->n == s->cap) {
+		int cap = s->cap ? 2 * s->cap : 64;
+		struct entry *e = realloc(s->e, sizeof(*e) * (size_t)cap);
+		if (!e)
+			return -1;
+		s->e = e, s->cap = cap;
+	}
+	s->e[s->n++] = (struct entry){ { len, addr_be & mask }, id };
+	return 0;
+}
+
+/* "A.B.C.D" or "A.B.C.D/LEN" */
+static int parse_prefix(const char *s, __u32 *addr_be, __u32 *len)
+{
+	char ip[32];
+	const char *slash = strchr(s, '/');
+	size_t n = slash ? (size_t)(slash - s) : strlen(s);
+	struct in_addr a;
+	char *end;
+
+	if (n >= sizeof ip)
+		return -1;
+	memcpy(ip, s, n);
+	ip[n] = 0;
+	if (inet_pton(AF_INET, ip, &a) != 1)
+		return -1;
+	*addr_be = a.s_addr;
+	*len = 32;
+	if (slash) {
+		long l = strtol(slash + 1, &end, 10);
+		if (!slash[1] || *end || l < 0 || l > 32)
+			return -1;
+		*len = (__u32)l;
+	}
+	return 0;
+}
+
+/* `identity IDX NAME [A.B.C.D/LEN...]` from l7.config; 1 if the line was one. */
+int ident_config_line(const char *line)
+{
+	int idx, at = 0;
+	char name[64], prefix[64];
+	__u32 addr, len;
+
+	if (sscanf(line, "identity %d %63s%n", &idx, name, &at) != 2)
+		return 0;
+	if (idx < 0 || idx >= MAX_IDENTITIES)
+		return 1;
+	snprintf(I.name[idx], sizeof I.name[idx], "%s", name);
+	if (idx >= I.n_names)
+		I.n_names = idx + 1;
+	for (int n = 0; sscanf(line + at, " %63s%n", prefix, &n) == 1; at += n)
+		if (!parse_prefix(prefix, &addr, &len))
+			add(&I.policy, addr, len, (__u32)idx);   /* l7c refused duplicate prefixes */
+	return 1;
+}
+
+/* --identities FILE */
+int ident_file_arg(const char *path)
+{
+	if (!path[0] || strlen(path) >= sizeof I.file)
+		return -1;
+	snprintf(I.file, sizeof I.file, "%s", path);
+	return 0;
+}
+
+static int id_of(const char *name)
+{
+	for (int i = 0; i < I.n_names; i++)
+		if (!strcmp(I.name[i], name))
+			return i;
+	return -1;
+}
+
+static int contains(const struct entries *s, const struct entry *e)
+{
+	for (int i = 0; i < s->n; i++)
+		if (s->e[i].key.prefixlen == e->key.prefixlen && s->e[i].key.addr == e->key.addr)
+			return 1;
+	return 0;
+}
+
+/* The policy's entries overlaid with the file's; -1 (and why, on stderr) if the file is bad. */
+static int read_file(struct entries *out)
+{
+	FILE *f = fopen(I.file, "r");
+	char line[4096];
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		fprintf(stderr, "l7run: --identities %s: %s\n", I.file, strerror(errno));
+		return -1;
+	}
+	struct entries file = { 0 };
+	while (!rc && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#'), *save = NULL;
+		if (hash)
+			*hash = 0;
+		char *name = strtok_r(line, " \t\r\n", &save);
+		if (!name)
+			continue;
+		int id = id_of(name);
+		if (id < 0) {
+			fprintf(stderr, "l7run: %s:%d: unknown identity '%s' (the policy declares:", I.file, lineno, name);
+			for (int i = 0; i < I.n_names; i++)
+				fprintf(stderr, " %s", I.name[i]);
+			fprintf(stderr, "%s)\n", I.n_names ? "" : " none");
+			rc = -1;
+			break;
+		}
+		for (char *t = strtok_r(NULL, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
+			__u32 addr, len;
+			if (parse_prefix(t, &addr, &len)) {
+				fprintf(stderr, "l7run: %s:%d: '%s' is not an IPv4 address or prefix\n", I.file, lineno, t);
+				rc = -1;
+				break;
+			}
+			if (add(&file, addr, len, (__u32)id)) {
+				fprintf(stderr, "l7run: %s:%d: %s is given to two identities\n", I.file, lineno, t);
+				rc = -1;
+				break;
+			}
+		}
+	}
+	fclose(f);
+	out->n = 0;
+	for (int i = 0; !rc && i < file.n; i++)
+		add(out, file.e[i].key.addr, file.e[i].key.prefixlen, file.e[i].id);
+	for (int i = 0; !rc && i < I.policy.n; i++) {
+		const struct entry *p = &I.policy.e[i];
+		if (!contains(out, p))   /* the file's entry for the same prefix wins */
+			add(out, p->key.addr, p->key.prefixlen, p->id);
+	}
+	free(file.e);
+	return rc;
+}
+
+/* Makes l7_idents hold exactly `want`. */
+static int apply(const struct entries *want)
+{
+	for (int i = 0; i < want->n; i++)
+		if (bpf_map_update_elem(I.map_fd, &want->e[i].key, &want->e[i].id, BPF_ANY)) {
+			fprintf(stderr, "l7run: l7_idents: %s\n", strerror(errno));
+			return -1;
+		}
+	for (int i = 0; i < I.applied.n; i++)
+		if (!contains(want, &I.applied.e[i]))
+			bpf_map_delete_elem(I.map_fd, &I.applied.e[i].key);
+	I.applied.n = 0;
+	for (int i = 0; i < want->n; i++)
+		add(&I.applied, want->e[i].key.addr, want->e[i].key.prefixlen, want->e[i].id);
+	return 0;
+}
+
+/* Fills l7_idents before any traffic; -1 stops l7run (a bad --identities file). */
+int ident_setup(struct bpf_object *obj)
+{
+	struct entries want = { 0 };
+	int rc;
+
+	I.map_fd = bpf_object__find_map_fd_by_name(obj, "l7_idents");
+	if (I.map_fd < 0)
+		return 0;   /* an object without identities support: nothing to keep */
+	I.applied.n = 0;
+	if (I.file[0]) {
+		stat(I.file, &I.seen);
+		rc = read_file(&want);
+	} else {
+		rc = 0;
+		for (int i = 0; i < I.policy.n; i++)
+			add(&want, I.policy.e[i].key.addr, I.policy.e[i].key.prefixlen, I.policy.e[i].id);
+	}
+	if (!rc)
+		rc = apply(&want);
+	free(want.e);
+	I.checked = time(NULL);
+	return rc;
+}
+
+/* Re-reads --identities when the file changed (at most once a second). */
+void ident_tick(void)
+{
+	struct stat st;
+	time_t now = time(NULL);
+
+	if (!I.file[0] || I.map_fd < 0 || now == I.checked)
+		return;
+	I.checked = now;
+	if (stat(I.file, &st))
+		return;   /* being replaced: keep what is in force, look again next second */
+	if (st.st_mtim.tv_sec == I.seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == I.seen.st_mtim.tv_nsec &&
+	    st.st_size == I.seen.st_size && st.st_ino == I.seen.st_ino)
+		return;
+	I.seen = st;
+	struct entries want = { 0 };
+	if (read_file(&want) == 0 && apply(&want) == 0)
+		fprintf(stderr, "l7run: identities: %d prefixes in force from %s\n", want.n, I.file);
+	else
+		fprintf(stderr, "l7run: identities: %s ignored, the previous %d prefixes stay in force\n", I.file, I.applied.n);
+	free(want.e);
+}
