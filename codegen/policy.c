@@ -24,6 +24,7 @@ struct pcx {
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
 	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty;
 	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn;
+	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -143,6 +144,11 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	case IR_C_IDENTITY:
 		v = LLVMBuildICmp(g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), "");
 		break;
+	case IR_C_SOURCE_SET: {
+		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->set) };
+		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->jwt_ty, c->set_fn, args, 2), u32c(c, 0), "");
+		break;
+	}
 	case IR_C_TABLE: {
 		const struct ir_table *t = &g->p->tables[k->table];
 		unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
@@ -264,6 +270,7 @@ void cg_policy(struct cg *g)
 	LLVMTypeRef jp[] = { g->ptr, g->i32 };
 	c.jwt_ty = LLVMFunctionType(g->i32, jp, 2, 0);
 	c.jwt_fn = p->njwts ? declare(&c, "l7_jwt_check", c.jwt_ty) : NULL;
+	c.set_fn = p->ncidr_sets ? declare(&c, "l7_source_in_set", c.jwt_ty) : NULL;
 	c.ident_ty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
 	c.ident_fn = declare(&c, "l7_identity_of", c.ident_ty);
 	c.count_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), &g->i32, 1, 0);

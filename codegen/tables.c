@@ -175,6 +175,13 @@ static void config_section(struct cg *g)
 	for (int i = 0; i < p->nbuckets; i++)
 		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
 			p->buckets[i].burst, p->buckets[i].status);
+	/* prefix sets: l7run puts these in l7_cidrs before traffic */
+	for (int s = 0; s < p->ncidr_sets; s++)
+		for (int k = 0; k < p->cidr_sets[s].n; k++) {
+			const unsigned char *b = (const unsigned char *)&p->cidr_sets[s].nets[k];
+			fprintf(f, "cidrset %d %u.%u.%u.%u/%d\n", s, b[0], b[1], b[2], b[3],
+				__builtin_popcount(p->cidr_sets[s].netmasks[k]));
+		}
 	/* rule tables: l7run puts these in l7_exact / l7_prefix before traffic */
 	for (int t = 0; t < p->ntables; t++)
 		for (int i = 0; i < p->tables[t].n; i++) {

@@ -91,6 +91,9 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 	case IR_C_IDENTITY:
 		fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
 		return;
+	case IR_C_SOURCE_SET:
+		fprintf(o, "source in set #%d (%d prefixes)", c->set, p->cidr_sets[c->set].n);
+		return;
 	case IR_C_TABLE: {
 		const struct ir_table *t = &p->tables[c->table];
 		fprintf(o, "(method, path) in table #%d (%d entries)", c->table, t->n);
@@ -193,6 +196,15 @@ void ir_dump(const struct ir_program *p, FILE *o)
 			fputc(' ', o);
 			ip_out(o, p->identities[i].nets[k]);
 			fprintf(o, "/%d", __builtin_popcount(p->identities[i].netmasks[k]));
+		}
+		fputc('\n', o);
+	}
+	for (int i = 0; i < p->ncidr_sets; i++) {
+		fprintf(o, "set #%d:", i);
+		for (int k = 0; k < p->cidr_sets[i].n; k++) {
+			fputc(' ', o);
+			ip_out(o, p->cidr_sets[i].nets[k]);
+			fprintf(o, "/%d", __builtin_popcount(p->cidr_sets[i].netmasks[k]));
 		}
 		fputc('\n', o);
 	}

@@ -73,6 +73,13 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
 	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt);
 	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
+	case IR_C_SOURCE_SET: {
+		const struct ir_cidr_set *s = &e->p->cidr_sets[c->set];
+		for (int i = 0; i < s->n; i++)
+			if ((r->src_ip4 & s->netmasks[i]) == s->nets[i])
+				return true;
+		return false;
+	}
 	case IR_C_TABLE: {
 		const struct ir_table *t = &e->p->tables[c->table];
 		for (int i = 0; i < t->n; i++) {

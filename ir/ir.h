@@ -33,6 +33,7 @@ enum ir_cond_kind {
 	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
 	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
 	IR_C_TABLE,        /* (method, path) is in rule table `table` (passes.c "tables") */
+	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
 };
 
 struct ir_cond {
@@ -44,6 +45,7 @@ struct ir_cond {
 	int jwt;                     /* JWT_VALID */
 	int ident;                   /* IDENTITY */
 	int table;                   /* TABLE */
+	int set;                     /* SOURCE_SET: index into cidr_sets */
 	unsigned net, netmask;       /* SOURCE_IN, network byte order */
 	unsigned lo, hi;             /* PORT_IN */
 	char *str;
@@ -118,6 +120,11 @@ struct ir_table {                /* rules that differ only in method and path, a
 	bool exact_any, exact_method, prefix_any, prefix_method;   /* which lookups can match */
 };
 
+struct ir_cidr_set {             /* a long `source in [...]` list, as one LPM trie lookup */
+	unsigned *nets, *netmasks;   /* network byte order */
+	int n;
+};
+
 struct ir_identity {
 	char *name;
 	unsigned *nets, *netmasks;   /* network byte order */
@@ -164,6 +171,8 @@ struct ir_program {
 	int nidentities;
 	struct ir_table *tables;
 	int ntables;
+	struct ir_cidr_set *cidr_sets;
+	int ncidr_sets;
 	struct ir_rule default_rule; /* what a request no policy decided gets */
 	struct ir_rule rbac_rule;    /* the 403 of an ALLOW policy that applied but did not allow */
 	int nrules;                  /* rules in all policies */

@@ -1,6 +1,6 @@
 /* Rule tables: the compiler turned long runs of method+path rules into tables (ir/passes.c
- * "tables") and wrote their entries into l7.config; they go into the l7_exact hash map and the
- * l7_prefix trie here, after the object is loaded and before anything is attached, so no
+ * "tables") and long source-prefix lists into sets ("sets"), and wrote their entries into
+ * l7.config; they go into the l7_exact hash map and the l7_prefix and l7_cidrs tries here, after the object is loaded and before anything is attached, so no
  * request is ever judged by a half-filled table. */
 #include <errno.h>
 #include <stdlib.h>
@@ -15,12 +15,25 @@ int fill_rule_tables(struct bpf_object *obj, const char *path)
 	char *text = config_text(path);
 	if (!text)
 		return -1;
+	int cidrs = bpf_object__find_map_fd_by_name(obj, "l7_cidrs");
 	int exact = bpf_object__find_map_fd_by_name(obj, "l7_exact");
 	int prefix = bpf_object__find_map_fd_by_name(obj, "l7_prefix");
 	int n = 0, rc = 0;
 	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		unsigned table, method;
+		unsigned table, method, set, a, b, c, d, bits;
 		char kind[8], p[L7_TABLE_PATH + 1];
+		if (sscanf(line, "cidrset %u %u.%u.%u.%u/%u", &set, &a, &b, &c, &d, &bits) == 6) {
+			uint32_t one = 1;
+			struct l7_cidr_key k = { 32 + bits, htonl(set), htonl(a << 24 | b << 16 | c << 8 | d) };
+			if (cidrs < 0 || bits > 32 || bpf_map_update_elem(cidrs, &k, &one, BPF_ANY)) {
+				fprintf(stderr, "l7run: prefix set %u: cannot insert %u.%u.%u.%u/%u: %s\n", set, a, b, c, d, bits,
+					cidrs < 0 ? "no l7_cidrs map" : strerror(errno));
+				rc = -1;
+				break;
+			}
+			n++;
+			continue;
+		}
 		if (sscanf(line, "table %u %7s %u %64s", &table, kind, &method, p) != 4) {
 			if (sscanf(line, "table %u %7s %u", &table, kind, &method) != 3 || strcmp(kind, "exact"))
 				continue;

@@ -19,7 +19,7 @@
 #define HEAD_MASK (L7_MAX_HEAD - 1)
 #define JSON_MASK (L7_JWT_JSON - 1)
 
-extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents;
+extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents, l7_cidrs;
 extern const __u32 l7_n_identities;
 
 L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n)
@@ -62,6 +62,13 @@ L7_INLINE __u32 l7_identity_of(const struct l7_req *req)
 	struct l7_ident_key k = { 32, req->src_ip4 };
 	__u32 *id = bpf_map_lookup_elem(&l7_idents, &k);
 	return id && *id < l7_n_identities ? *id : l7_n_identities;
+}
+
+/* The client address is in prefix set `set` (ir/passes.c "sets"). */
+L7_INLINE int l7_source_in_set(const struct l7_req *req, __u32 set)
+{
+	struct l7_cidr_key k = { 64, __builtin_bswap32(set), req->src_ip4 };
+	return bpf_map_lookup_elem(&l7_cidrs, &k) != 0;
 }
 
 L7_INLINE void l7_count(__u32 idx)

@@ -104,6 +104,14 @@ struct l7_ident_key {
 	__u32 addr;            /* IPv4, network byte order */
 };
 
+/* l7_cidrs (LPM trie, filled by l7run from l7.config "cidrset" lines): the prefix lists the
+ * "sets" pass took out of the code. prefixlen = 32 (the set) + the prefix's length. */
+struct l7_cidr_key {
+	__u32 prefixlen;
+	__u32 set;             /* big endian: the trie compares bytes in order */
+	__u32 addr;            /* network byte order */
+};
+
 /* A token bucket of a TokenBucket instance, per key (l7_buckets). Tokens are kept in
  * thousandths so that slow rates refill smoothly. */
 struct l7_bucket_key {
