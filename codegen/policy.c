@@ -25,6 +25,7 @@ struct pcx {
 	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty;
 	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
+	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -66,6 +67,12 @@ static LLVMBasicBlockRef block(struct pcx *c, const char *name)
 static LLVMValueRef call(struct pcx *c, LLVMTypeRef ty, LLVMValueRef fn, LLVMValueRef *args, unsigned n)
 {
 	return LLVMBuildCall2(c->g->b, ty, fn, args, n, "");
+}
+
+static LLVMValueRef declare(struct pcx *c, const char *name, LLVMTypeRef ty)
+{
+	LLVMValueRef f = LLVMGetNamedFunction(c->g->mod, name);
+	return f ? f : LLVMAddFunction(c->g->mod, name, ty);
 }
 
 static LLVMValueRef in_range(struct pcx *c, LLVMValueRef v, unsigned lo, unsigned hi)
@@ -144,6 +151,17 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	case IR_C_IDENTITY:
 		v = LLVMBuildICmp(g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), "");
 		break;
+	case IR_C_COUNTER_IN: {
+		LLVMValueRef idx = u32c(c, (unsigned)k->state);
+		v = in_range(c, call(c, c->u_ty, declare(c, "l7_counter_value", c->u_ty), &idx, 1), k->lo, k->hi);
+		break;
+	}
+	case IR_C_TIMER_ELAPSED: {
+		LLVMValueRef args[] = { u32c(c, (unsigned)k->state), u32c(c, k->lo) };
+		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->uu_ty, declare(c, "l7_timer_elapsed", c->uu_ty), args, 2),
+				  u32c(c, 0), "");
+		break;
+	}
 	case IR_C_SOURCE_SET: {
 		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->set) };
 		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->jwt_ty, c->set_fn, args, 2), u32c(c, 0), "");
@@ -170,6 +188,13 @@ static void count(struct pcx *c, unsigned idx)
 		LLVMValueRef a = u32c(c, idx);
 		call(c, c->count_ty, c->count_fn, &a, 1);
 	}
+}
+
+/* A void (int) machinery call: l7_counter_add, l7_counter_reset, l7_timer_restart. */
+static void state_call(struct pcx *c, const char *fn, unsigned idx)
+{
+	LLVMValueRef a = u32c(c, idx);
+	call(c, c->count_ty, declare(c, fn, c->count_ty), &a, 1);
 }
 
 /* d->set[d->n_set++] = m, bounded by L7_MAX_SET. */
@@ -237,12 +262,6 @@ static void remember_route(struct pcx *c, const struct ir_rule *r, LLVMBasicBloc
 	LLVMBuildBr(g->b, next);
 }
 
-static LLVMValueRef declare(struct pcx *c, const char *name, LLVMTypeRef ty)
-{
-	LLVMValueRef f = LLVMGetNamedFunction(c->g->mod, name);
-	return f ? f : LLVMAddFunction(c->g->mod, name, ty);
-}
-
 void cg_policy(struct cg *g)
 {
 	struct pcx c = { .g = g };
@@ -271,6 +290,9 @@ void cg_policy(struct cg *g)
 	c.jwt_ty = LLVMFunctionType(g->i32, jp, 2, 0);
 	c.jwt_fn = p->njwts ? declare(&c, "l7_jwt_check", c.jwt_ty) : NULL;
 	c.set_fn = p->ncidr_sets ? declare(&c, "l7_source_in_set", c.jwt_ty) : NULL;
+	c.u_ty = LLVMFunctionType(g->i32, &g->i32, 1, 0);
+	LLVMTypeRef uup[] = { g->i32, g->i32 };
+	c.uu_ty = LLVMFunctionType(g->i32, uup, 2, 0);
 	c.ident_ty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
 	c.ident_fn = declare(&c, "l7_identity_of", c.ident_ty);
 	c.count_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), &g->i32, 1, 0);
@@ -322,8 +344,15 @@ void cg_policy(struct cg *g)
 				cg_di_at(g, c.sp, act->line);
 				if (act->kind == IR_A_SET_HEADER)
 					add_mutation(&c, act->mutation);
-				else if (act->kind == IR_A_COUNT)
+				else if (act->kind == IR_A_COUNT) {
 					count(&c, (unsigned)act->counter);
+					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
+						state_call(&c, "l7_counter_add", (unsigned)act->counter);
+				} else if (act->kind == IR_A_COUNTER_RESET) {
+					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
+						state_call(&c, "l7_counter_reset", (unsigned)act->counter);
+				} else if (act->kind == IR_A_TIMER_RESTART)
+					state_call(&c, "l7_timer_restart", (unsigned)act->timer);
 				else
 					limit(&c, act, rule);
 			}

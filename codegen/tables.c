@@ -172,6 +172,8 @@ static void config_section(struct cg *g)
 		}
 		fputc('\n', f);
 	}
+	for (int i = 0; i < p->ntimers; i++)
+		fprintf(f, "timer %d %s\n", i, p->timers[i]);
 	for (int i = 0; i < p->nbuckets; i++)
 		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
 			p->buckets[i].burst, p->buckets[i].status);

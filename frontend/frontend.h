@@ -177,14 +177,15 @@ enum l7_intrinsic {
 	/* fields of the request */
 	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER, I_HAS_HEADER, I_SOURCE, I_PORT,
 	/* fields of state instances */
-	I_JWT_VALID, I_JWT_CLAIM,
+	I_JWT_VALID, I_JWT_CLAIM, I_COUNTER_VALUE, I_TIMER_ELAPSED,
 	/* actions */
 	I_ROUTE, I_DENY, I_ALLOW, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY, I_COUNT, I_LIMIT,
+	I_COUNTER_RESET, I_TIMER_RESTART,
 };
 
 /* What a state type is, judged from the intrinsics its members bind to: decides which
  * settings an instance takes. */
-enum l7_state_kind { SK_NONE, SK_JWT, SK_COUNTER, SK_BUCKET };
+enum l7_state_kind { SK_NONE, SK_JWT, SK_COUNTER, SK_BUCKET, SK_TIMER };
 
 struct l7_iface_param {
 	char *type, *name;

@@ -42,6 +42,8 @@ static const struct { const char *name; enum l7_intrinsic in; bool is_field; } i
 	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "allow", I_ALLOW, false },
 	{ "set_header", I_SET_HEADER, false }, { "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
 	{ "count", I_COUNT, false }, { "limit", I_LIMIT, false },
+	{ "counter_value", I_COUNTER_VALUE, true }, { "counter_reset", I_COUNTER_RESET, false },
+	{ "timer_elapsed", I_TIMER_ELAPSED, true }, { "timer_restart", I_TIMER_RESTART, false },
 };
 
 /* ---- "did you mean" ---- */
@@ -145,6 +147,9 @@ static enum l7_state_kind kind_of(const struct l7_iface_type *ty)
 	for (int i = 0; i < ty->nfields; i++)
 		if (ty->fields[i].intrinsic == I_JWT_VALID || ty->fields[i].intrinsic == I_JWT_CLAIM)
 			return SK_JWT;
+	for (int i = 0; i < ty->nfields; i++)
+		if (ty->fields[i].intrinsic == I_TIMER_ELAPSED)
+			return SK_TIMER;
 	for (int i = 0; i < ty->nactions; i++) {
 		if (ty->actions[i].intrinsic == I_COUNT)
 			return SK_COUNTER;
@@ -294,7 +299,7 @@ static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object,
 				if (e->args[k]->type && e->args[k]->type != f->params[k].ty)
 					l7_diag(x->d, L7_ERROR, e->args[k]->loc, "argument %d of '%s' must be %s, not %s", k + 1,
 						f->name, l7_type_name(f->params[k].ty), l7_type_name(e->args[k]->type));
-				else if (e->args[k]->kind != E_STRING)
+				else if (e->args[k]->kind != E_STRING && e->args[k]->kind != E_INT)
 					l7_diag(x->d, L7_ERROR, e->args[k]->loc, "argument %d of '%s' must be a constant", k + 1, f->name);
 			}
 		}
@@ -351,8 +356,32 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 	}
 }
 
+/* Copper's predicate style, `IsTimeSince(window, 60)`, for a field with parameters of the
+ * state a first argument names: the same as `window.IsTimeSince(60)`. */
+static bool state_predicate(struct rx *x, struct l7_expr *e)
+{
+	if (e->nargs < 1 || e->args[0]->kind != E_IDENT)
+		return false;
+	for (int i = 0; i < x->p->nusings; i++) {
+		const struct l7_iface_type *ty = x->p->usings[i].iface;
+		if (!ty || strcmp(x->p->usings[i].name, e->args[0]->str))
+			continue;
+		for (int k = 0; k < ty->nfields; k++)
+			if (ty->fields[k].nparams > 0 && !strcmp(ty->fields[k].name, e->str)) {
+				e->lhs = e->args[0];
+				memmove(e->args, e->args + 1, sizeof(*e->args) * (size_t)(e->nargs - 1));
+				e->nargs--;
+				check_field(x, e, e->lhs, true);
+				return true;
+			}
+	}
+	return false;
+}
+
 static void check_builtin_call(struct rx *x, struct l7_expr *e)
 {
+	if (state_predicate(x, e))
+		return;
 	for (int i = 0; i < e->nargs; i++)
 		check_expr(x, e->args[i]);
 	if (!strcmp(e->str, "starts_with")) {

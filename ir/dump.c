@@ -3,6 +3,7 @@
 
 #include "l7/abi.h"
 
+#include <limits.h>
 #include <string.h>
 
 static const char *const method_names[] = {
@@ -91,6 +92,15 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 	case IR_C_IDENTITY:
 		fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
 		return;
+	case IR_C_COUNTER_IN:
+		if (c->hi == UINT_MAX)
+			fprintf(o, "%s.value >= %u", p->counters[c->state], c->lo);
+		else
+			fprintf(o, "%s.value in %u..%u", p->counters[c->state], c->lo, c->hi);
+		return;
+	case IR_C_TIMER_ELAPSED:
+		fprintf(o, "%s elapsed %us", p->timers[c->state], c->lo);
+		return;
 	case IR_C_SOURCE_SET:
 		fprintf(o, "source in set #%d (%d prefixes)", c->set, p->cidr_sets[c->set].n);
 		return;
@@ -137,6 +147,10 @@ static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *
 			fprintf(o, " set_header #%d;", a->mutation);
 		} else if (a->kind == IR_A_COUNT) {
 			fprintf(o, " count %s;", p->counters[a->counter]);
+		} else if (a->kind == IR_A_COUNTER_RESET) {
+			fprintf(o, " reset %s;", p->counters[a->counter]);
+		} else if (a->kind == IR_A_TIMER_RESTART) {
+			fprintf(o, " restart %s;", p->timers[a->timer]);
 		} else {
 			fprintf(o, " limit %s by ", p->buckets[a->bucket].name);
 			field_out(p, a->key_field, a->key_header, o);
@@ -187,6 +201,8 @@ void ir_dump(const struct ir_program *p, FILE *o)
 		fprintf(o, "claim #%d %s.%s\n", i, p->jwts[p->claims[i].jwt].name, p->claims[i].name);
 	for (int i = 0; i < p->ncounters; i++)
 		fprintf(o, "counter #%d %s\n", i, p->counters[i]);
+	for (int i = 0; i < p->ntimers; i++)
+		fprintf(o, "timer #%d %s\n", i, p->timers[i]);
 	for (int i = 0; i < p->nbuckets; i++)
 		fprintf(o, "bucket #%d %s: %u/s, burst %u, status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
 			p->buckets[i].burst, p->buckets[i].status);

@@ -8,6 +8,7 @@
  * reached, the request is denied 403; a request nothing routed gets the default (404). */
 #include "ir.h"
 
+#include <limits.h>
 #include <string.h>
 
 #include "l7/abi.h"
@@ -73,6 +74,12 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
 	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt);
 	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
+	case IR_C_COUNTER_IN: {
+		unsigned long long v = e->env && e->env->counter_value ? e->env->counter_value(e->env->ctx, c->state) : 0;
+		return v >= c->lo && (c->hi == UINT_MAX || v <= c->hi);
+	}
+	case IR_C_TIMER_ELAPSED:
+		return e->env && e->env->timer_elapsed && e->env->timer_elapsed(e->env->ctx, c->state, c->lo);
 	case IR_C_SOURCE_SET: {
 		const struct ir_cidr_set *s = &e->p->cidr_sets[c->set];
 		for (int i = 0; i < s->n; i++)

@@ -34,6 +34,8 @@ enum ir_cond_kind {
 	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
 	IR_C_TABLE,        /* (method, path) is in rule table `table` (passes.c "tables") */
 	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
+	IR_C_COUNTER_IN,   /* lo <= value of counter `state` <= hi (as the request arrives) */
+	IR_C_TIMER_ELAPSED,/* at least lo seconds since timer `state` was (re)started */
 };
 
 struct ir_cond {
@@ -46,8 +48,9 @@ struct ir_cond {
 	int ident;                   /* IDENTITY */
 	int table;                   /* TABLE */
 	int set;                     /* SOURCE_SET: index into cidr_sets */
+	int state;                   /* COUNTER_IN: counter; TIMER_ELAPSED: timer */
 	unsigned net, netmask;       /* SOURCE_IN, network byte order */
-	unsigned lo, hi;             /* PORT_IN */
+	unsigned lo, hi;             /* PORT_IN, COUNTER_IN; TIMER_ELAPSED: lo seconds */
 	char *str;
 	size_t len;
 	unsigned method;
@@ -61,6 +64,8 @@ enum ir_action_kind {
 	IR_A_SET_HEADER,             /* mutation */
 	IR_A_COUNT,                  /* counter += 1 */
 	IR_A_LIMIT,                  /* take a token of bucket for key_field, or deny its status */
+	IR_A_COUNTER_RESET,          /* counter's value = 0 (its telemetry total stays) */
+	IR_A_TIMER_RESTART,          /* timer starts again now */
 };
 
 struct ir_action {               /* non-terminal actions, in order */
@@ -68,6 +73,7 @@ struct ir_action {               /* non-terminal actions, in order */
 	int mutation;                /* SET_HEADER: index into ir_program.mutations */
 	int counter;                 /* COUNT: index into ir_program.counters */
 	int bucket;                  /* LIMIT: index into ir_program.buckets */
+	int timer;                   /* TIMER_RESTART: index into ir_program.timers */
 	enum ir_field key_field;     /* LIMIT: the key (IR_F_*), or -1 for one bucket for all */
 	int key_header;
 	unsigned line;
@@ -165,6 +171,9 @@ struct ir_program {
 	int nclaims;
 	char **counters;             /* Counter instances, by name */
 	int ncounters;
+	unsigned long long counters_read;   /* bit i: a condition reads counter i's value */
+	char **timers;               /* Timer instances, by name */
+	int ntimers;
 	struct ir_bucket *buckets;
 	int nbuckets;
 	struct ir_identity *identities;
@@ -211,6 +220,9 @@ struct ir_eval_env {
 	bool (*jwt_valid)(void *ctx, int jwt);
 	bool (*bucket_take)(void *ctx, int bucket);
 	void *ctx;
+	/* Counter values and timers (NULL: every value 0, no timer elapsed) */
+	unsigned long long (*counter_value)(void *ctx, int counter);
+	bool (*timer_elapsed)(void *ctx, int timer, unsigned seconds);
 };
 
 /* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser

@@ -11,6 +11,7 @@
 #include "l7/abi.h"
 
 #include <ctype.h>
+#include <limits.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
@@ -97,7 +98,7 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 	return x->p->nheaders++;
 }
 
-/* The JWT configuration a state variable is bound to. */
+/* The JWT configuration (counter, timer) a state variable is bound to. */
 static int jwt_of(struct lx *x, const struct l7_expr *var)
 {
 	return x->kind_index[x->src->usings[var->ref_index].instance];
@@ -192,18 +193,57 @@ static struct ir_cond *source_in(struct lx *x, const struct l7_expr *lit, unsign
 	return c;
 }
 
-static struct ir_cond *port_in(struct lx *x, long long lo, long long hi, unsigned line)
+/* lo <= an int field <= hi, clamped to the field's range 0..max */
+static struct ir_cond *int_in(struct lx *x, enum ir_cond_kind kind, long long lo, long long hi, long long max,
+			      unsigned line)
 {
 	if (lo < 0)
 		lo = 0;
-	if (hi > 65535)
-		hi = 65535;
+	if (hi > max)
+		hi = max;
 	if (lo > hi)
 		return cond_new(x, IR_C_FALSE, line);
-	struct ir_cond *c = cond_new(x, IR_C_PORT_IN, line);
+	struct ir_cond *c = cond_new(x, kind, line);
 	c->lo = (unsigned)lo;
 	c->hi = (unsigned)hi;
 	return c;
+}
+
+/* Names the counter or timer on every leaf of c. */
+static void set_state(struct ir_cond *c, int state)
+{
+	if (!c)
+		return;
+	c->state = state;
+	set_state(c->a, state);
+	set_state(c->b, state);
+}
+
+/* An int field compared with constants: `port >= 8000`, `hits.value in 0..10`, `port in [80, 443]`. */
+static struct ir_cond *int_compare(struct lx *x, enum ir_cond_kind kind, long long max, const struct l7_expr *e,
+				   unsigned line)
+{
+	const struct l7_expr *r = e->rhs;
+	long long v = r->num;
+	switch (e->op) {
+	case OP_EQ: return int_in(x, kind, v, v, max, line);
+	case OP_NE: return cond_not(x, int_in(x, kind, v, v, max, line));
+	case OP_LT: return int_in(x, kind, 0, v - 1, max, line);
+	case OP_LE: return int_in(x, kind, 0, v, max, line);
+	case OP_GT: return int_in(x, kind, v + 1, max, max, line);
+	case OP_GE: return int_in(x, kind, v, max, max, line);
+	case OP_IN:
+		if (r->kind == E_RANGE)
+			return int_in(x, kind, r->num, r->num2, max, line);
+		if (r->kind == E_LIST) {
+			struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+			for (int i = 0; i < r->nargs; i++)
+				acc = cond_bin(x, IR_C_OR, acc, int_in(x, kind, r->args[i]->num, r->args[i]->num, max, line));
+			return acc;
+		}
+		return NULL;
+	default: return NULL;
+	}
 }
 
 static bool is_field(const struct l7_expr *e, enum l7_intrinsic in)
@@ -226,27 +266,19 @@ static struct ir_cond *lower_addr_port(struct lx *x, const struct l7_expr *e, un
 			return NULL;
 		return e->op == OP_NE ? cond_not(x, acc) : acc;
 	}
-	if (is_field(l, I_PORT)) {
-		long long v = r->num;
-		switch (e->op) {
-		case OP_EQ: return port_in(x, v, v, line);
-		case OP_NE: return cond_not(x, port_in(x, v, v, line));
-		case OP_LT: return port_in(x, 0, v - 1, line);
-		case OP_LE: return port_in(x, 0, v, line);
-		case OP_GT: return port_in(x, v + 1, 65535, line);
-		case OP_GE: return port_in(x, v, 65535, line);
-		case OP_IN:
-			if (r->kind == E_RANGE)
-				return port_in(x, r->num, r->num2, line);
-			if (r->kind == E_LIST) {
-				struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
-				for (int i = 0; i < r->nargs; i++)
-					acc = cond_bin(x, IR_C_OR, acc, port_in(x, r->args[i]->num, r->args[i]->num, line));
-				return acc;
-			}
-			return NULL;
-		default: return NULL;
+	if (is_field(l, I_PORT))
+		return int_compare(x, IR_C_PORT_IN, 65535, e, line);
+	if (is_field(l, I_COUNTER_VALUE)) {   /* the counter's value, read by a condition */
+		struct ir_cond *c = int_compare(x, IR_C_COUNTER_IN, UINT_MAX, e, line);
+		int counter = jwt_of(x, l->lhs);
+		if (counter >= L7_MAX_READ_COUNTERS) {
+			l7_diag(x->d, L7_ERROR, l->loc, "a policy file may read the value of at most %d counters",
+				L7_MAX_READ_COUNTERS);
+			return cond_new(x, IR_C_FALSE, line);
 		}
+		set_state(c, counter);
+		x->p->counters_read |= 1ull << counter;
+		return c;
 	}
 	return NULL;
 }
@@ -277,6 +309,12 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 		}
 		break;
 	case E_CALL:
+		if (is_field(e, I_TIMER_ELAPSED)) {
+			struct ir_cond *c = cond_new(x, IR_C_TIMER_ELAPSED, line);
+			c->state = jwt_of(x, e->lhs);
+			c->lo = e->args[0]->num < 0 ? 0 : e->args[0]->num > 31536000 ? 31536000 : (unsigned)e->args[0]->num;
+			return c;
+		}
 		if (e->builtin == B_STARTS_WITH)
 			return guard_claim(x, e->args[0], str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line));
 		if (is_field(e, I_HAS_HEADER)) {
@@ -411,6 +449,8 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 	switch (a->intrinsic) {
 	case I_SET_HEADER:
 	case I_COUNT:
+	case I_COUNTER_RESET:
+	case I_TIMER_RESTART:
 	case I_LIMIT: {
 		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
 		if (pa.nactions)
@@ -430,8 +470,9 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 			na->mutation = mutation_index(x, c->args[1], c->args[2]);
 		} else {
 			int inst = x->src->usings[c->args[0]->ref_index].instance;
-			na->kind = a->intrinsic == I_COUNT ? IR_A_COUNT : IR_A_LIMIT;
-			na->counter = na->bucket = x->kind_index[inst];
+			na->kind = a->intrinsic == I_COUNT ? IR_A_COUNT : a->intrinsic == I_COUNTER_RESET ? IR_A_COUNTER_RESET
+				 : a->intrinsic == I_TIMER_RESTART ? IR_A_TIMER_RESTART : IR_A_LIMIT;
+			na->counter = na->bucket = na->timer = x->kind_index[inst];
 			na->key_field = (enum ir_field)-1;
 			if (a->intrinsic == I_LIMIT && c->args[1]->kind != E_STRING &&
 			    !field_of(x, c->args[1], &na->key_field, &na->key_header))
@@ -530,6 +571,7 @@ static void lower_instances(struct lx *x)
 	p->jwts = alloc(x, sizeof(*p->jwts) * (size_t)(m->ninstances + 1));
 	p->counters = alloc(x, sizeof(*p->counters) * (size_t)(m->ninstances + 1));
 	p->buckets = alloc(x, sizeof(*p->buckets) * (size_t)(m->ninstances + 1));
+	p->timers = alloc(x, sizeof(*p->timers) * (size_t)(m->ninstances + 1));
 	for (int i = 0; i < m->ninstances; i++) {
 		const struct l7_instance *in = &m->instances[i];
 		if (!in->iface)
@@ -566,6 +608,14 @@ static void lower_instances(struct lx *x)
 		case SK_COUNTER:
 			x->kind_index[i] = p->ncounters;
 			p->counters[p->ncounters++] = dup(x, in->name, strlen(in->name));
+			break;
+		case SK_TIMER:
+			if (p->ntimers == L7_MAX_TIMERS) {
+				l7_diag(x->d, L7_ERROR, in->loc, "at most %d Timer instances per policy file", L7_MAX_TIMERS);
+				continue;
+			}
+			x->kind_index[i] = p->ntimers;
+			p->timers[p->ntimers++] = dup(x, in->name, strlen(in->name));
 			break;
 		case SK_BUCKET: {
 			struct ir_bucket *b = &p->buckets[p->nbuckets];

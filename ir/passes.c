@@ -38,6 +38,8 @@ static bool cond_eq(const struct ir_cond *a, const struct ir_cond *b)
 	case IR_C_IDENTITY: return a->ident == b->ident;
 	case IR_C_TABLE: return a->table == b->table;
 	case IR_C_SOURCE_SET: return a->set == b->set;
+	case IR_C_COUNTER_IN: return a->state == b->state && a->lo == b->lo && a->hi == b->hi;
+	case IR_C_TIMER_ELAPSED: return a->state == b->state && a->lo == b->lo;
 	}
 	return false;
 }

@@ -19,7 +19,8 @@
 #define HEAD_MASK (L7_MAX_HEAD - 1)
 #define JSON_MASK (L7_JWT_JSON - 1)
 
-extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents, l7_cidrs;
+extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents, l7_cidrs,
+	l7_counter_values, l7_timers;
 extern const __u32 l7_n_identities;
 
 L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n)
@@ -76,6 +77,45 @@ L7_INLINE void l7_count(__u32 idx)
 	__u64 *v = bpf_map_lookup_elem(&l7_counters, &idx);
 	if (v)
 		*v += 1;   /* per-CPU: no atomics needed */
+}
+
+/* Counter values that conditions read: shared by all CPUs (atomic), unlike the per-CPU
+ * telemetry totals above; Reset zeroes the value, never the total. */
+L7_INLINE void l7_counter_add(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_counter_values, &idx);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+L7_INLINE void l7_counter_reset(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_counter_values, &idx);
+	if (v)
+		__sync_lock_test_and_set(v, 0);
+}
+
+/* The value, saturated to 32 bits (policies compare it with int constants). */
+L7_INLINE __u32 l7_counter_value(__u32 idx)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_counter_values, &idx);
+	__u64 n = v ? *v : 0;
+	return n > 0xffffffffull ? 0xffffffffu : (__u32)n;
+}
+
+/* Timers hold their start in bpf_ktime_get_ns() time (CLOCK_MONOTONIC); l7run starts them
+ * when it loads the policy. */
+L7_INLINE int l7_timer_elapsed(__u32 idx, __u32 seconds)
+{
+	__u64 *t = bpf_map_lookup_elem(&l7_timers, &idx);
+	return t && bpf_ktime_get_ns() - *t >= (__u64)seconds * 1000000000ull;
+}
+
+L7_INLINE void l7_timer_restart(__u32 idx)
+{
+	__u64 *t = bpf_map_lookup_elem(&l7_timers, &idx);
+	if (t)
+		*t = bpf_ktime_get_ns();
 }
 
 /* Takes a token from bucket `bucket` for the key (span of the head, or none), refilled at

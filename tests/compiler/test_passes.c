@@ -66,6 +66,8 @@ static unsigned rng(unsigned long long *s)
 
 static bool jwt_valid(void *ctx, int jwt) { return ((unsigned *)ctx)[0] >> jwt & 1; }
 static bool bucket_take(void *ctx, int bucket) { return ((unsigned *)ctx)[1] >> bucket & 1; }
+static unsigned long long counter_value(void *ctx, int counter) { return (((unsigned *)ctx)[2] >> (counter & 15)) % 2000; }
+static bool timer_elapsed(void *ctx, int timer, unsigned s) { return (((unsigned *)ctx)[3] >> (timer & 31) & 1) && s < 3600; }
 
 static struct ir_program *lower(const char *path, struct l7_module *m, struct l7_source **src, bool optimise)
 {
@@ -107,7 +109,8 @@ static int check_policy(const char *path)
 	static struct l7_req r0, r1;
 	int decided = 0;
 	unsigned valid_bits = 0, take_bits = 0;
-	struct ir_eval_env env = { jwt_valid, bucket_take, NULL };
+	struct ir_eval_env env = { .jwt_valid = jwt_valid, .bucket_take = bucket_take, .counter_value = counter_value,
+				   .timer_elapsed = timer_elapsed };
 	for (int iter = 0; iter < 3000; iter++) {
 		char req[2048];
 		int n = snprintf(req, sizeof(req), "%s %s%s%s HTTP/1.1\r\nHost: %s\r\n",
@@ -140,7 +143,7 @@ static int check_policy(const char *path)
 		for (unsigned svc = 0; svc < (unsigned)(p0->nservices ? p0->nservices : 1); svc++) {
 			r0.service = r1.service = svc;
 			struct ir_decision d0, d1;
-			unsigned bits[2] = { valid_bits, take_bits };
+			unsigned bits[4] = { valid_bits, take_bits, valid_bits * 2654435761u, take_bits ^ valid_bits };
 			env.ctx = bits;
 			ir_eval_with(p0, &r0, &env, &d0);
 			ir_eval_with(p1, &r1, &env, &d1);

@@ -5,6 +5,7 @@ requests its `// test:` lines describe — real HTTP over loopback through the k
   // test: [N x] [from IP] METHOD PATH [H:name:value]... [jwt|jwt-expired|jwt-badsig|jwt-alg-none:CLAIMS]
   //       -> STATUS [UPSTREAM] [+name:value]...         (what the client and the backend see)
   //       -> STATUS xK, STATUS xK                        (for N repeated requests, in order)
+  // test: sleep SECONDS                                 (for policies with timers)
   // counters: NAME=VALUE ...                             (l7run --metrics after the tests)
 
 Usage: run_examples.py L7C L7RUN EXAMPLES_DIR ECHO_BACKEND
@@ -148,6 +149,9 @@ def run_example(path, slot):
         if not wait_port(front, 20):
             raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-1500:])
         for t in tests:
+            if t.startswith("sleep "):   # for policies with timers
+                time.sleep(float(t.split()[1]))
+                continue
             count, src, method, p, headers, j, expect = parse_test(t)
             hs = list(headers)
             if j:

@@ -22,6 +22,8 @@
 #define L7_JWT_MAX_TOKEN 4096   /* longer tokens are invalid (401) */
 #define L7_MAX_COUNTERS  8192   /* Counter instances + one hit counter per rule */
 #define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
+#define L7_MAX_READ_COUNTERS 64 /* counters whose value a policy file's conditions read */
+#define L7_MAX_TIMERS    64     /* Timer instances per policy file */
 #define L7_IDENT_ENTRIES 65536  /* address prefixes of all identities (l7_idents) */
 #define L7_TABLE_PATH    64     /* bytes of path a rule table (l7_exact, l7_prefix) keys on */
 #define L7_TABLE_ENTRIES 65536  /* entries of all rule tables */
