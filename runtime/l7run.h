@@ -66,6 +66,11 @@ void jwt_tick(void);
 /* stats.c */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
+int write_metrics(FILE *out, int counters_fd, int stats_fd, const char *config);   /* metrics.c */
+/* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */
+typedef int (*metrics_writer)(FILE *out);
+int metrics_http_start(const char *addr, metrics_writer write);
+void metrics_http_stop(void);
 int fill_rule_tables(struct bpf_object *obj, const char *object_path);   /* tables.c */
 char *config_text(const char *object_path);   /* the l7.config section, malloc'd (load.c) */
 

@@ -35,6 +35,7 @@ static void usage(void)
 		"  --verbose                  log pool events\n"
 		"  --jwt-key IDX=PATH         key file of JWT configuration IDX (raw bytes, one trailing\n"
 		"                             newline stripped); overrides the policy's key_file\n"
+		"  --metrics-listen ADDR:PORT serve the metrics (Prometheus text) at http://ADDR:PORT/metrics\n"
 		"  --identities FILE          caller identities by address (lines `NAME PREFIX...`, names\n"
 		"                             from the policy), re-read when the file changes\n");
 }
@@ -57,6 +58,13 @@ static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count
 	return 0;
 }
 
+static char *metrics_config;   /* the object's l7.config, for --metrics-listen */
+
+static int gateway_metrics(FILE *out)
+{
+	return write_metrics(out, bpf_object__find_map_fd_by_name(rt.obj, "l7_counters"), rt.map_stats, metrics_config);
+}
+
 int main(int argc, char **argv)
 {
 	const char *obj = NULL;
@@ -65,6 +73,7 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--mesh"))
 			return mesh_main(argc, argv);   /* runtime/mesh.c */
 	int n_listen = 0, n_up = 0, fallback = -2, bpf_stats = 0;
+	const char *metrics_addr = NULL;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -91,6 +100,8 @@ int main(int argc, char **argv)
 			i++;
 		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
 			i++;
+		else if (!strcmp(a, "--metrics-listen") && v)
+			metrics_addr = v, i++;
 		else if (a[0] != '-' && !obj)
 			obj = a;
 		else {
@@ -141,11 +152,16 @@ int main(int argc, char **argv)
 	}
 	rt.epfd = epoll_create1(EPOLL_CLOEXEC);
 	int rc = listen_services();
+	metrics_config = config_text(obj);
+	if (!rc && metrics_addr)
+		rc = metrics_http_start(metrics_addr, gateway_metrics);
 	if (!rc) {
 		fprintf(stderr, "l7run: policy %s loaded, %d service(s), pins in %s\n", rt.cfg.policy,
 			rt.cfg.n_services, rt.pin_dir);
 		rc = gateway_run_loop(&stop);
 	}
+	metrics_http_stop();   /* before the maps it reads go */
+	free(metrics_config);
 	client_close_all();
 	pool_close_all();
 	unload_object();

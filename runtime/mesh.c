@@ -38,7 +38,8 @@ static int usage(void)
 		"  --create-cgroup   create it (and remove it on exit)\n"
 		"  --pool N          pre-opened connections per upstream (default 32, at most %d)\n"
 		"  --pin DIR         pin l7_mesh_socks/conns/pool here (default /sys/fs/bpf/l7mesh-PID)\n"
-		"  --identities FILE caller identities by address, re-read when the file changes\n",
+		"  --identities FILE caller identities by address, re-read when the file changes\n"
+		"  --metrics-listen ADDR:PORT  serve the metrics at http://ADDR:PORT/metrics\n",
 		L7_MESH_SLOTS);
 	return 2;
 }
@@ -271,9 +272,19 @@ static void drain(void)
 	}
 }
 
+static char *metrics_config;   /* the object's l7.config, for --metrics-listen */
+
+static int mesh_metrics(FILE *out)
+{
+	struct bpf_object *o = __atomic_load_n(&M.obj, __ATOMIC_ACQUIRE);
+	if (!o || !M.stats)
+		return -1;   /* not loaded yet: 503 */
+	return write_metrics(out, bpf_object__find_map_fd_by_name(o, "l7_counters"), M.stats, metrics_config);
+}
+
 int mesh_main(int argc, char **argv)
 {
-	const char *obj = NULL;
+	const char *obj = NULL, *metrics_addr = NULL;
 
 	memset(&M, 0, sizeof M);
 	M.cgfd = -1;
@@ -296,6 +307,8 @@ int mesh_main(int argc, char **argv)
 			i++;
 		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
 			i++;
+		else if (!strcmp(a, "--metrics-listen") && v)
+			metrics_addr = v, i++;
 		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
 			M.verbose = 1;
 		else if (a[0] != '-' && !obj)
@@ -321,6 +334,10 @@ int mesh_main(int argc, char **argv)
 	M.epfd = epoll_create1(EPOLL_CLOEXEC);
 
 	int rc = 1;
+	/* the metrics listener outside the cgroup: its sockets are not the mesh's to enroll */
+	metrics_config = config_text(obj);
+	if (metrics_addr && metrics_http_start(metrics_addr, mesh_metrics))
+		return 1;
 	if (enter_cgroup() == 0 && load(obj) == 0 && mesh_listen() == 0) {
 		mesh_pool_fill(1);
 		fprintf(stderr, "l7run[mesh]: policy %s, %d service(s), cgroup %s, pins in %s\n", M.cfg.policy,
@@ -329,6 +346,8 @@ int mesh_main(int argc, char **argv)
 		drain();
 		rc = 0;
 	}
+	metrics_http_stop();   /* before the maps it reads go */
+	free(metrics_config);
 	while (M.n_clients)
 		mesh_client_close(M.client[0]);
 	mesh_pool_close_all();

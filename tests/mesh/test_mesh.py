@@ -8,6 +8,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -23,7 +24,7 @@ L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
 PID = os.getpid()
 BASE = 20000 + (PID % 1000) * 10          # ports unique per run
-SVC, PA, PB = BASE, BASE + 1, BASE + 2
+SVC, PA, PB, METRICS = BASE, BASE + 1, BASE + 2, BASE + 3
 POOL = 8
 CG = os.path.join(CG_ROOT, "l7mesh-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7mesh-test-%d" % PID
@@ -408,10 +409,25 @@ def t_slow_reader():
     check(tcp_mem_pages() - mem0 < 4096, "memory released after the reset")
 
 
+def t_metrics():
+    """GET /metrics over HTTP: the rule that routes /b counts the requests sent to it."""
+    def hits():
+        text = curl("http://127.0.0.1:%d/metrics" % METRICS)
+        m = re.search(r'l7_rule_hits_total\{[^}]*decision="forward",target="b"\} (\d+)', text)
+        check(m and 'l7_dataplane_total{event="requests"}' in text, "metrics served: %r" % text[:300])
+        return int(m.group(1))
+    before = hits()
+    for i in range(5):
+        check(field(curl("http://127.0.0.1:%d/b/m%d" % (SVC, i)), "backend") == "B", "/b -> B")
+    check(hits() - before == 5, "5 requests counted for the /b rule")
+    check(curl("-o", "/dev/null", "-w", "%{http_code}", "http://127.0.0.1:%d/other" % METRICS) == "404",
+          "404 off /metrics")
+
+
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
           ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader),
-          ("head", t_head), ("chunked", t_chunked)]
+          ("head", t_head), ("chunked", t_chunked), ("metrics", t_metrics)]
 
 
 def main():
@@ -430,7 +446,8 @@ def main():
         start_backend("A", PA)
         start_backend("B", PB)
         log = open(os.path.join(TMP, "l7run.log"), "w")
-        start("l7run", [L7RUN, "--mesh", "--cgroup", CG, "--pool", str(POOL), "--pin", PIN, obj], stderr=log)
+        start("l7run", [L7RUN, "--mesh", "--cgroup", CG, "--pool", str(POOL), "--pin", PIN, "--metrics-listen",
+                        "127.0.0.1:%d" % METRICS, obj], stderr=log)
         wait_port(SVC)
         time.sleep(0.3)    # pool filled
         in_cgroup()        # this process is the raw-socket client; curl inherits the cgroup

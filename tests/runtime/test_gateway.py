@@ -18,7 +18,7 @@ from gw_client import Reader, connect, get, req, wait_port  # noqa: E402
 L7C, L7RUN, POLICY = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
 BASE = 20000 + (os.getpid() % 1200) * 10   # below the ephemeral range (32768-)
-FRONT, B1, B2, FRONT_DOWN, DEAD = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4
+FRONT, B1, B2, FRONT_DOWN, DEAD, METRICS = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4, BASE + 5
 procs = []
 pins = []
 failures = []
@@ -40,10 +40,10 @@ def stop(p):
             p.wait()
 
 
-def l7run(obj, listen, up1, pin, log):
+def l7run(obj, listen, up1, pin, log, *extra):
     pins.append(pin)
     p = start([L7RUN, "--pin", pin, "--listen", "127.0.0.1:%d" % listen, "--upstream", "0=127.0.0.1:%d" % B1,
-               "--upstream", "1=127.0.0.1:%d" % up1, obj], stdout=log, stderr=log)
+               "--upstream", "1=127.0.0.1:%d" % up1, *extra, obj], stdout=log, stderr=log)
     if not wait_port(listen, 30):
         log.flush()
         sys.stdout.write(open(log.name).read()[-2000:])
@@ -191,6 +191,43 @@ def t_churn_200x5():
     assert not cw, cw
 
 
+def scrape(path="/metrics", method="GET"):
+    s = socket.create_connection(("127.0.0.1", METRICS), timeout=5)
+    s.sendall(("%s %s HTTP/1.1\r\nHost: prometheus\r\n\r\n" % (method, path)).encode())
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+    s.close()
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), head.decode(), body.decode()
+
+
+def t_metrics_http():
+    def denied():
+        st, head, body = scrape()
+        assert st == 200 and "text/plain; version=0.0.4" in head, head
+        m = re.search(r'l7_rule_hits_total\{[^}]*decision="deny"[^}]*\} (\d+)', body)
+        r = re.search(r'l7_dataplane_total\{event="requests"\} (\d+)', body)
+        assert m and r, body[:500]
+        return int(m.group(1)), int(r.group(1))
+    d0, r0 = denied()
+    for _ in range(3):
+        assert get(FRONT, "/deny/m")[0] == 403
+    d1, r1 = denied()
+    assert d1 - d0 == 3 and r1 - r0 >= 3, (d0, d1, r0, r1)
+    assert scrape("/other")[0] == 404
+    assert scrape("/metrics", "POST")[0] == 405
+    # a scraper that connects and sends nothing holds the metrics thread, never the data plane
+    stall = socket.create_connection(("127.0.0.1", METRICS), timeout=5)
+    t = time.time()
+    assert get(FRONT, "/a/while-stalled")[0] == 200 and time.time() - t < 1.0
+    assert denied()[0] == d1   # answered once the stalled one timed out (2 s)
+    stall.close()
+
+
 def t_down_backend_502():
     t = time.time()
     st, _, b = get(FRONT_DOWN, "/b/down")
@@ -209,10 +246,11 @@ def main():
         for port, name in ((B1, "one"), (B2, "two")):
             start([sys.executable, os.path.join(HERE, "echo_backend.py"), str(port), name], stdout=subprocess.DEVNULL)
             assert wait_port(port)
-        gw = l7run(obj, FRONT, B2, "/sys/fs/bpf/l7rt-%d-a" % os.getpid(), log)
+        gw = l7run(obj, FRONT, B2, "/sys/fs/bpf/l7rt-%d-a" % os.getpid(), log, "--metrics-listen",
+                   "127.0.0.1:%d" % METRICS)
         gw_down = l7run(obj, FRONT_DOWN, DEAD, "/sys/fs/bpf/l7rt-%d-b" % os.getpid(), log)
         for fn in (t_routing, t_deny, t_header_added, t_keepalive_1000, t_pipelined_mixed, t_split_writes,
-                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502):
+                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502, t_metrics_http):
             case(fn)
         for p in (gw, gw_down):
             stop(p)

@@ -1,0 +1,108 @@
+/* `l7run --metrics-listen ADDR:PORT`: the Prometheus text of metrics.c over HTTP, for a
+ * Prometheus server to scrape (GET /metrics). A thread of its own with blocking sockets, so
+ * that a slow scraper never delays the data plane's event loop; it only reads maps. */
+#define _GNU_SOURCE   /* accept4 */
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+#include "l7run.h"
+
+static struct {
+	int fd;
+	pthread_t thread;
+	metrics_writer write;
+} H = { .fd = -1 };
+
+static void answer(int c)
+{
+	char req[4096];
+	size_t n = 0;
+	struct timeval tv = { 2, 0 };   /* a scraper that sends nothing is dropped */
+	setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+	setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	while (n < sizeof req - 1) {
+		ssize_t r = recv(c, req + n, sizeof req - 1 - n, 0);
+		if (r <= 0)
+			return;
+		n += (size_t)r;
+		req[n] = 0;
+		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
+			break;
+	}
+	char *body = NULL;
+	size_t len = 0;
+	const char *status = "200 OK";
+	int get = !strncmp(req, "GET ", 4), head = !strncmp(req, "HEAD ", 5);
+	const char *target = req + (get ? 4 : 5);
+	if (!get && !head) {
+		status = "405 Method Not Allowed";
+	} else if (strncmp(target, "/metrics ", 9) && strncmp(target, "/metrics? ", 10) && strncmp(target, "/metrics?", 9)) {
+		status = "404 Not Found";
+	} else {
+		FILE *m = open_memstream(&body, &len);
+		if (!m || H.write(m) != 0)
+			status = "503 Service Unavailable";
+		if (m)
+			fclose(m);
+	}
+	if (status[0] != '2')
+		len = 0;
+	char hdr[256];
+	int h = snprintf(hdr, sizeof hdr, "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", status, len);
+	if (send(c, hdr, (size_t)h, MSG_NOSIGNAL) == h && get && len)
+		send(c, body, len, MSG_NOSIGNAL);
+	free(body);
+}
+
+static void *serve(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int c = accept4(H.fd, NULL, NULL, SOCK_CLOEXEC);
+		if (c < 0) {
+			if (errno == EINTR || errno == ECONNABORTED)
+				continue;
+			return NULL;   /* metrics_http_stop shut the listener down */
+		}
+		answer(c);
+		close(c);
+	}
+}
+
+int metrics_http_start(const char *addr, metrics_writer write)
+{
+	struct sockaddr_in a;
+	int one = 1;
+
+	if (parse_addr(addr, &a)) {
+		fprintf(stderr, "l7run: bad --metrics-listen %s (expected A.B.C.D:PORT)\n", addr);
+		return -1;
+	}
+	H.write = write;
+	H.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(H.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (H.fd < 0 || bind(H.fd, (struct sockaddr *)&a, sizeof a) || listen(H.fd, 16) ||
+	    pthread_create(&H.thread, NULL, serve, NULL)) {
+		fprintf(stderr, "l7run: --metrics-listen %s: %s\n", addr, strerror(errno));
+		if (H.fd >= 0)
+			close(H.fd);
+		H.fd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+void metrics_http_stop(void)
+{
+	if (H.fd < 0)
+		return;
+	shutdown(H.fd, SHUT_RDWR);   /* wakes the blocked accept */
+	pthread_join(H.thread, NULL);
+	close(H.fd);
+	H.fd = -1;
+}
