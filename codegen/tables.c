@@ -29,9 +29,10 @@ LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, 
 	return v;
 }
 
+/* NUL-terminated: long compares hand the constant to bpf_strncmp (stdlib/bpf/policy.c). */
 LLVMValueRef cg_string(struct cg *g, const char *s, size_t n)
 {
-	return cg_const_global(g, ".str", LLVMConstStringInContext(g->ctx, s, (unsigned)n, 1), 1);
+	return cg_const_global(g, ".str", LLVMConstStringInContext(g->ctx, s, (unsigned)n, 0), 1);
 }
 
 static LLVMValueRef u32c(struct cg *g, unsigned long long v) { return LLVMConstInt(g->i32, v, 0); }

@@ -23,8 +23,23 @@ extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_bucket
 	l7_counter_values, l7_timers;
 extern const __u32 l7_n_identities;
 
-L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n)
+/* Compares with a constant (n is one after inlining, so the choice below folds away). Short
+ * ones unroll: ~3 instructions a byte, no call. Past L7_UNROLL_CMP bytes the verifier would walk
+ * every byte on every path through the policy (4 rules on 3,000-byte values took the mesh
+ * program past the 1M limit), so one bpf_strncmp call does it: a constant cost whatever the
+ * length. Request fields hold no NUL (the parser refuses it), so strncmp == 0 means equal;
+ * the constant is NUL-terminated in .rodata (codegen's cg_string). JWT claims may hold an
+ * escaped NUL (\u0000), so they always compare byte by byte (by_call 0). */
+#define L7_UNROLL_CMP 64
+
+L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n, int by_call)
 {
+	if (by_call && n > L7_UNROLL_CMP) {
+		off &= mask;
+		if (n > mask + 1 || off > mask + 1 - n)
+			return 0;   /* cannot be: spans lie inside their buffer */
+		return bpf_strncmp((const char *)&buf[off], n, s) == 0;
+	}
 	for (__u32 i = 0; i < n && i < L7_MAX_HEAD; i++)
 		if (buf[(off + i) & mask] != (__u8)s[i])
 			return 0;
@@ -34,26 +49,26 @@ L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s,
 /* field == s */
 L7_INLINE int l7_field_equals(const struct l7_req *req, const struct l7_span *f, const char *s, __u32 n)
 {
-	return f->len == n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n);
+	return f->len == n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n, 1);
 }
 
 /* field starts with s */
 L7_INLINE int l7_field_prefix(const struct l7_req *req, const struct l7_span *f, const char *s, __u32 n)
 {
-	return f->len >= n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n);
+	return f->len >= n && l7_bytes_at(req->buf, HEAD_MASK, f->off, s, n, 1);
 }
 
 /* claim i (of a token l7_jwt_check found valid) == s */
 L7_INLINE int l7_claim_equals(const struct l7_req *req, __u32 i, const char *s, __u32 n)
 {
 	const struct l7_span *f = &req->claim[i & (L7_MAX_CLAIMS - 1)];
-	return f->len == n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n);
+	return f->len == n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n, 0);
 }
 
 L7_INLINE int l7_claim_prefix(const struct l7_req *req, __u32 i, const char *s, __u32 n)
 {
 	const struct l7_span *f = &req->claim[i & (L7_MAX_CLAIMS - 1)];
-	return f->len >= n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n);
+	return f->len >= n && l7_bytes_at(req->jwt_json, JSON_MASK, f->off, s, n, 0);
 }
 
 /* The caller: the identity of the longest prefix holding the client address in l7_idents
