@@ -7,7 +7,6 @@ Policy (identities.l7): login may only POST /users/login, billing may only GET, 
 callers are not restricted. Every process started here is ended by pid; ports derive from our
 pid; pins and files are removed."""
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -16,38 +15,13 @@ import time
 
 L7C, L7RUN, POLICY = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from procs import start, stop, stop_all, wait_port  # noqa: E402
 BASE = 32000 - (os.getpid() % 1000) * 2   # below the ephemeral range, away from test_gateway's
 FRONT, BACK = BASE, BASE + 1
 LOGIN, BILLING, OTHER = "127.0.1.5", "127.0.3.5", "127.0.4.5"
 INSIDE = "127.0.1.200"   # in login's declared /24; the file may give it to billing
-procs, failures = [], []
-
-
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_port(port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
+failures = []
 
 
 def status(src, method, path):
@@ -190,8 +164,7 @@ def main():
         assert p.returncode == 0, "l7run exited with %s" % p.returncode
         assert not os.path.exists(pin), "pins left in " + pin
     finally:
-        for q in procs:
-            stop(q)
+        stop_all()
         log.close()
         if failures:
             sys.stdout.write(open(logpath).read()[-3000:])
