@@ -44,9 +44,17 @@ module.exports = grammar({
     service_declaration: ($) => seq('service', field('name', $.identifier), '=', field('address', $.address), ';'),
 
     // upstream api = 127.0.0.1:9001;   upstream pool = [127.0.0.1:9001 weight 2, 127.0.0.1:9002];
+    // upstream users = [127.0.0.1:9001, 127.0.0.1:9002] balance hash(header "x-user");
     upstream_declaration: ($) => seq('upstream', field('name', $.identifier), '=',
-      field('targets', choice($.endpoint, seq('[', commaSep($.endpoint), ']'))), ';'),
+      field('targets', choice($.endpoint, seq('[', commaSep($.endpoint), ']'))),
+      optional(field('balance', $.balance)), ';'),
     endpoint: ($) => seq(field('address', $.address), optional(seq('weight', field('weight', $.integer)))),
+    // balance round_robin | balance hash(path) | hash(source) | hash(header "name"). The policy
+    // and key kinds are identifiers, checked by the front end (a misspelling gets a message
+    // naming the choices, not a syntax error).
+    balance: ($) => seq('balance', field('policy', $.identifier),
+      optional(seq('(', optional(field('key', $.balance_key)), ')'))),
+    balance_key: ($) => seq(field('kind', $.identifier), optional(field('name', $.string))),
 
     // fallback proxy = 127.0.0.1:15001;  (the userspace proxy of the slow path)
     fallback_declaration: ($) => seq('fallback', field('name', $.identifier), '=', field('address', $.address), ';'),

@@ -92,6 +92,12 @@ static void decl_out(FILE *o, const char *kind, const struct l7_decl *d)
 		if (d->endpoints[i].weight != 1)
 			fprintf(o, "*%u", d->endpoints[i].weight);
 	}
+	if (d->balance == LB_ROUND_ROBIN)
+		fprintf(o, " (balance round_robin)");
+	else if (d->balance == LB_HASH && d->key == LBK_HEADER)
+		fprintf(o, " (balance hash header \"%.*s\")", (int)d->key_header_len, d->key_header);
+	else if (d->balance == LB_HASH)
+		fprintf(o, " (balance hash %s)", d->key == LBK_PATH ? "path" : "source");
 	fprintf(o, ")\n");
 }
 

@@ -163,11 +163,21 @@ struct l7_endpoint {
 	struct l7_loc loc;
 };
 
+/* How an upstream with several endpoints picks one for each request. */
+enum l7_balance { LB_DEFAULT, LB_ROUND_ROBIN, LB_HASH };
+enum l7_lb_key { LBK_PATH, LBK_SOURCE, LBK_HEADER };
+
 struct l7_decl {                /* service, upstream or fallback */
 	char *name;
 	struct l7_loc loc;
 	struct l7_endpoint *endpoints;
 	int nendpoints;
+	/* upstreams: `balance round_robin` or `balance hash(KEY)`; LB_DEFAULT when not written */
+	enum l7_balance balance;
+	enum l7_lb_key key;         /* LB_HASH */
+	char *key_header;           /* LBK_HEADER: the header name as written (escapes decoded) */
+	size_t key_header_len;
+	struct l7_loc balance_loc, key_loc;
 };
 
 /* ---- interfaces (*.l7i) ---- */

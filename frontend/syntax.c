@@ -357,11 +357,63 @@ static void endpoint(struct cx *cx, TSNode n, struct l7_decl *decl)
 	address_value(cx, addr, &ep->ip, &ep->port);
 	TSNode w = is(n, "endpoint") ? field(n, "weight") : (TSNode){ 0 };
 	if (!ts_node_is_null(w)) {
+		/* 255: a round-robin turn table of sum(weights) entries stays small, and libketama's
+		 * and HAProxy's ranges are about the same (HAProxy: 0-256) */
 		long v = strtol(text(cx, w), NULL, 10);
-		if (v < 1 || v > 1000)
-			l7_diag(cx->d, L7_ERROR, loc_of(cx, w), "weight must be between 1 and 1000");
-		ep->weight = v < 1 ? 1 : (unsigned)v;
+		if (v < 1 || v > 255)
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, w), "weight must be between 1 and 255");
+		ep->weight = v < 1 ? 1 : v > 255 ? 255 : (unsigned)v;
 	}
+}
+
+/* balance round_robin | balance hash(path | source | header "name") */
+static void balance(struct cx *cx, TSNode n, struct l7_decl *decl)
+{
+	TSNode pol = field(n, "policy"), key = field(n, "key");
+	char *name = text(cx, pol);
+	bool parens = false;
+	for (uint32_t i = 0; i < ts_node_child_count(n); i++)
+		parens |= !strcmp(ts_node_type(ts_node_child(n, i)), "(");
+	decl->balance_loc = loc_of(cx, n);
+	if (!strcmp(name, "round_robin")) {
+		if (parens)
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "round_robin takes no key: write 'balance round_robin'");
+		decl->balance = LB_ROUND_ROBIN;
+		return;
+	}
+	if (strcmp(name, "hash")) {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, pol),
+			"unknown balance policy '%s' (expected round_robin, hash(path), hash(source) or hash(header \"name\"))", name);
+		return;
+	}
+	if (ts_node_is_null(key)) {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "hash needs a key: hash(path), hash(source) or hash(header \"name\")");
+		return;
+	}
+	TSNode kind = field(key, "kind"), hname = field(key, "name");
+	char *k = text(cx, kind);
+	decl->key_loc = loc_of(cx, key);
+	if (!strcmp(k, "header") && !ts_node_is_null(hname)) {
+		struct l7_expr tmp = { 0 };
+		string_value(cx, hname, &tmp);
+		decl->key = LBK_HEADER;
+		decl->key_header = tmp.str;
+		decl->key_header_len = tmp.str_len;
+		decl->key_loc = loc_of(cx, hname);
+	} else if (!strcmp(k, "path") || !strcmp(k, "source")) {
+		decl->key = !strcmp(k, "path") ? LBK_PATH : LBK_SOURCE;
+		if (!ts_node_is_null(hname)) {
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, hname), "hash(%s) takes no name", k);
+			return;
+		}
+	} else if (!strcmp(k, "header")) {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, key), "hash(header) needs the header's name: hash(header \"x-user\")");
+		return;
+	} else {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, kind), "unknown hash key '%s' (expected path, source or header \"name\")", k);
+		return;
+	}
+	decl->balance = LB_HASH;
 }
 
 static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *count)
@@ -376,6 +428,8 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 		TSNode ch = ts_node_named_child(n, i);
 		if (is(ch, "endpoint") || is(ch, "address"))
 			endpoint(cx, ch, dcl);
+		else if (is(ch, "balance"))
+			balance(cx, ch, dcl);
 	}
 	return dcl;
 }
