@@ -21,6 +21,8 @@ struct cg {
 	LLVMMetadataRef cu, file;
 	LLVMMetadataRef di_int, di_u64, di_ptr;
 	unsigned dbg_kind;
+	/* load balancing: per upstream, its ring points and slot table (tables.c), made on use */
+	LLVMValueRef *lb_tab;
 	/* globals that must survive optimisation although nothing references them */
 	LLVMValueRef *used;
 	int nused;
@@ -39,6 +41,7 @@ int cg_tables(struct cg *g);
 void cg_maps(struct cg *g);
 void cg_programs(struct cg *g);
 int cg_is_program(const char *name);
+void cg_balance_tables(struct cg *g, int upstream, LLVMValueRef *points, LLVMValueRef *slots);
 
 /* policy.c: l7_policy_decide */
 void cg_policy(struct cg *g);

@@ -254,6 +254,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	rc = 0;
 out:
 	free(g.used);
+	free(g.lb_tab);
 	if (g.di)
 		LLVMDisposeDIBuilder(g.di);
 	LLVMDisposeBuilder(g.b);

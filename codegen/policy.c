@@ -22,10 +22,11 @@ struct pcx {
 	LLVMValueRef fn, req, d;
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty;
+	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty;
 	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
+	LLVMValueRef hash_fn, rr_fn;
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -217,10 +218,30 @@ static void add_mutation(struct pcx *c, int m)
 
 static const unsigned verdict_of[] = { [IR_FORWARD] = L7_FORWARD, [IR_DENY] = L7_DENY, [IR_FALLBACK] = L7_FALLBACK };
 
+/* The backend slot of upstream u: its only endpoint, or the one its balance policy picks for
+ * this request (stdlib/bpf/policy.c). Computed only where the route is taken. */
+static LLVMValueRef slot_of(struct pcx *c, int u)
+{
+	struct cg *g = c->g;
+	const struct ir_target *t = &g->p->upstreams[u];
+	if (t->balance == IR_LB_ONE)
+		return u32c(c, (unsigned)t->slot);
+	LLVMValueRef points, slots;
+	cg_balance_tables(g, u, &points, &slots);
+	if (t->balance == IR_LB_ROUND_ROBIN) {
+		LLVMValueRef args[] = { u32c(c, (unsigned)u), slots, u32c(c, (unsigned)t->nturns) };
+		return call(c, c->rr_ty, c->rr_fn, args, 3);
+	}
+	LLVMValueRef key = t->key_field >= 0 ? at_offset(c, c->req, span_offset((enum ir_field)t->key_field, t->key_header))
+					     : LLVMConstNull(g->ptr);
+	LLVMValueRef args[] = { c->req, key, points, slots, u32c(c, (unsigned)t->ring_log2) };
+	return call(c, c->hash_ty, c->hash_fn, args, 5);
+}
+
 static void store_decision(struct pcx *c, enum ir_term term, int upstream, int status, int rule)
 {
 	store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict_of[term]));
-	store32(c, c->d, offsetof(struct l7_decision, upstream), u32c(c, upstream < 0 ? 0 : (unsigned)upstream));
+	store32(c, c->d, offsetof(struct l7_decision, upstream), upstream < 0 ? u32c(c, 0) : slot_of(c, upstream));
 	store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)status));
 	store32(c, c->d, offsetof(struct l7_decision, rule), u32c(c, (unsigned)rule));
 }
@@ -303,6 +324,12 @@ void cg_policy(struct cg *g)
 	LLVMTypeRef tbp[] = { g->ptr, g->i32, g->i32 };
 	c.table_ty = LLVMFunctionType(g->i32, tbp, 3, 0);
 	c.table_fn = declare(&c, "l7_table_match", c.table_ty);
+	LLVMTypeRef hp[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->i32 };
+	c.hash_ty = LLVMFunctionType(g->i32, hp, 5, 0);
+	c.hash_fn = declare(&c, "l7_lb_pick_hash", c.hash_ty);
+	LLVMTypeRef rp[] = { g->i32, g->ptr, g->i32 };
+	c.rr_ty = LLVMFunctionType(g->i32, rp, 3, 0);
+	c.rr_fn = declare(&c, "l7_lb_pick_rr", c.rr_ty);
 
 	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
 	const char *params[] = { "req", "decision" };

@@ -156,13 +156,18 @@ static void config_section(struct cg *g)
 		endpoint_text(ep, sizeof(ep), &p->services[i].endpoints[0]);
 		fprintf(f, "service %s %s\n", p->services[i].name, ep);
 	}
+	/* one line per backend slot: the endpoints of a set are NAME#0, NAME#1, ... */
 	for (int i = 0; i < p->nupstreams; i++)
 		for (int e = 0; e < p->upstreams[i].nendpoints; e++) {
-			endpoint_text(ep, sizeof(ep), &p->upstreams[i].endpoints[e]);
-			fprintf(f, "upstream %d %s %s\n", i, p->upstreams[i].name, ep);
+			const struct ir_target *t = &p->upstreams[i];
+			endpoint_text(ep, sizeof(ep), &t->endpoints[e]);
+			if (t->nendpoints > 1)
+				fprintf(f, "upstream %d %s#%d %s\n", t->slot + e, t->name, e, ep);
+			else
+				fprintf(f, "upstream %d %s %s\n", t->slot, t->name, ep);
 		}
 	if (p->fallback >= 0)
-		fprintf(f, "fallback %d\n", p->fallback);
+		fprintf(f, "fallback %d\n", p->upstreams[p->fallback].slot);
 	for (int i = 0; i < p->njwts; i++)
 		fprintf(f, "jwt %d %s key-file %s\n", i, p->jwts[i].name, p->jwts[i].key_file);
 	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */
@@ -217,11 +222,38 @@ static void config_section(struct cg *g)
 	free(text);
 }
 
+/* The tables of upstream set u, made when a Route first uses it: a Ketama ring (points and
+ * their slots, 1 << ring_log2 of each) or the round-robin turns. Private constants in .rodata;
+ * the search in stdlib/bpf/balance.h indexes them with a mask the verifier can bound. */
+void cg_balance_tables(struct cg *g, int u, LLVMValueRef *points, LLVMValueRef *slots)
+{
+	const struct ir_target *t = &g->p->upstreams[u];
+	if (!g->lb_tab)
+		g->lb_tab = calloc((size_t)g->p->nupstreams * 2, sizeof(*g->lb_tab));
+	if (!g->lb_tab[2 * u + 1]) {
+		int n = t->balance == IR_LB_HASH ? 1 << t->ring_log2 : t->nturns;
+		const unsigned char *sl = t->balance == IR_LB_HASH ? t->ring_slot : t->turns;
+		LLVMValueRef *v = malloc(sizeof(*v) * (size_t)n);
+		for (int i = 0; i < n; i++)
+			v[i] = LLVMConstInt(g->i8, sl[i], 0);
+		g->lb_tab[2 * u + 1] = cg_const_global(g, "l7_lb_slots", LLVMConstArray2(g->i8, v, (uint64_t)n), 1);
+		if (t->balance == IR_LB_HASH) {
+			for (int i = 0; i < n; i++)
+				v[i] = u32c(g, t->ring[i]);
+			g->lb_tab[2 * u] = cg_const_global(g, "l7_lb_ring", LLVMConstArray2(g->i32, v, (uint64_t)n), 1);
+			LLVMSetAlignment(g->lb_tab[2 * u], 4);
+		}
+		free(v);
+	}
+	*points = g->lb_tab[2 * u];
+	*slots = g->lb_tab[2 * u + 1];
+}
+
 int cg_tables(struct cg *g)
 {
-	if (g->p->nupstreams > L7_MAX_UPSTREAMS) {
-		fprintf(stderr, "l7c: error: %s: %d upstreams (fallback included); the data plane binds at most %d\n",
-			g->p->source_path, g->p->nupstreams, L7_MAX_UPSTREAMS);
+	if (g->p->nslots > L7_MAX_UPSTREAMS) {
+		fprintf(stderr, "l7c: error: %s: %d upstream endpoints (fallback included); the data plane binds at most %d\n",
+			g->p->source_path, g->p->nslots, L7_MAX_UPSTREAMS);
 		return -1;
 	}
 	int max_id = 0;

@@ -102,6 +102,17 @@ static int eval(const struct ir_program *ir, const char *path)
 	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
 	default: printf("verdict: ?\n"); break;
 	}
+	if (d.term != IR_DENY && ir->upstreams[d.upstream].nendpoints > 1) {
+		const struct ir_target *t = &ir->upstreams[d.upstream];
+		if (d.slot < 0) {
+			printf("endpoint: round robin over %s#0..%s#%d (slots %d-%d): it rotates per request\n", t->name,
+			       t->name, t->nendpoints - 1, t->slot, t->slot + t->nendpoints - 1);
+		} else {
+			const struct ir_endpoint *e = &t->endpoints[d.slot - t->slot];
+			printf("endpoint: %s#%d %u.%u.%u.%u:%u (slot %d, ketama)\n", t->name, d.slot - t->slot, e->ip >> 24,
+			       e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port, d.slot);
+		}
+	}
 	if (d.rule == &ir->rbac_rule)
 		printf("rule: rbac (an ALLOW policy applied and none of its rules allowed)\n");
 	else if (d.rule->id)

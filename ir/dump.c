@@ -121,19 +121,42 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 	}
 }
 
-static void target_out(FILE *o, const char *kind, int idx, const struct ir_target *t)
+static void endpoint_out(FILE *o, const struct ir_endpoint *e)
 {
-	fprintf(o, "%s", kind);
-	if (idx >= 0)
-		fprintf(o, " %d", idx);
-	fprintf(o, " %s", t->name);
-	for (int i = 0; i < t->nendpoints; i++) {
-		unsigned ip = t->endpoints[i].ip;
-		fprintf(o, " %u.%u.%u.%u:%u", ip >> 24, ip >> 16 & 255, ip >> 8 & 255, ip & 255, t->endpoints[i].port);
-		if (t->endpoints[i].weight != 1)
-			fprintf(o, " weight %u", t->endpoints[i].weight);
+	fprintf(o, " %u.%u.%u.%u:%u", e->ip >> 24, e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port);
+	if (e->weight != 1)
+		fprintf(o, " weight %u", e->weight);
+}
+
+/* A service or a single-endpoint upstream: one line (an upstream's index is its backend
+ * slot). A set: one line per slot, named NAME#i as in l7.config, then how it balances. */
+static void target_out(const struct ir_program *p, FILE *o, const char *kind, int idx, const struct ir_target *t)
+{
+	if (t->nendpoints <= 1) {
+		fprintf(o, "%s %d %s", kind, idx, t->name);
+		for (int i = 0; i < t->nendpoints; i++)
+			endpoint_out(o, &t->endpoints[i]);
+		fputc('\n', o);
+		return;
 	}
-	fputc('\n', o);
+	for (int i = 0; i < t->nendpoints; i++) {
+		fprintf(o, "%s %d %s#%d", kind, t->slot + i, t->name, i);
+		endpoint_out(o, &t->endpoints[i]);
+		fputc('\n', o);
+	}
+	fprintf(o, "balance %s over slots %d-%d: ", t->name, t->slot, t->slot + t->nendpoints - 1);
+	if (t->balance == IR_LB_ROUND_ROBIN) {
+		fprintf(o, "round robin, %d turns\n", t->nturns);
+		return;
+	}
+	fputs("hash(", o);
+	if (t->key_field < 0)
+		fputs("source", o);
+	else if (t->key_field == IR_F_HEADER && t->key_header < 0)
+		fputs("header, not read: no rule routes here", o);
+	else
+		field_out(p, (enum ir_field)t->key_field, t->key_header, o);
+	fprintf(o, "), ketama ring of %d points (%d with padding)\n", t->ring_points, 1 << t->ring_log2);
 }
 
 static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *o)
@@ -170,9 +193,9 @@ void ir_dump(const struct ir_program *p, FILE *o)
 {
 	fprintf(o, "; Parse-Match-Action IR\n");
 	for (int i = 0; i < p->nservices; i++)
-		target_out(o, "service", i, &p->services[i]);
+		target_out(p, o, "service", i, &p->services[i]);
 	for (int i = 0; i < p->nupstreams; i++)
-		target_out(o, i == p->fallback ? "fallback" : "upstream", i, &p->upstreams[i]);
+		target_out(p, o, i == p->fallback ? "fallback" : "upstream", p->upstreams[i].slot, &p->upstreams[i]);
 	fputs("parse:", o);
 	if (p->reads_method)
 		fputs(" method", o);

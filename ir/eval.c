@@ -106,6 +106,7 @@ static void decide(struct ir_decision *out, const struct ir_rule *r)
 {
 	out->term = r->term;
 	out->upstream = r->upstream;
+	out->slot = -1;
 	out->status = r->status;
 	out->rule = r;
 }
@@ -135,6 +136,7 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 					out->term = IR_DENY;
 					out->status = (int)p->buckets[act->bucket].status;
 					out->upstream = -1;
+					out->slot = -1;
 					out->rule = r;
 					return;
 				}
@@ -158,6 +160,8 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 		decide(out, &p->default_rule);
 	if (out->term == IR_DENY)
 		out->upstream = -1;
+	else   /* the endpoint: a Ketama ring picks it as the kernel does; round robin rotates */
+		out->slot = ir_balance_pick(p, &p->upstreams[out->upstream], req);
 }
 
 void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out)

@@ -139,10 +139,30 @@ struct ir_identity {
 
 struct ir_endpoint { unsigned ip, port, weight; };
 
+/* How an upstream picks one of its endpoints (ir/balance.c builds the tables). */
+enum ir_balance {
+	IR_LB_ONE,                   /* a single endpoint */
+	IR_LB_ROUND_ROBIN,           /* smooth weighted turns, a counter per set in the kernel */
+	IR_LB_HASH,                  /* Ketama: the first ring point >= xxh64(key), wrapping */
+};
+
 struct ir_target {               /* a service, an upstream or the fallback proxy */
 	char *name;
 	struct ir_endpoint *endpoints;
 	int nendpoints;
+	/* upstreams and the fallback: every endpoint is a backend slot of its own (l7.config
+	 * `upstream SLOT NAME ADDR`; a decision names a slot) */
+	int slot;                    /* slot of endpoint 0; endpoint i is slot + i */
+	enum ir_balance balance;
+	int key_field;               /* IR_LB_HASH: IR_F_PATH, IR_F_HOST, IR_F_HEADER, or -1: the
+	                              * client's address */
+	int key_header;              /* IR_F_HEADER: index into the header vector */
+	unsigned *ring;              /* IR_LB_HASH: 1 << ring_log2 points, ascending, padded with
+	                              * 0xffffffff points of the first point's slot */
+	unsigned char *ring_slot;    /* the slot of each point */
+	int ring_log2, ring_points;  /* ring_points: before padding */
+	unsigned char *turns;        /* IR_LB_ROUND_ROBIN: the slot of each turn, sum(weights) */
+	int nturns;
 };
 
 struct ir_mutation {
@@ -157,6 +177,7 @@ struct ir_program {
 	struct ir_target *services, *upstreams;
 	int nservices, nupstreams;
 	int fallback;                /* upstream index of the fallback proxy, -1 if none */
+	int nslots;                  /* backend slots: the endpoints of all upstreams and the fallback */
 	/* header vector */
 	bool reads_path, reads_query, reads_method, reads_host;
 	char **headers;              /* lower-case names of the headers rules read */
@@ -207,6 +228,8 @@ struct l7_req;
 struct ir_decision {
 	enum ir_term term;           /* IR_FORWARD, IR_DENY or IR_FALLBACK */
 	int upstream, status;
+	int slot;                    /* FORWARD/FALLBACK: the backend slot the kernel sends it to;
+	                              * -1 for round robin (any slot of the upstream: it rotates) */
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
 	int set[16];                 /* mutations applied, in order */
 	int nset;
@@ -239,6 +262,14 @@ int ir_identity_of(const struct ir_program *p, unsigned src_be);
  * natively) for the header names p reads. Returns the head length, 0 if incomplete, or
  * -L7_E_* like the parser. */
 int ir_parse_request(const struct ir_program *p, struct l7_req *req, const void *bytes, unsigned len);
+
+/* Load balancing (balance.c): builds every upstream's slots, Ketama ring or round-robin
+ * turns (called by ir_lower); the slot a hashed upstream picks for a request, as the kernel
+ * does (stdlib/bpf/balance.h, the same code built natively). */
+void ir_balance_build(struct ir_program *p);
+int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const struct l7_req *req);
+/* The ring's share of the hash space each endpoint of t owns (out[i] for endpoint i, sum 1). */
+void ir_balance_shares(const struct ir_target *t, double *out);
 
 /* Text of a condition, as in the dump ("starts_with(path, \"/api\") && method == GET"). */
 void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *out);

@@ -9,12 +9,14 @@
 
 #include "frontend.h"
 #include "l7/abi.h"
+#include "l7/dataplane.h"
 
 #include <ctype.h>
 #include <limits.h>
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define MAX_RULES 65536
 
@@ -560,6 +562,54 @@ static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl 
 	t->endpoints = alloc(x, sizeof(*t->endpoints) * (d->nendpoints ? d->nendpoints : 1));
 	for (int i = 0; i < d->nendpoints; i++)
 		t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
+	t->balance = d->nendpoints <= 1 ? IR_LB_ONE : d->balance == LB_HASH ? IR_LB_HASH : IR_LB_ROUND_ROBIN;
+	t->key_field = -1;
+	t->key_header = -1;
+	if (t->balance == IR_LB_HASH && d->key == LBK_PATH)
+		t->key_field = IR_F_PATH;
+	if (t->balance == IR_LB_HASH && d->key == LBK_HEADER)
+		t->key_field = IR_F_HEADER;   /* the header joins the vector if a Route uses the set */
+}
+
+/* Backend slots: the data plane holds L7_MAX_UPSTREAMS, one per endpoint (fallback included).
+ * The declaration whose endpoints do not fit is the one named. */
+static void check_slots(struct lx *x)
+{
+	const struct l7_module *m = x->m;
+	int used = m->fallback ? 1 : 0;
+	for (int i = 0; i < m->nupstreams; i++) {
+		used += m->upstreams[i].nendpoints;
+		if (used > L7_MAX_UPSTREAMS) {
+			l7_diag(x->d, L7_ERROR, m->upstreams[i].loc,
+				"upstream '%s' does not fit: it brings the endpoints%s to %d, the data plane holds %d backends",
+				m->upstreams[i].name, m->fallback ? " (fallback proxy included)" : "", used, L7_MAX_UPSTREAMS);
+			return;
+		}
+	}
+}
+
+/* A header that a hashed set keys on is read only when some rule routes to that set
+ * (header-vector minimisation); `hash(header "host")` keys on the Host field the parser
+ * always extracts. */
+static void balance_keys(struct lx *x)
+{
+	struct ir_program *p = x->p;
+	for (int u = 0; u < x->m->nupstreams; u++) {
+		struct ir_target *t = &p->upstreams[u];
+		const struct l7_decl *d = &x->m->upstreams[u];
+		if (t->balance != IR_LB_HASH || t->key_field != IR_F_HEADER)
+			continue;
+		bool used = false;
+		for (int i = 0; i < p->npolicies && !used; i++)
+			for (int k = 0; k < p->policies[i].nrules && !used; k++)
+				used = p->policies[i].rules[k].term == IR_FORWARD && p->policies[i].rules[k].upstream == u;
+		if (d->key_header_len == 4 && !strncasecmp(d->key_header, "host", 4)) {
+			t->key_field = IR_F_HOST;
+			p->reads_host |= used;
+		} else if (used) {
+			t->key_header = header_index(x, d->key_header, d->key_header_len, d->key_loc);
+		}
+	}
 }
 
 /* State instances: each kind numbered on its own (JWT configurations, counters, buckets). */
@@ -762,6 +812,9 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 		if (pol->has_allow && !p->rbac_rule.line)
 			p->rbac_rule.line = pol->line;
 	}
+	check_slots(&x);
+	balance_keys(&x);
+	ir_balance_build(p);
 	/* Meshlib: an ALLOW policy that applies without allowing denies, before the application */
 	p->rbac_rule.term = IR_DENY;
 	p->rbac_rule.status = 403;

@@ -1,5 +1,6 @@
 /* Building blocks the generated policy calls (codegen/policy.c): comparisons of a field of the
- * header vector with a constant, the caller's identity, counters and token buckets. Compiled
+ * header vector with a constant, the caller's identity, counters, token buckets and the choice
+ * of an endpoint of an upstream set. Compiled
  * to BPF bitcode, linked into every policy and inlined; after inlining the string arguments
  * and lengths are constants, so LLVM unrolls short compares.
  *
@@ -9,6 +10,7 @@
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
 
+#include "balance.h"
 #include "compat.h"
 #include "l7/abi.h"
 #include "xxhash.h"
@@ -204,4 +206,32 @@ L7_INLINE int l7_table_match(const struct l7_req *req, __u32 table, __u32 lookup
 	if ((lookups & 8) && req->method && bpf_map_lookup_elem(&l7_prefix, &k.prefix))
 		return 1;
 	return 0;
+}
+
+/* The backend slot a Ketama ring (balance.h) gives this request: the key is a span of the head
+ * (path, Host, a wanted header; absent = empty) or, without one, the client's address. ring
+ * and slots are the set's constant tables, 1 << log2n entries each. */
+L7_INLINE __u32 l7_lb_pick_hash(const struct l7_req *req, const struct l7_span *key, const __u32 *ring,
+				const __u8 *slots, __u32 log2n)
+{
+	__u32 h = key ? l7_lb_hash(req->buf, key->off, key->len) : l7_lb_hash_addr(req->src_ip4);
+
+	return slots[l7_ketama_find(ring, log2n, h)];
+}
+
+/* Weighted round robin: turn t of upstream `set` is turns[t % n] (smooth weighted order, built
+ * by ir/balance.c). One counter per set shared by all CPUs, taken with an atomic add: every
+ * request gets its own turn. */
+extern struct { void *type, *max_entries, *key, *value; } l7_lb_rr;
+
+L7_INLINE __u32 l7_lb_pick_rr(__u32 set, const __u8 *turns, __u32 n)
+{
+	__u64 *c = bpf_map_lookup_elem(&l7_lb_rr, &set);
+	__u64 t = c ? __sync_fetch_and_add(c, 1) : 0;
+	__u32 i = (__u32)(t % n);
+
+	l7_barrier_var(i);   /* keep the bound below: the verifier does not follow the modulo */
+	if (i >= n)
+		i = 0;
+	return turns[i];
 }

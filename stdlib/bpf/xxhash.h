@@ -5,6 +5,7 @@
  * L7_DATA_MASK + 1 + 64 bytes)
  *   __u32 l7_xxh32(const __u8 *buf, __u32 off, __u32 len, __u32 seed)
  *   __u64 l7_xxh64(const __u8 *buf, __u32 off, __u32 len, __u64 seed)
+ *   __u64 l7_xxh64_u32(__u32 w, __u64 seed)        the 4 bytes of w, little endian
  *   A span past L7_DATA_MASK + 1 is clipped to it (callers check their lengths).
  *
  * The four accumulators are the loop context on the stack: they are data-dependent values,
@@ -172,6 +173,22 @@ static __always_inline __u64 l7_xxh64(const __u8 *buf, __u32 off, __u32 len, __u
 		h ^= p[i] * L7_XXH64_P5;
 		h = l7_rotl64(h, 11) * L7_XXH64_P1;
 	}
+	h ^= h >> 33;
+	h *= L7_XXH64_P2;
+	h ^= h >> 29;
+	h *= L7_XXH64_P3;
+	h ^= h >> 32;
+	return h;
+}
+
+/* XXH64 of the four bytes of w as they lie in memory (little endian): the len == 4 path of
+ * l7_xxh64, for a value that is in a register, not in a buffer. */
+static __always_inline __u64 l7_xxh64_u32(__u32 w, __u64 seed)
+{
+	__u64 h = seed + L7_XXH64_P5 + 4;
+
+	h ^= (__u64)w * L7_XXH64_P1;
+	h = l7_rotl64(h, 23) * L7_XXH64_P2 + L7_XXH64_P3;
 	h ^= h >> 33;
 	h *= L7_XXH64_P2;
 	h ^= h >> 29;

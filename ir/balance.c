@@ -1,0 +1,140 @@
+/* Load balancing at compile time: backend slots, Ketama rings, round-robin turns.
+ *
+ * Every endpoint of every upstream (and the fallback proxy) becomes a backend slot of its own,
+ * in declaration order: the data plane and l7run already keep one pool per slot, so a set of
+ * endpoints costs them nothing new. A decision names a slot; which slot of a set is what the
+ * tables built here decide (stdlib/bpf/balance.h describes the ring). */
+#include "ir.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "balance.h"   /* stdlib/bpf, built natively: the kernel's own hash and search */
+#include "frontend.h"
+#include "l7/abi.h"
+#include "l7/dataplane.h"
+
+struct point { unsigned h; int ep; };
+
+static int point_cmp(const void *a, const void *b)
+{
+	const struct point *x = a, *y = b;
+	if (x->h != y->h)
+		return x->h < y->h ? -1 : 1;
+	return x->ep - y->ep;   /* equal hashes: the earlier endpoint first, deterministically */
+}
+
+static void build_ring(struct ir_program *p, struct ir_target *t)
+{
+	unsigned total = 0, n = (unsigned)t->nendpoints;
+	for (int i = 0; i < t->nendpoints; i++)
+		total += t->endpoints[i].weight;
+	struct point *pts = NULL;
+	int npts = 0;
+	for (int i = 0; i < t->nendpoints; i++) {
+		const struct ir_endpoint *e = &t->endpoints[i];
+		unsigned k = L7_LB_POINTS * n * e->weight / total;
+		k = k ? k : 1;
+		pts = realloc(pts, sizeof(*pts) * (size_t)(npts + (int)k));
+		for (unsigned j = 0; j < k; j++) {
+			char key[48];
+			int len = snprintf(key, sizeof(key), "%u.%u.%u.%u:%u-%u", e->ip >> 24, e->ip >> 16 & 255,
+					   e->ip >> 8 & 255, e->ip & 255, e->port, j);
+			pts[npts++] = (struct point){ l7_lb_hash((const __u8 *)key, 0, (__u32)len), i };
+		}
+	}
+	qsort(pts, (size_t)npts, sizeof(*pts), point_cmp);
+	int log2 = 0;
+	while ((1 << log2) <= npts)   /* strictly more: at least one padding point */
+		log2++;
+	int size = 1 << log2;
+	t->ring_log2 = log2;
+	t->ring_points = npts;
+	t->ring = l7_alloc(&p->arena, sizeof(*t->ring) * (size_t)size);
+	t->ring_slot = l7_alloc(&p->arena, (size_t)size);
+	for (int i = 0; i < size; i++) {
+		const struct point *pt = &pts[i < npts ? i : 0];
+		t->ring[i] = i < npts ? pt->h : 0xffffffffu;
+		t->ring_slot[i] = (unsigned char)(t->slot + pt->ep);
+	}
+	free(pts);
+}
+
+/* Smooth weighted round robin (nginx): each turn every endpoint gains its weight, the one
+ * with the most (the first on ties) takes the turn and pays the total. Over sum(weights)
+ * turns each endpoint gets exactly its weight, spread out (2:1 is A B A, not A A B). */
+static void build_turns(struct ir_program *p, struct ir_target *t)
+{
+	int total = 0, cur[L7_MAX_UPSTREAMS] = { 0 };
+	for (int i = 0; i < t->nendpoints; i++)
+		total += (int)t->endpoints[i].weight;
+	t->nturns = total;
+	t->turns = l7_alloc(&p->arena, (size_t)total);
+	for (int k = 0; k < total; k++) {
+		int best = 0;
+		for (int i = 0; i < t->nendpoints; i++) {
+			cur[i] += (int)t->endpoints[i].weight;
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= total;
+		t->turns[k] = (unsigned char)(t->slot + best);
+	}
+}
+
+void ir_balance_build(struct ir_program *p)
+{
+	int slot = 0;
+	for (int i = 0; i < p->nupstreams; i++) {
+		struct ir_target *t = &p->upstreams[i];
+		t->slot = slot;
+		slot += t->nendpoints;
+		if (t->nendpoints <= 1 || slot > L7_MAX_UPSTREAMS) {
+			t->balance = IR_LB_ONE;
+			continue;
+		}
+		if (t->balance == IR_LB_HASH)
+			build_ring(p, t);
+		else
+			build_turns(p, t);
+	}
+	p->nslots = slot;
+}
+
+int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const struct l7_req *req)
+{
+	(void)p;
+	if (t->balance == IR_LB_ROUND_ROBIN)
+		return -1;
+	if (t->balance != IR_LB_HASH)
+		return t->slot;
+	__u32 h;
+	const struct l7_span *s = t->key_field == IR_F_PATH ? &req->path
+				: t->key_field == IR_F_HOST ? &req->host
+				: t->key_field == IR_F_HEADER ? &req->hdr[t->key_header] : NULL;
+	if (s)
+		h = (size_t)s->off + s->len <= sizeof(req->buf) ? l7_lb_hash(req->buf, s->off, s->len) : l7_lb_hash(req->buf, 0, 0);
+	else
+		h = l7_lb_hash_addr(req->src_ip4);
+	return t->ring_slot[l7_ketama_find(t->ring, (__u32)t->ring_log2, h)];
+}
+
+void ir_balance_shares(const struct ir_target *t, double *out)
+{
+	for (int i = 0; i < t->nendpoints; i++)
+		out[i] = 0;
+	if (t->balance != IR_LB_HASH) {
+		for (int i = 0; i < t->nendpoints; i++)
+			out[i] = t->balance == IR_LB_ONE ? (i == 0) : 0;
+		for (int k = 0; k < t->nturns; k++)
+			out[t->turns[k] - t->slot] += 1.0 / t->nturns;
+		return;
+	}
+	/* point i owns the arc (point i-1, point i]; the first also owns the wrap past the last */
+	int n = t->ring_points;
+	for (int i = 0; i < n; i++) {
+		double lo = i ? (double)t->ring[i - 1] : (double)t->ring[n - 1] - 4294967296.0;
+		out[t->ring_slot[i] - t->slot] += ((double)t->ring[i] - lo) / 4294967296.0;
+	}
+}
