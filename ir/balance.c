@@ -25,16 +25,30 @@ static int point_cmp(const void *a, const void *b)
 	return x->ep - y->ep;   /* equal hashes: the earlier endpoint first, deterministically */
 }
 
+static unsigned gcd(unsigned a, unsigned b)
+{
+	while (b) {
+		unsigned r = a % b;
+		a = b;
+		b = r;
+	}
+	return a;
+}
+
+/* Points per endpoint: stdlib/bpf/balance.h says how many and why. */
 static void build_ring(struct ir_program *p, struct ir_target *t)
 {
-	unsigned total = 0, n = (unsigned)t->nendpoints;
-	for (int i = 0; i < t->nendpoints; i++)
+	unsigned total = 0, g = 0;
+	for (int i = 0; i < t->nendpoints; i++) {
 		total += t->endpoints[i].weight;
+		g = gcd(g, t->endpoints[i].weight);
+	}
+	bool scale = L7_LB_POINTS * (total / g) > L7_LB_RING_MAX - 1;   /* keep one padding point */
 	struct point *pts = NULL;
 	int npts = 0;
 	for (int i = 0; i < t->nendpoints; i++) {
 		const struct ir_endpoint *e = &t->endpoints[i];
-		unsigned k = L7_LB_POINTS * n * e->weight / total;
+		unsigned k = scale ? (L7_LB_RING_MAX - 1) * e->weight / total : L7_LB_POINTS * (e->weight / g);
 		k = k ? k : 1;
 		pts = realloc(pts, sizeof(*pts) * (size_t)(npts + (int)k));
 		for (unsigned j = 0; j < k; j++) {
