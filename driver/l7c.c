@@ -3,6 +3,7 @@
  *   source --l7_parse--> AST --l7_resolve--> typed AST --ir_lower--> PMA IR --codegen_emit--> BPF object
  *
  * Exit status: 0 compiled, 1 the policy has errors, 2 usage or I/O errors. */
+#include <arpa/inet.h>
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -47,6 +48,7 @@ static void usage(FILE *o)
 		"  --budget=N          processed-instruction budget per program (default 1000000)\n"
 		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
 		"                      reference evaluator and print the decision\n"
+		"  --eval-source=IP    with --eval: the client's address (default 127.0.0.1)\n"
 		"  --color=WHEN        never | always | auto (default auto)\n"
 		"  --version           print the version\n"
 		"  -h, --help          this text\n");
@@ -67,9 +69,9 @@ static char *default_output(const char *in)
 }
 
 /* --eval: the decision the policy makes for one request, as the data plane would make it.
- * The request comes from 127.0.0.1 to the first service's port; JWTs count as invalid and
- * rate limits as not reached (the evaluator has no keys and no clock). */
-static int eval(const struct ir_program *ir, const char *path)
+ * The request comes from `source` (network byte order) to the first service's port; JWTs
+ * count as invalid and rate limits as not reached (the evaluator has no keys and no clock). */
+static int eval(const struct ir_program *ir, const char *path, unsigned source)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -81,7 +83,7 @@ static int eval(const struct ir_program *ir, const char *path)
 	fclose(f);
 	static struct l7_req req;
 	int head = ir_parse_request(ir, &req, bytes, (unsigned)n);
-	req.src_ip4 = 0x0100007f;
+	req.src_ip4 = source;
 	req.dst_port = ir->nservices ? ir->services[0].endpoints[0].port : 80;
 	if (head <= 0) {
 		static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
@@ -131,6 +133,7 @@ int main(int argc, char **argv)
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
 	const char *out = NULL, *eval_request = NULL, *passes = NULL;
+	unsigned eval_source = htonl(0x7f000001);
 	struct explain_opts ex = { .budget = 1000000 };
 	bool do_explain = false;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
@@ -142,6 +145,7 @@ int main(int argc, char **argv)
 		{ "eval", required_argument, NULL, 'E' }, { "passes", required_argument, NULL, 'P' },
 		{ "explain", no_argument, NULL, 'X' }, { "verify", no_argument, NULL, 'Y' },
 		{ "format", required_argument, NULL, 'F' }, { "budget", required_argument, NULL, 'B' },
+		{ "eval-source", required_argument, NULL, 'S' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -170,6 +174,12 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'E': eval_request = optarg; break;
+		case 'S':
+			if (inet_pton(AF_INET, optarg, &eval_source) != 1) {
+				fprintf(stderr, "l7c: error: --eval-source: '%s' is not an IPv4 address\n", optarg);
+				return 2;
+			}
+			break;
 		case 'P': passes = optarg; break;
 		case 'X': do_explain = true; break;
 		case 'Y': ex.verify = 1; break;
@@ -233,7 +243,7 @@ int main(int argc, char **argv)
 		ex.opt_level = opt_level;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
-		rc = eval(ir, eval_request);
+		rc = eval(ir, eval_request, eval_source);
 	} else if (emit == EMIT_IR) {
 		/* printed above, after each pass */
 	} else {
