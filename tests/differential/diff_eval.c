@@ -2,6 +2,7 @@
  *
  *   diff_eval --constants POLICY.l7   what requests should be built from, one per line (strings
  *                                     hex-encoded): service/upstream/fallback/mutation names,
+ *                                     the share of requests each slot of a set gets,
  *                                     the header names rules read, and the constants rules
  *                                     compare with (path, value, method, net)
  *   diff_eval POLICY.l7               reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
@@ -9,6 +10,8 @@
  *                                     request of the stream (pipelining), separated by " ; ":
  *                                       forward UP [MUT,...] | fallback UP [MUT,...] | deny STATUS
  *                                       | refuse STATUS | incomplete | body
+ *                                     UP is a backend slot; a round-robin set adds "any=S,S,.."
+ *                                     (its slots: which one has the turn is the kernel's)
  *                                     each followed by "#RULE" ("rbac", "default" or the rule id)
  *
  * The policy is lowered and optimised exactly as l7c does. JWTs count as invalid and rate
@@ -64,9 +67,21 @@ static void constants(const struct ir_program *p)
 {
 	for (int i = 0; i < p->nservices; i++)
 		printf("service %d %s %u\n", i, p->services[i].name, p->services[i].endpoints[0].port);
-	for (int i = 0; i < p->nupstreams; i++)
-		printf("upstream %d %s\n", i, p->upstreams[i].name);
-	printf("fallback %d\n", p->fallback);
+	for (int i = 0; i < p->nupstreams; i++)   /* backend slots, named as in l7.config */
+		for (int e = 0; e < p->upstreams[i].nendpoints; e++)
+			if (p->upstreams[i].nendpoints > 1)
+				printf("upstream %d %s#%d\n", p->upstreams[i].slot + e, p->upstreams[i].name, e);
+			else
+				printf("upstream %d %s\n", p->upstreams[i].slot, p->upstreams[i].name);
+	printf("fallback %d\n", p->fallback < 0 ? -1 : p->upstreams[p->fallback].slot);
+	for (int i = 0; i < p->nupstreams; i++) {   /* the share of requests each slot of a set gets */
+		double share[64];
+		if (p->upstreams[i].nendpoints < 2 || p->upstreams[i].nendpoints > 64)
+			continue;
+		ir_balance_shares(&p->upstreams[i], share);
+		for (int e = 0; e < p->upstreams[i].nendpoints; e++)
+			printf("share %d %.6f\n", p->upstreams[i].slot + e, share[e]);
+	}
 	for (int i = 0; i < p->nmutations; i++) {
 		printf("mutation %d ", i);
 		hex(p->mutations[i].name, strlen(p->mutations[i].name));
@@ -143,13 +158,18 @@ static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src
 		ir_eval(p, &req, &d);
 		switch (d.term) {
 		case IR_FORWARD:
-		case IR_FALLBACK:
-			printf("%s %d ", d.term == IR_FORWARD ? "forward" : "fallback", d.upstream);
+		case IR_FALLBACK: {
+			const struct ir_target *t = &p->upstreams[d.upstream];
+			printf("%s %d ", d.term == IR_FORWARD ? "forward" : "fallback", d.slot < 0 ? t->slot : d.slot);
 			for (int i = 0; i < d.nset; i++)
 				printf("%s%d", i ? "," : "", d.set[i]);
 			if (!d.nset)
 				putchar('-');
+			if (d.slot < 0)   /* round robin: whichever slot of the set has the turn */
+				for (int i = 0; i < t->nendpoints; i++)
+					printf("%s%d", i ? "," : " any=", t->slot + i);
 			break;
+		}
 		case IR_DENY: printf("deny %d", d.status); break;
 		default: printf("unknown %d", d.term); break;
 		}

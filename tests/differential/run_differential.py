@@ -16,7 +16,9 @@ requests reached which backend with which head.
 
 Compared, per request:
   forward UP   200 from the backend, and backend UP logged exactly this request once: the head
-               sent, plus exactly the evaluator's set-header lines, nothing else changed
+               sent, plus exactly the evaluator's set-header lines, nothing else changed. UP is a
+               backend slot: the endpoint a hashed set's Ketama ring picks, exactly; for a
+               round-robin set any endpoint of the set (the turn is the kernel's counter)
   fallback UP  the same, at the fallback backend
   deny S       status S from l7run; no backend saw the request
   refuse S     a 4xx/5xx or a close; no backend saw it, nor anything after it
@@ -45,7 +47,7 @@ POLICIES = sys.argv[6:]
 PER_POLICY = int(os.environ.get("L7_DIFF_N", "2000"))
 WORKERS = int(os.environ.get("L7_DIFF_WORKERS", "6"))
 PID = os.getpid()
-BASE = 12000 + (PID % 560) * 16          # 12000..20975: below the ephemeral range
+BASE = 12000 + (PID % 400) * 24          # 12000..21599: below the ephemeral range; 16 backend slots
 procs = []
 
 
@@ -370,6 +372,8 @@ def parse_decisions(line):
                 d["partial"] = True
             elif x == "body":     # refused for its chunked body: the head before it is held
                 d["body"] = True
+            elif x.startswith("any="):   # round robin: any slot of the set may have the turn
+                d["any"] = [int(u) for u in x[4:].split(",")]
         if w[0] in ("forward", "fallback"):
             d["up"] = int(w[1])
             d["muts"] = [] if w[2] == "-" else [int(m) for m in w[2].split(",")]
@@ -623,8 +627,9 @@ def check_case(c, n, pi, data, decs, resp, closed, seen, known, counts):
             if len(got) != 1 and not (lenient and not got):
                 problems.append("%s %s: the backends got it %d times: %s" % (kind, upname, len(got), [b for b, _ in got]))
             for bname, head in got[:1]:
-                if bname != upname:
-                    problems.append("%s %s: went to backend %s" % (kind, upname, bname))
+                names = [c.upstreams.get(u, "?") for u in d.get("any", [d["up"]])]
+                if bname not in names:
+                    problems.append("%s %s: went to backend %s" % (kind, "|".join(names), bname))
                 sent = data[d["off"]:data.find(b"\r\n\r\n", d["off"])]
                 why = head_diff(sent, head, [c.mutations[m] for m in d["muts"]])
                 if why:

@@ -4,7 +4,7 @@ requests its `// test:` lines describe — real HTTP over loopback through the k
 
   // test: [N x] [from IP] METHOD PATH [H:name:value]... [jwt|jwt-expired|jwt-badsig|jwt-alg-none:CLAIMS]
   //       -> STATUS [UPSTREAM] [+name:value]...         (what the client and the backend see)
-  //       -> STATUS xK, STATUS xK                        (for N repeated requests, in order)
+  //       -> STATUS [UPSTREAM] xK, STATUS [UPSTREAM] xK  (for N repeated requests, in order)
   // test: sleep SECONDS                                 (for policies with timers)
   // counters: NAME=VALUE ...                             (l7run --metrics after the tests)
 
@@ -13,7 +13,7 @@ Every process started here is ended by pid; ports derive from our pid; pins are 
 import base64, hashlib, hmac, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
 
 L7C, L7RUN, EXAMPLES, ECHO = sys.argv[1:5]
-BASE = 21000 + (os.getpid() % 900) * 12     # below the ephemeral range
+BASE = 21000 + (os.getpid() % 700) * 16     # below the ephemeral range; 16 ports per run
 procs, passed, failed = [], 0, 0
 
 
@@ -186,13 +186,16 @@ def run_example(path, slot):
 
 
 def check(expect, got):
-    if "," in expect or " x" in expect:   # "200 x10, 429 x2"
+    if "," in expect or " x" in expect:   # "200 x10, 429 x2" or "200 web#1, 200 web#0 x2"
         want = []
         for part in expect.split(","):
-            st, _, n = part.strip().partition(" x")
-            want += [int(st)] * int(n or 1)
-        statuses = [g[0] for g in got]
-        return statuses == want, "statuses %s" % statuses
+            what, _, n = part.strip().partition(" x")
+            st, _, backend = what.partition(" ")
+            want += [(int(st), backend)] * int(n or 1)
+        seen = [(g[0], re.search(r"^backend=(\S+)$", g[1], re.M)) for g in got]
+        seen = [(st, m.group(1) if m else "") for st, m in seen]
+        ok = len(seen) == len(want) and all(s == w[0] and (not w[1] or b == w[1]) for (s, b), w in zip(seen, want))
+        return ok, "got %s" % seen
     words = expect.split()
     status, body = got[0]
     if status != int(words[0]):
