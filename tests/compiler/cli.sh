@@ -53,6 +53,19 @@ contains eval-default-rule '^rule: default'
 check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
+lb=$src/examples/load_balance.l7   # the endpoint of a set (the kernel agrees: tests/balance)
+check eval-lb-hash 0 "$l7c" --eval="$ev/lb-user.http" "$lb"
+contains eval-lb-hash '^verdict: forward users$'; contains eval-lb-endpoint '^endpoint: users#2 127\.0\.0\.1:9003 \(slot 2, ketama\)$'
+check eval-lb-rr 0 "$l7c" --eval="$ev/lb-web.http" "$lb";     contains eval-lb-rr '^endpoint: round robin over web#0\.\.web#1 .*rotates'
+check eval-lb-source 0 "$l7c" --eval="$ev/lb-session.http" --eval-source=127.0.0.5 "$lb"
+contains eval-lb-source '^endpoint: sessions#0 '
+check eval-lb-source2 0 "$l7c" --eval="$ev/lb-session.http" --eval-source=127.0.0.2 "$lb"
+contains eval-lb-source2 '^endpoint: sessions#1 '
+check eval-bad-source 2 "$l7c" --eval="$ev/lb-session.http" --eval-source=localhost "$lb"
+check ir-lb 0 "$l7c" --emit=ir "$lb"
+contains ir-lb '^upstream 2 users#2 127\.0\.0\.1:9003 weight 2$'
+contains ir-lb-ring '^balance users over slots 0-2: hash\(header\[0:x-user\]\), ketama ring of 1024 points \(2048 with padding\)$'
+contains ir-lb-rr '^balance web over slots 7-8: round robin, 3 turns$'
 
 # --explain in its three formats (the kernel's own numbers: tests/kernel/explain.sh)
 check explain 0 "$l7c" --explain "$ex"

@@ -144,7 +144,8 @@ enum l7_verdict {
 
 struct l7_decision {
 	__u32 verdict;         /* enum l7_verdict */
-	__u32 upstream;        /* index into the object's upstream table */
+	__u32 upstream;        /* backend slot (an endpoint: l7.config `upstream SLOT ...`), chosen
+	                        * by the upstream's balance policy for a set */
 	__u32 status;          /* HTTP status for L7_DENY */
 	__u32 rule;            /* id of the rule that decided (0 = default), for stats and --explain */
 	__u32 n_set;           /* mutations to apply */
@@ -193,8 +194,9 @@ struct l7_decision {
  * that `l7run prog.o` needs no other configuration. Text, one record per line:
  *   l7c-config 1
  *   service   NAME ADDR:PORT
- *   upstream  INDEX NAME ADDR:PORT
- *   fallback  INDEX            (upstream index of the fallback proxy; absent if none)
+ *   upstream  SLOT NAME ADDR:PORT   (one per backend slot: every endpoint of every upstream;
+ *                                    the endpoints of a set are NAME#0, NAME#1, ...)
+ *   fallback  SLOT             (backend slot of the fallback proxy; absent if none)
  *   policy    NAME
  */
 #define L7_CONFIG_SECTION "l7.config"
