@@ -28,12 +28,14 @@ cgroup) is removed. Needs root; never skips."""
 import collections
 import math
 import os
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
 
 MODE, L7C, L7RUN, EVAL, BACKEND = sys.argv[1:6]
 PID = os.getpid()
@@ -45,7 +47,6 @@ CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7lb-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7lb-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7lb-")
-procs = []
 
 
 def policy():
@@ -84,20 +85,7 @@ def in_cgroup():
 
 
 def start(args, **kw):
-    p = subprocess.Popen(args, preexec_fn=in_cgroup, **kw)
-    procs.append(p)
-    return p
-
-
-def wait_port(port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
+    return procs.start(args, preexec_fn=in_cgroup, **kw)
 
 
 def req(path, extra=""):
@@ -319,7 +307,7 @@ def main():
             start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", PIN, obj], stdout=log, stderr=log)
         else:
             start([L7RUN, "--pin", PIN, obj], stdout=log, stderr=log)
-        if not wait_port(SVC, 30):
+        if not procs.wait_port(SVC, 30):
             raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
         if MODE == "mesh":
             time.sleep(0.3)   # pools filled
@@ -336,14 +324,7 @@ def main():
         if home_cg is not None:
             with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
                 f.write("%d\n" % os.getpid())
-        for p in reversed(procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+        procs.stop_all()
         if failed:
             print(open(os.path.join(TMP, "l7run.log")).read()[-3000:])
         if home_cg is not None:
