@@ -8,6 +8,9 @@
 #                 unfinished edits in the shared tree cannot break or skew the run)
 #     --build DIR use an existing build directory, do not build
 # Needs root (BPF, cgroup), and scripts/install-deps.sh's packages.
+# The per-example cost table (verifier processed insns, data-plane ns per request of every
+# examples/*.l7 in gateway and mesh mode) is a separate run: sudo bench/examples.py [--quick]
+# (writes docs/examples-cost.md; see docs/performance.md, *Per-example cost*).
 set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd); REPO=$(dirname "$HERE")
 QUICK=(); WORKTREE=0; BUILD=; PASS=()
