@@ -76,6 +76,7 @@ struct l7_req {
 	__u32 src_ip4;         /* client address, network byte order (set by the machinery) */
 	__u32 dst_port;        /* port the client connected to, host order (set by the machinery) */
 	/* JWT (see l7_jwt_check below); reset by the machinery before l7_policy_decide */
+	__u32 decided_up;      /* the machinery's copy of the decision's upstream (mesh.h) */
 	__u32 jwt_done;        /* bit i: configuration i was checked for this request */
 	__u32 jwt_ok;          /* bit i: ... and the token was valid */
 	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
