@@ -351,20 +351,37 @@ def hotel():
     }
 
 
-def jwt_token(size=None):
+def jwt_token(size=None, sub="alice"):
     """HS256 token; `size`: pad a claim so the whole token is about that many bytes."""
     import base64
     import hashlib
     import hmac
     b64 = lambda b: base64.urlsafe_b64encode(b).rstrip(b"=").decode()
     hdr = b64(b'{"alg":"HS256","typ":"JWT"}')
-    claims = {"iss": JWT_ISS, "sub": "alice", "aud": JWT_AUD, "exp": int(time.time()) + 86400}
+    claims = {"iss": JWT_ISS, "sub": sub, "aud": JWT_AUD, "exp": int(time.time()) + 86400}
     if size:
         base = len(hdr) + 1 + len(b64(json.dumps(claims, separators=(",", ":")).encode())) + 44
         claims["pad"] = "x" * max(0, (size - base) * 3 // 4 - 10)
     body = b64(json.dumps(claims, separators=(",", ":")).encode())
     sig = b64(hmac.new(JWT_SECRET.encode(), (hdr + "." + body).encode(), hashlib.sha256).digest())
     return hdr + "." + body + "." + sig
+
+
+def jwt_cycle_script(tmp, n):
+    """A wrk script sending n distinct valid tokens in turn, the two threads half a cycle apart:
+    a token comes back after ~n requests, past the 2,048 that l7_jwt_cache keeps."""
+    path = os.path.join(tmp, "jwt-cycle-%d.lua" % n)
+    if not os.path.exists(path):
+        with open(path, "w") as f:
+            f.write("local tokens = {\n")
+            for i in range(n):
+                f.write('"%s",\n' % jwt_token(sub="user%d" % i))
+            f.write("}\nlocal nth = 0\nlocal i = 0\n"
+                    "function setup(thread) thread:set('id', nth); nth = nth + 1 end\n"
+                    "function init(args) i = (id or 0) * math.floor(#tokens / 2) end\n"
+                    "function request()\n  i = i % #tokens + 1\n"
+                    "  return wrk.format(nil, nil, {['Authorization'] = 'Bearer ' .. tokens[i]})\nend\n")
+    return path
 
 
 NJS = r"""// HS256 JWT check for nginx (njs 0.7): signature, alg, exp.
@@ -481,11 +498,13 @@ def parse_wrk(out):
     return r
 
 
-def wrk(args, port, path, headers, secs, in_cgroup=False):
+def wrk(args, port, path, headers, secs, in_cgroup=False, script=None):
     argv = ["timeout", str(secs + 15), "wrk", "-t%d" % args.threads, "-c%d" % args.conns,
             "-d%ds" % secs, "--latency"]
     for h in headers:
         argv += ["-H", "%s: %s" % h]
+    if script:
+        argv += ["-s", script]
     argv.append("http://127.0.0.1:%d%s" % (port, path))
     pre = (lambda: open(os.path.join(cgroup, "cgroup.procs"), "w").write("%d\n" % os.getpid())) \
         if in_cgroup else None
@@ -511,7 +530,8 @@ class Config:
         k0 = task_ns(self.pids())
         w0 = kworker_ns()
         b0, s0 = machine()
-        r = wrk(args, self.port, point["path"], point["headers"], point["secs"], in_cgroup=ms)
+        r = wrk(args, self.port, point["path"], point["headers"], point["secs"], in_cgroup=ms,
+                script=point.get("script"))
         b1, s1 = machine()
         w1 = kworker_ns()
         k1 = task_ns(self.pids())
@@ -637,7 +657,7 @@ def run_point(args, pol, point, ports, next_port):
     # warm-up: pools filled, caches hot
     for kind, c in cfgs.items():
         if kind != "l7c-mesh":
-            wrk(args, c.port, point["path"], point["headers"], 1)
+            wrk(args, c.port, point["path"], point["headers"], 1, script=point.get("script"))
     runs = {k: [] for k in cfgs}
     order = list(cfgs)
     for rnd in range(point["rounds"]):
@@ -879,9 +899,9 @@ def main():
         if not all(wait_port(p) for p in ports.values()):
             sys.exit("backend nginx did not start: " + open(os.path.join(tmp, "backend.err")).read())
 
-        def point(section, label, x, pol, path=None, headers=(), rounds=None, secs=None):
+        def point(section, label, x, pol, path=None, headers=(), rounds=None, secs=None, script=None):
             pt = {"path": path or pol.get("path", "/"), "headers": list(pol.get("headers", [])) + list(headers),
-                  "rounds": rounds or sweep_rounds, "secs": secs or sweep_secs}
+                  "rounds": rounds or sweep_rounds, "secs": secs or sweep_secs, "script": script}
             log("[%5.0fs] %s: %s" % (time.time() - t_start, section, label))
             runs, notes = run_point(args, pol, pt, ports, next_port)
             results.append((section, label, x, runs, summarize(runs), notes))
@@ -893,6 +913,10 @@ def main():
             point("main", "Media Service, best case (rule 1 of 50)", 2, media(), path="/wrk2-api/review/1/compose", **m)
             point("main", "Media Service, worst case (rule 50 of 50)", 3, media(), path="/wrk2-api/review/50/compose", **m)
             point("main", "Hotel Reservation (telemetry + header + route)", 4, hotel(), **m)
+            # every request a token the cache has not seen: l7c's JWT cold path (HAProxy and
+            # nginx verify every request either way)
+            point("main", "Social Network, a new JWT every request (cache cold)", 5, social(args.src),
+                  script=jwt_cycle_script(tmp, 8192), **m)
         if "hdr" in only:
             sizes = [16] if args.quick else [1, 2, 4, 8, 12, 16]
             for kind in ("single", "multi"):
@@ -924,6 +948,12 @@ def main():
                 pol = media(n, header="x-data", l7=src, name="rbac-c")
                 point("cx-rbac", "RBAC c=%g (%d rules, last matches)" % (c, n), c, pol,
                       path="/wrk2-api/review/%d/compose" % n, headers=headers)
+                # JWT[c]: a token of 3·c kB (one token: l7c's cache holds it after the first)
+                pol = social(args.src)
+                tok = jwt_token(int(3072 * c))
+                pol["headers"] = [("Authorization", "Bearer " + tok)]
+                pol["deny_headers"] = [("Authorization", "Bearer " + tok[:-3] + "AAA")]
+                point("cx-jwt", "JWT c=%g (%d-byte token)" % (c, len(tok)), c, pol)
     finally:
         for p, _ in list(procs):
             stop(p)
