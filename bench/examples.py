@@ -492,6 +492,13 @@ def ok_col(m):
                           ", %d errors" % m["errors"] if m["errors"] else "")
 
 
+def ns_col(m):
+    """The median over rounds, and the rounds' range: how much the shared machine moved it."""
+    if not m or not m["rounds"]:
+        return "-"
+    return "%.0f (%.0f–%.0f)" % (m["ns_per_request"], min(m["rounds"]), max(m["rounds"]))
+
+
 def table(results):
     rows = ["| example | programs | max processed (program) | mesh SK_MSG processed | compile ms | "
             "gateway ns/req | mesh ns/req | gateway 200s | mesh 200s |",
@@ -504,8 +511,7 @@ def table(results):
         rows.append("| %s | %d | %s | %s | %s | %s | %s | %s | %s |" % (
             r["example"], len(ps), "%s (%s)" % (fmt(top["processed"]), top["name"]) if top else "-",
             fmt(max(msg)) if msg else "-", "%.0f" % r["compile_ms"] if "compile_ms" in r else "-",
-            "%.0f" % r["gateway"]["ns_per_request"] if "gateway" in r else "-",
-            "%.0f" % r["mesh"]["ns_per_request"] if "mesh" in r else "-", ok_col(r.get("gateway")), ok_col(r.get("mesh"))))
+            ns_col(r.get("gateway")), ns_col(r.get("mesh")), ok_col(r.get("gateway")), ok_col(r.get("mesh"))))
         if rej:
             r["notes"].append("verifier rejected " + ", ".join(rej))
     return "\n".join(rows)
@@ -607,7 +613,8 @@ def main():
                     "*max processed*: the program of the object with the most; *mesh SK_MSG*: the mesh "
                     "mode's per-message program. *compile ms*: `l7c POLICY -o FILE`, wall clock, median of %d. "
                     "*ns/req*: the run_time_ns (BPF run-time statistics) of all the mode's programs during "
-                    "a round of requests / requests answered in it, median of %d rounds — the data plane's "
+                    "a round of requests / requests answered in it, median of %d rounds (in brackets: the "
+                    "lowest and highest round) — the data plane's "
                     "own CPU time per request, request and response together (the per-program table below "
                     "gives totals over all rounds). *200s*: answers with status 200 / requests sent "
                     "(other statuses in brackets: e.g. a rate limit answering 429 in the kernel).\n\n"
