@@ -9,6 +9,8 @@ NAMES = {"direct": "direct (no proxy)", "l7c": "l7c gateway (`l7run`)", "l7c-mes
 ORDER = ["direct", "l7c", "l7c-mesh", "haproxy", "nginx"]
 
 
+KEEP = "<!-- kept: the sections below are not written by bench/report.py; it keeps them -->"
+
 def f(v, d=1):
     return "—" if v is None or v != v else "%.*f" % (d, v)
 
@@ -210,5 +212,12 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
     w("- Telemetry as a policy action (counters chosen by the policy) in Hotel Reservation: today l7c's "
       "telemetry is the data plane's built-in per-CPU counters.")
     w("")
+    # sections other scripts or people wrote below KEEP (scaling, per-example cost) survive
+    try:
+        old = open(args.out).read()
+        if KEEP in old:
+            out.append(KEEP + old.split(KEEP, 1)[1].rstrip("\n"))
+    except OSError:
+        pass
     with open(args.out, "w") as fh:
         fh.write("\n".join(out))
