@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "l7/abi.h"
 
@@ -22,11 +23,12 @@ struct pcx {
 	LLVMValueRef fn, req, d;
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty;
-	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn;
+	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty;
+	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn;
+	LLVMValueRef *re_desc;      /* per regex, made when first tested */
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -83,6 +85,49 @@ static LLVMValueRef in_range(struct pcx *c, LLVMValueRef v, unsigned lo, unsigne
 	return LLVMBuildICmp(c->g->b, LLVMIntULE, off, u32c(c, hi - lo), "");
 }
 
+/* The struct l7_re_desc of a regex (l7/abi.h): its DFA with each state numbered by its row
+ * offset, the dead state first and the accepting states last, so that the runner needs one
+ * add per byte and one compare at the end. */
+static LLVMValueRef regex_desc(struct pcx *c, const struct ir_regex *re)
+{
+	struct cg *g = c->g;
+	if (c->re_desc[re->index])
+		return c->re_desc[re->index];
+	const struct re_dfa *d = &re->dfa;
+	int n = d->nstates, k = d->nclasses;
+	int *pos = malloc(sizeof(int) * (size_t)n), at = 1, acc_lo = n;
+	pos[0] = 0;
+	for (int pass = 0; pass < 2; pass++)
+		for (int s = 1; s < n; s++)
+			if (d->accept[s] == pass) {
+				if (pass && acc_lo == n)
+					acc_lo = at;
+				pos[s] = at++;
+			}
+	unsigned entries = 1;
+	while (entries < (unsigned)(n * k))
+		entries *= 2;
+	LLVMValueRef *next = calloc(entries, sizeof(LLVMValueRef));
+	for (unsigned i = 0; i < entries; i++)
+		next[i] = LLVMConstInt(g->i16, 0, 0);
+	for (int s = 0; s < n; s++)
+		for (int cl = 0; cl < k; cl++)
+			next[pos[s] * k + cl] = LLVMConstInt(g->i16, (unsigned)(pos[d->next[s * k + cl]] * k), 0);
+	LLVMValueRef cls[256];
+	for (int b = 0; b < 256; b++)
+		cls[b] = LLVMConstInt(g->i8, d->cls[b], 0);
+	LLVMValueRef fields[] = {
+		u32c(c, (unsigned)(pos[d->start] * k)), u32c(c, (unsigned)(acc_lo * k)), u32c(c, entries - 1), u32c(c, 0),
+		LLVMConstArray2(g->i8, cls, 256), LLVMConstArray2(g->i16, next, entries),
+	};
+	char name[32];
+	snprintf(name, sizeof(name), "l7_re_%d", re->index);
+	c->re_desc[re->index] = cg_const_global(g, name, LLVMConstStructInContext(g->ctx, fields, 6, 0), 1);
+	free(next);
+	free(pos);
+	return c->re_desc[re->index];
+}
+
 /* Branches to yes or no on k. */
 static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
@@ -118,6 +163,12 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 			r = call(c, c->cmp_ty, eq ? c->eq_fn : c->prefix_fn, args, 4);
 		}
 		v = LLVMBuildICmp(g->b, LLVMIntNE, r, u32c(c, 0), "");
+		break;
+	}
+	case IR_C_REGEX: {
+		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
+					u32c(c, k->field == IR_F_CLAIM), regex_desc(c, k->re) };
+		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->re_ty, c->re_fn, args, 4), u32c(c, 0), "");
 		break;
 	}
 	case IR_C_METHOD_IS:
@@ -330,6 +381,10 @@ void cg_policy(struct cg *g)
 	LLVMTypeRef rp[] = { g->i32, g->ptr, g->i32 };
 	c.rr_ty = LLVMFunctionType(g->i32, rp, 3, 0);
 	c.rr_fn = declare(&c, "l7_lb_pick_rr", c.rr_ty);
+	LLVMTypeRef rep[] = { g->ptr, g->ptr, g->i32, g->ptr };
+	c.re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
+	c.re_fn = p->nregexes ? declare(&c, "l7_regex_match", c.re_ty) : NULL;
+	c.re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
 
 	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
 	const char *params[] = { "req", "decision" };
@@ -412,4 +467,5 @@ void cg_policy(struct cg *g)
 	LLVMBuildRet(g->b, load32(&c, c.d, offsetof(struct l7_decision, verdict)));
 	LLVMPositionBuilderAtEnd(g->b, none);
 	deny_now(&c, p->default_rule.status, 0);
+	free(c.re_desc);
 }

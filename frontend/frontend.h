@@ -74,7 +74,7 @@ enum l7_ref_kind {
 };
 
 /* Built-in functions of the language (not act-type specific). */
-enum l7_builtin { B_NONE, B_STARTS_WITH };
+enum l7_builtin { B_NONE, B_STARTS_WITH, B_MATCHES };
 
 struct l7_iface_field;
 struct l7_iface_action;

@@ -399,8 +399,24 @@ static void check_builtin_call(struct rx *x, struct l7_expr *e)
 			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the prefix of starts_with must be a constant string");
 		return;
 	}
+	if (!strcmp(e->str, "matches")) {   /* the regex is compiled by ir/regex.c when lowering */
+		e->builtin = B_MATCHES;
+		e->type = T_BOOL;
+		if (e->nargs != 2) {
+			l7_diag(x->d, L7_ERROR, e->loc, "matches(string, regex) takes 2 arguments, %d given", e->nargs);
+			return;
+		}
+		for (int i = 0; i < 2; i++)
+			if (e->args[i]->type && e->args[i]->type != T_STRING)
+				l7_diag(x->d, L7_ERROR, e->args[i]->loc, "argument %d of matches must be string, not %s", i + 1,
+					l7_type_name(e->args[i]->type));
+		if (e->args[1]->kind != E_STRING)
+			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the regex of matches must be a constant string");
+		return;
+	}
 	struct suggest s = { 0 };
 	consider(&s, e->str, "starts_with");
+	consider(&s, e->str, "matches");
 	const struct l7_iface_type *ty = x->p->act.iface;
 	for (int i = 0; ty && i < ty->nactions; i++)
 		if (!strcmp(ty->actions[i].name, e->str)) {

@@ -73,6 +73,13 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 		str_out(o, c->str, c->len);
 		fputc(')', o);
 		return;
+	case IR_C_REGEX:
+		fputs("matches(", o);
+		field_out(p, c->field, c->header, o);
+		fputs(", ", o);
+		str_out(o, c->re->src, c->re->len);
+		fprintf(o, ") [regex #%d]", c->re->index);
+		return;
 	case IR_C_METHOD_IS:
 		fprintf(o, "method is %s", c->method < sizeof(method_names) / sizeof(*method_names) ? method_names[c->method] : "?");
 		return;
@@ -250,6 +257,13 @@ void ir_dump(const struct ir_program *p, FILE *o)
 	for (int i = 0; i < p->ntables; i++) {
 		const struct ir_table *t = &p->tables[i];
 		fprintf(o, "table #%d: %d entries (rules %d..%d)\n", i, t->n, t->entries[0].rule, t->entries[t->n - 1].rule);
+	}
+	for (int i = 0; i < p->nregexes; i++) {
+		const struct ir_regex *re = p->regexes[i];
+		fprintf(o, "regex #%d ", i);
+		str_out(o, re->src, re->len);
+		fprintf(o, ": DFA of %d states (0 dead, > start, * accepting), %d byte classes\n", re->dfa.nstates, re->dfa.nclasses);
+		re_dump(&re->dfa, o, "  ");
 	}
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];

@@ -67,6 +67,11 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 		bool fits = c->kind == IR_C_STR_EQ ? s->len == c->len : s->len >= c->len;
 		return fits && (size_t)s->off + c->len <= cap && memcmp(base_of(r, c->field) + s->off, c->str, c->len) == 0;
 	}
+	case IR_C_REGEX: {
+		const struct l7_span *s = span_of(r, c->field, c->header);
+		size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
+		return (size_t)s->off + s->len <= cap && re_match(&c->re->dfa, base_of(r, c->field) + s->off, s->len);
+	}
 	case IR_C_METHOD_IS: return r->method == c->method;
 	case IR_C_SERVICE_IN: return r->service < 64 && (c->mask >> r->service & 1);
 	case IR_C_HAS_HEADER: return r->hdr_present >> c->header & 1;

@@ -14,6 +14,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "regex_dfa.h"
+
 struct l7_module;
 struct l7_diags;
 struct l7_source;
@@ -36,6 +38,14 @@ enum ir_cond_kind {
 	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
 	IR_C_COUNTER_IN,   /* lo <= value of counter `state` <= hi (as the request arrives) */
 	IR_C_TIMER_ELAPSED,/* at least lo seconds since timer `state` was (re)started */
+	IR_C_REGEX,        /* the whole field matches regex `re` (its DFA, built by lower.c) */
+};
+
+struct ir_regex {                /* one distinct regex of the policy file, compiled to a DFA */
+	int index;                   /* in ir_program.regexes */
+	char *src;                   /* the regex text, as after the string's escapes */
+	size_t len;
+	struct re_dfa dfa;           /* next/accept live in the program's arena */
 };
 
 struct ir_cond {
@@ -49,6 +59,7 @@ struct ir_cond {
 	int table;                   /* TABLE */
 	int set;                     /* SOURCE_SET: index into cidr_sets */
 	int state;                   /* COUNTER_IN: counter; TIMER_ELAPSED: timer */
+	const struct ir_regex *re;   /* REGEX (field, header as for STR_EQ) */
 	unsigned net, netmask;       /* SOURCE_IN, network byte order */
 	unsigned lo, hi;             /* PORT_IN, COUNTER_IN; TIMER_ELAPSED: lo seconds */
 	char *str;
@@ -203,6 +214,8 @@ struct ir_program {
 	int ntables;
 	struct ir_cidr_set *cidr_sets;
 	int ncidr_sets;
+	struct ir_regex **regexes;   /* distinct regexes of matches() */
+	int nregexes;
 	struct ir_rule default_rule; /* what a request no policy decided gets */
 	struct ir_rule rbac_rule;    /* the 403 of an ALLOW policy that applied but did not allow */
 	int nrules;                  /* rules in all policies */

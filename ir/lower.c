@@ -295,6 +295,95 @@ static struct ir_cond *guard_claim(struct lx *x, const struct l7_expr *fe, struc
 	return cond_bin(x, IR_C_AND, v, c);
 }
 
+/* ---- regexes ---- */
+
+/* The location of bytes [pos, pos+len) of a string literal's value in the source: the value
+ * is what remains after the string's own escapes, so walk the literal as written. */
+static size_t raw_offset(const char *raw, size_t rawlen, size_t value_index)
+{
+	size_t i = 0;
+	for (size_t o = 0; o < value_index && i < rawlen; o++)
+		i += raw[i] == '\\' && i + 1 < rawlen ? 2 : 1;
+	return i;
+}
+
+static struct l7_loc loc_in_literal(const struct l7_expr *lit, size_t pos, size_t len)
+{
+	struct l7_loc loc = lit->loc;
+	if (!loc.src || loc.end < loc.start + 2 || loc.end > loc.src->len)
+		return loc;
+	const char *raw = loc.src->text + loc.start + 1;
+	size_t rawlen = loc.end - loc.start - 2;
+	size_t start = raw_offset(raw, rawlen, pos), end = raw_offset(raw, rawlen, pos + len);
+	loc.start += 1 + (unsigned)start;
+	loc.col += 1 + (unsigned)start;
+	loc.end = loc.start + (unsigned)(end > start ? end - start : 1);
+	return loc;
+}
+
+/* The compiled regex of a literal: one DFA per distinct regex of the file. NULL after an error. */
+static const struct ir_regex *regex_of(struct lx *x, const struct l7_expr *lit)
+{
+	struct ir_program *p = x->p;
+	for (int i = 0; i < p->nregexes; i++)
+		if (p->regexes[i]->len == lit->str_len && !memcmp(p->regexes[i]->src, lit->str, lit->str_len))
+			return p->regexes[i];
+	struct re_dfa dfa;
+	struct re_error err;
+	if (re_compile(lit->str, lit->str_len, &dfa, &err)) {
+		l7_diag(x->d, L7_ERROR, loc_in_literal(lit, err.pos, err.len), "%s", err.msg);
+		return NULL;
+	}
+	long total = (long)dfa.nstates * dfa.nclasses;
+	for (int i = 0; i < p->nregexes; i++)
+		total += (long)p->regexes[i]->dfa.nstates * p->regexes[i]->dfa.nclasses;
+	if (total > RE_MAX_TOTAL) {
+		l7_diag(x->d, L7_ERROR, lit->loc, "the regexes of this policy file need %ld DFA table entries; the limit is %d", total,
+			RE_MAX_TOTAL);
+		re_free(&dfa);
+		return NULL;
+	}
+	struct ir_regex *re = alloc(x, sizeof(*re));
+	re->index = p->nregexes;
+	re->src = dup(x, lit->str, lit->str_len);
+	re->len = lit->str_len;
+	re->dfa = dfa;   /* the tables move into the arena */
+	size_t cells = (size_t)dfa.nstates * (size_t)dfa.nclasses;
+	re->dfa.next = alloc(x, sizeof(unsigned short) * cells);
+	memcpy(re->dfa.next, dfa.next, sizeof(unsigned short) * cells);
+	re->dfa.accept = alloc(x, (size_t)dfa.nstates);
+	memcpy(re->dfa.accept, dfa.accept, (size_t)dfa.nstates);
+	re_free(&dfa);
+	struct ir_regex **n = alloc(x, sizeof(*n) * (size_t)(p->nregexes + 1));
+	if (p->nregexes)
+		memcpy(n, p->regexes, sizeof(*n) * (size_t)p->nregexes);
+	n[p->nregexes++] = re;
+	p->regexes = n;
+	return re;
+}
+
+/* matches(field, "regex"): the whole value matches. On a constant it folds. */
+static struct ir_cond *lower_matches(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	const struct l7_expr *fe = e->args[0];
+	const struct ir_regex *re = regex_of(x, e->args[1]);
+	if (!re)   /* reported; true keeps a follow-on "condition is always false" away */
+		return cond_new(x, IR_C_TRUE, line);
+	if (fe->kind == E_STRING)
+		return cond_new(x, re_match(&re->dfa, (const unsigned char *)fe->str, fe->str_len) ? IR_C_TRUE : IR_C_FALSE, line);
+	enum ir_field f;
+	int hdr = 0;
+	if (!field_of(x, fe, &f, &hdr)) {
+		l7_diag(x->d, L7_ERROR, fe->loc, "matches() tests a request field or a constant string");
+		return cond_new(x, IR_C_FALSE, line);
+	}
+	struct ir_cond *c = cond_new(x, IR_C_REGEX, line);
+	c->field = f;
+	c->header = hdr;
+	c->re = re;
+	return guard_claim(x, fe, c);
+}
+
 static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 {
 	unsigned line = e->loc.line;
@@ -317,6 +406,8 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 			c->lo = e->args[0]->num < 0 ? 0 : e->args[0]->num > 31536000 ? 31536000 : (unsigned)e->args[0]->num;
 			return c;
 		}
+		if (e->builtin == B_MATCHES)
+			return lower_matches(x, e, line);
 		if (e->builtin == B_STARTS_WITH)
 			return guard_claim(x, e->args[0], str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line));
 		if (is_field(e, I_HAS_HEADER)) {

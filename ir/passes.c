@@ -40,8 +40,43 @@ static bool cond_eq(const struct ir_cond *a, const struct ir_cond *b)
 	case IR_C_SOURCE_SET: return a->set == b->set;
 	case IR_C_COUNTER_IN: return a->state == b->state && a->lo == b->lo && a->hi == b->hi;
 	case IR_C_TIMER_ELAPSED: return a->state == b->state && a->lo == b->lo;
+	case IR_C_REGEX: return a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header) && a->re == b->re;
 	}
 	return false;
+}
+
+/* What a regex says about a field compared with a constant: its DFA runs on the constant at
+ * compile time. */
+static bool regex_accepts(const struct ir_cond *re, const struct ir_cond *eq)
+{
+	return re_match(&re->re->dfa, (const unsigned char *)eq->str, eq->len);
+}
+
+static bool regex_dead_after(const struct ir_cond *re, const struct ir_cond *prefix)
+{
+	const struct re_dfa *d = &re->re->dfa;
+	return re_run(d, d->start, (const unsigned char *)prefix->str, prefix->len) == 0;
+}
+
+/* Every value the regex accepts starts with the prefix: on the way through the prefix no
+ * state accepts, and every byte but the prefix's next one leads to the dead state. */
+static bool regex_implies_prefix(const struct ir_cond *re, const struct ir_cond *prefix)
+{
+	const struct re_dfa *d = &re->re->dfa;
+	int s = d->start;
+	for (size_t i = 0; i < prefix->len; i++) {
+		if (d->accept[s])
+			return false;
+		unsigned char want = (unsigned char)prefix->str[i];
+		for (int b = 0; b < 256; b++)
+			if (d->cls[b] != d->cls[want] && d->next[(size_t)s * (size_t)d->nclasses + d->cls[b]])
+				return false;
+		for (int b = 0; b < 256; b++)   /* and the prefix's byte must be alone in its class */
+			if (b != want && d->cls[b] == d->cls[want])
+				return false;
+		s = d->next[(size_t)s * (size_t)d->nclasses + d->cls[want]];
+	}
+	return true;
 }
 
 struct terms {
@@ -120,6 +155,12 @@ static bool contradict(const struct ir_cond *a, const struct ir_cond *b)
 		size_t n = a->len < b->len ? a->len : b->len;
 		return memcmp(a->str, b->str, n) != 0;
 	}
+	if (a->kind == IR_C_REGEX && b->kind == IR_C_STR_EQ)
+		return !regex_accepts(a, b);
+	if (a->kind == IR_C_REGEX && b->kind == IR_C_STR_PREFIX)
+		return regex_dead_after(a, b);
+	if (b->kind == IR_C_REGEX && (a->kind == IR_C_STR_EQ || a->kind == IR_C_STR_PREFIX))
+		return contradict(b, a);
 	return false;
 }
 
@@ -150,6 +191,10 @@ static bool implies(const struct ir_cond *a, const struct ir_cond *b)
 	if (a->kind == IR_C_SOURCE_IN && b->kind == IR_C_SOURCE_IN)   /* a narrower prefix inside b */
 		return (a->netmask & b->netmask) == b->netmask && (a->net & b->netmask) == b->net;
 	bool same_field = a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header);
+	if (same_field && a->kind == IR_C_STR_EQ && b->kind == IR_C_REGEX)
+		return regex_accepts(b, a);
+	if (same_field && a->kind == IR_C_REGEX && b->kind == IR_C_STR_PREFIX)
+		return regex_implies_prefix(a, b);
 	if (!same_field || b->kind != IR_C_STR_PREFIX)
 		return false;
 	if (a->kind != IR_C_STR_EQ && a->kind != IR_C_STR_PREFIX)

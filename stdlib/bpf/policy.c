@@ -235,3 +235,64 @@ L7_INLINE __u32 l7_lb_pick_rr(__u32 set, const __u8 *turns, __u32 n)
 		i = 0;
 	return turns[i];
 }
+
+/* matches(field, regex): the DFA of desc run over the field's bytes, the whole value (see
+ * struct l7_re_desc). Each bpf_loop callback reads L7_RE_CHUNK bytes, unrolled: the
+ * callback is verified once per call site (not per byte), and the per-call cost (~6.5 ns,
+ * platform.md) is paid once per chunk, not per byte. The loop stops in the dead state. The
+ * context keeps 8-byte fields: the verifier tracks constants the call site stores (the masks)
+ * only in whole stack slots, and needs them to bound the indices. */
+#define L7_RE_CHUNK 16   /* = the steps written out in l7_re_cb */
+
+struct l7_re_run {
+	const __u8 *buf;
+	const struct l7_re_desc *re;
+	__u64 off, len;        /* the field's span */
+	__u64 buf_mask;        /* of buf: every read is masked */
+	__u64 next_mask;       /* of re->next */
+	__u64 state;
+};
+
+L7_LOOP_CB(l7_re_cb)
+{
+	struct l7_re_run *r = l7_ctx;
+	__u32 at = (__u32)l7_idx * L7_RE_CHUNK, left = (__u32)r->len - at;
+	__u32 nm = (__u32)r->next_mask, s = (__u32)r->state;
+	/* one masked base per chunk, then constant offsets: the buffers have L7_BUF_SLACK bytes
+	 * after the masked range */
+	const __u8 *p = r->buf + (((__u32)r->off + at) & (__u32)r->buf_mask);
+	const __u8 *cls = r->re->cls;
+	const __u16 *next = r->re->next;
+	/* unrolled by hand: clang folds the two exits into a runtime trip count and then will
+	 * not unroll the loop */
+#define L7_RE_STEP(k)                                  \
+	if ((k) >= left)                               \
+		goto done;                             \
+	s = next[(s + cls[p[k]]) & nm];                \
+	if (!s)                                        \
+		goto done;
+#define L7_RE_STEP4(k) L7_RE_STEP(k) L7_RE_STEP(k + 1) L7_RE_STEP(k + 2) L7_RE_STEP(k + 3)
+	L7_RE_STEP4(0) L7_RE_STEP4(4) L7_RE_STEP4(8) L7_RE_STEP4(12)
+#undef L7_RE_STEP4
+#undef L7_RE_STEP
+done:
+	r->state = s;
+	return s == 0;
+}
+
+L7_INLINE int l7_regex_match(const struct l7_req *req, const struct l7_span *f, __u32 in_json, const struct l7_re_desc *re)
+{
+	struct l7_re_run r;
+	__u32 len = f->len, cap = in_json ? L7_JWT_JSON : L7_MAX_HEAD;
+	if (len > cap)
+		len = cap;   /* the field's limit: a path is at most the head */
+	r.buf = in_json ? req->jwt_json : req->buf;
+	r.buf_mask = in_json ? JSON_MASK : HEAD_MASK;
+	r.re = re;
+	r.off = f->off;
+	r.len = len;
+	r.next_mask = re->next_mask;
+	r.state = re->start;
+	l7_loop((len + L7_RE_CHUNK - 1) / L7_RE_CHUNK, l7_re_cb, &r);
+	return r.state >= re->accept_lo;
+}

@@ -115,6 +115,19 @@ struct l7_cidr_key {
 	__u32 addr;            /* network byte order */
 };
 
+/* A regex of matches(): the DFA ir/regex.c built, as the generated code hands it to
+ * l7_regex_match (stdlib/bpf/policy.c). States are renumbered so that a state is its row
+ * offset in next[] (state x classes): the dead state is row 0, the accepting states come last.
+ * next[] has a power-of-two number of entries (the rest 0), so a masked index stays inside. */
+struct l7_re_desc {
+	__u32 start;           /* row of the initial state */
+	__u32 accept_lo;       /* rows >= accept_lo accept */
+	__u32 next_mask;       /* entries of next[] minus 1 */
+	__u32 pad;
+	__u8  cls[256];        /* byte -> class */
+	__u16 next[];          /* [row + class] -> row of the next state */
+};
+
 /* A token bucket of a TokenBucket instance, per key (l7_buckets). Tokens are kept in
  * thousandths so that slow rates refill smoothly. */
 struct l7_bucket_key {
