@@ -45,6 +45,19 @@ static void collect(const struct ir_cond *c, struct pool *paths, struct pool *va
 		ports[nports++] = c->lo ? c->lo - 1 : 0;
 		ports[nports++] = c->hi + 1;
 	}
+	if (c->kind == IR_C_REGEX) {   /* strings the regex accepts, and one byte short of them */
+		unsigned long long seed = (unsigned long long)c->re->index + 1;
+		for (int i = 0; i < 6; i++) {
+			unsigned char buf[64];
+			int n = re_example(&c->re->dfa, &seed, buf, sizeof(buf));
+			if (n < 0)
+				break;
+			add(c->field == IR_F_PATH ? paths : values, (const char *)buf, (size_t)n);
+			if (n > 1)
+				add(c->field == IR_F_PATH ? paths : values, (const char *)buf, (size_t)n - 1);
+		}
+		return;
+	}
 	if (c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX)
 		return;
 	struct pool *p = c->field == IR_F_PATH ? paths : values;

@@ -4,7 +4,8 @@
  *                                     hex-encoded): service/upstream/fallback/mutation names,
  *                                     the share of requests each slot of a set gets,
  *                                     the header names rules read, and the constants rules
- *                                     compare with (path, value, method, net)
+ *                                     compare with (path, value, method, net), and strings
+ *                                     each regex of matches() accepts
  *   diff_eval POLICY.l7               reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
  *                                     and prints, per record, one line with the decision for each
  *                                     request of the stream (pipelining), separated by " ; ":
@@ -48,6 +49,19 @@ static void constants_of(const struct ir_program *p, const struct ir_cond *c)
 		hex(c->str, c->len);
 		putchar('\n');
 		break;
+	case IR_C_REGEX: {   /* strings the regex accepts (their near misses come from the generator) */
+		unsigned long long seed = 1469598103934665603ull + (unsigned long long)c->re->index;
+		for (int i = 0; i < 8; i++) {
+			unsigned char buf[48];
+			int n = re_example(&c->re->dfa, &seed, buf, sizeof(buf));
+			if (n < 0)
+				break;
+			printf("%s eq ", c->field == IR_F_PATH ? "path" : c->field == IR_F_METHOD ? "method" : "value");
+			hex((const char *)buf, (size_t)n);
+			putchar('\n');
+		}
+		break;
+	}
 	case IR_C_METHOD_IS: printf("methodnum %u\n", c->method); break;
 	case IR_C_SOURCE_IN: printf("net %08x %08x\n", ntohl(c->net), ntohl(c->netmask)); break;
 	case IR_C_PORT_IN: printf("port %u %u\n", c->lo, c->hi); break;
