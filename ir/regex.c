@@ -532,6 +532,7 @@ struct sub {                  /* the DFA being built */
 	int ncls;
 	unsigned char rep[256];   /* a byte of each class */
 	int *mark, stamp;         /* per NFA state: visited in this closure */
+	long work;                /* NFA states visited by all closures: bounds compile time */
 	int *stack, *list, nlist;
 	/* subsets: key = sorted NFA states of kind CHAR/EOL/MATCH, plus the initial flag */
 	int **keys, *klen;
@@ -556,6 +557,7 @@ static void closure(struct sub *s, const int *seeds, int nseeds, bool bol, bool 
 			continue;
 		s->mark[x] = s->stamp;
 		s->list[s->nlist++] = x;
+		s->work++;
 		switch (st[x].kind) {
 		case S_EPS:
 			s->stack[sp++] = st[x].out;
@@ -672,8 +674,9 @@ static int byte_classes(const struct bset *sets, int nsets, const struct nfa *f,
 
 /* ---- minimise ---- */
 
-/* Moore: states split by acceptance, then by the blocks of their successors, until stable.
- * Returns the number of blocks; block[] per state. */
+/* Moore: states split by acceptance, then by the blocks of their successors, until stable
+ * (or past RE_MAX_STATES blocks: then the regex is refused anyway). Returns the number of
+ * blocks; block[] per state. */
 static int moore(const struct sub *s, int *block)
 {
 	int nd = s->nd, k = s->ncls, nb = 0;
@@ -717,8 +720,10 @@ static int moore(const struct sub *s, int *block)
 			}
 		}
 		memcpy(block, nblock, sizeof(int) * (size_t)nd);
-		if (n == nb)
+		if (n == nb || n > RE_MAX_STATES) {   /* stable, or already too many: blocks only split */
+			nb = n;
 			break;
+		}
 		nb = n;
 	}
 	free(sig);
@@ -741,6 +746,15 @@ static void sub_free(struct sub *s)
 	free(s->list);
 }
 
+static int too_many_states(struct re_error *err, size_t relen)
+{
+	err->pos = 0;
+	err->len = relen ? relen : 1;
+	snprintf(err->msg, sizeof(err->msg), "regex needs more than %d DFA states (simplify it, or split it into several rules)",
+		 RE_MAX_STATES);
+	return -1;
+}
+
 /* The minimal DFA of s: dead = 0, the others numbered breadth-first from the start, classes
  * with equal columns merged. */
 static int finish(const struct sub *s, struct re_dfa *out, const unsigned char cls[256], struct re_error *err, size_t relen)
@@ -748,6 +762,10 @@ static int finish(const struct sub *s, struct re_dfa *out, const unsigned char c
 	int nd = s->nd, k = s->ncls;
 	int *block = malloc(sizeof(int) * (size_t)nd);
 	int nb = moore(s, block);
+	if (nb > RE_MAX_STATES) {
+		free(block);
+		return too_many_states(err, relen);
+	}
 	/* the dead block: non-accepting, every class back into itself */
 	int dead = -1;
 	for (int i = 0; i < nd && dead < 0; i++) {
@@ -784,14 +802,10 @@ static int finish(const struct sub *s, struct re_dfa *out, const unsigned char c
 	}
 	free(queue);
 	if (n > RE_MAX_STATES) {
-		free(block);
 		free(num);
 		free(rep);
-		err->pos = 0;
-		err->len = relen ? relen : 1;
-		snprintf(err->msg, sizeof(err->msg), "regex needs %d DFA states; the limit is %d (simplify it or split it into several rules)",
-			 n, RE_MAX_STATES);
-		return -1;
+		free(block);
+		return too_many_states(err, relen);
 	}
 	/* table over the old classes, then merge equal columns */
 	int *tab = calloc((size_t)n * (size_t)k, sizeof(int));
@@ -901,12 +915,16 @@ int re_compile(const char *re, size_t len, struct re_dfa *out, struct re_error *
 					seeds[ns++] = x->out;
 			}
 			closure(&s, seeds, ns, false, false);
-			int t = intern(&s, false);
+			int t = s.work > RE_MAX_WORK ? -1 : intern(&s, false);
 			if (t < 0) {
 				err->pos = 0;
 				err->len = len ? len : 1;
-				snprintf(err->msg, sizeof(err->msg), "regex needs more than %d DFA states before minimisation; the limit after it is %d",
-					 RE_MAX_SUBSET, RE_MAX_STATES);
+				if (s.work > RE_MAX_WORK)
+					snprintf(err->msg, sizeof(err->msg), "regex too complex to compile: its DFA would need too many states (the limit is %d)",
+						 RE_MAX_STATES);
+				else
+					snprintf(err->msg, sizeof(err->msg), "regex needs more than %d DFA states before minimisation; the limit after it is %d",
+						 RE_MAX_SUBSET, RE_MAX_STATES);
 				free(seeds);
 				goto out;
 			}

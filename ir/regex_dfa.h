@@ -23,6 +23,7 @@
 #define RE_MAX_REPEAT  1000    /* largest count of {m,n} */
 #define RE_MAX_NFA     20000   /* NFA states while building (counted repetition copies its operand) */
 #define RE_MAX_SUBSET  8192    /* DFA states before minimisation */
+#define RE_MAX_WORK    40000000L /* NFA states visited while building (~0.3 s): compile time stays bounded */
 
 struct re_dfa {
 	int nstates, nclasses, start;

@@ -305,8 +305,10 @@ Test(regex, errors)
 
 Test(regex, limits)
 {
-	refused("(a|b)*a(a|b){8}", 0, "the limit is 256");   /* 2^9 states: no minimisation helps */
-	refused("x{255}", 0, "needs 257 DFA states");
+	refused("(a|b)*a(a|b){8}", 0, "more than 256 DFA states");   /* 2^9 states: no minimisation helps */
+	refused("x{255}", 0, "more than 256 DFA states");
+	refused("x{1000}y{1000}z{1000}w{1000}v{1000}a{1000}b{1000}c{1000}", 0, "more than 256 DFA states");
+	refused(".*(a|b|c|d|e|f|g|h|i|j|k|l|m|n|o|p|q|r|s|t|u|v|w|x|y|z).{12}", 0, "DFA states");
 	char many[1024] = "";
 	for (int b = 1; b <= 170; b++)   /* 170 distinct bytes in a row: 172 states x 171 classes */
 		snprintf(many + strlen(many), sizeof(many) - strlen(many), "\\x%02x", b);
@@ -316,4 +318,34 @@ Test(regex, limits)
 	for (int i = 0; i < 120; i++)
 		strcat(deep, "(");
 	refused(deep, 99, "nested more than");   /* at the 100th '(' */
+}
+
+/* Bad input never crashes: random soups of metacharacters either compile to a well-formed DFA
+ * or are refused with a position inside the regex. */
+Test(regex, random_input)
+{
+	static const char soup[] = "ab.()[]^$|*+?{},-\\dwsx0123:=!<>/\xc3";
+	unsigned long long seed = 99;
+	int compiled = 0;
+	for (int i = 0; i < 20000; i++) {
+		char re[40];
+		size_t n = rng(&seed) % sizeof(re);
+		for (size_t k = 0; k < n; k++)
+			re[k] = soup[rng(&seed) % (sizeof(soup) - 1)];
+		struct re_dfa d;
+		struct re_error err;
+		if (re_compile(re, n, &d, &err)) {
+			cr_assert(err.pos <= n && err.len >= 1 && err.msg[0], "%.*s: bad error %zu/%zu '%s'", (int)n, re, err.pos, err.len,
+				  err.msg);
+			continue;
+		}
+		compiled++;
+		cr_assert(d.nstates >= 1 && d.nstates <= RE_MAX_STATES && d.start < d.nstates && !d.accept[0]);
+		for (int s = 0; s < d.nstates * d.nclasses; s++)
+			cr_assert_lt(d.next[s], d.nstates);
+		for (int b = 0; b < 256; b++)
+			cr_assert_lt(d.cls[b], d.nclasses);
+		re_free(&d);
+	}
+	cr_assert_gt(compiled, 100);
 }
