@@ -116,12 +116,13 @@ static const char *reason(int st)
 	}
 }
 
-static void respond(struct client *c, int status, int close_conn)
+/* head_only: the request was HEAD, whose response has no body (RFC 9110 9.3.2) */
+static void respond(struct client *c, int status, int close_conn, int head_only)
 {
 	char body[96], msg[320];
 	int bl = snprintf(body, sizeof body, "%d %s\n", status, reason(status));
 	int n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s\r\n%s",
-			 status, reason(status), bl, close_conn ? "connection: close\r\n" : "", body);
+			 status, reason(status), bl, close_conn ? "connection: close\r\n" : "", head_only ? "" : body);
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
 	else
@@ -179,7 +180,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 static int hold_append(struct client *c, const char *buf, size_t len)
 {
 	if (c->held_len + len > HOLD_MAX) {
-		respond(c, 413, 1);
+		respond(c, 413, 1, 0);
 		return -1;
 	}
 	if (c->held_len + len > c->held_cap) {
@@ -201,14 +202,14 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 	if (rec->flags & L7_PASSF_CLOSE)
 		c->close_after = 1;
 	if (rec->verdict == L7_DENY) {
-		respond(c, rec->status ? (int)rec->status : 403, c->close_after);
+		respond(c, rec->status ? (int)rec->status : 403, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
 	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
 	if (rec->verdict != L7_FORWARD && rec->verdict != L7_FALLBACK)
 		up = -1;
 	if (up < 0 || up >= L7_MAX_UPSTREAMS || !rt.cfg.upstream[up].set) {
-		respond(c, 502, c->close_after);
+		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
 	if ((rec->flags & L7_PASSF_CHUNK) && !(rec->flags & L7_PASSF_LAST)) {
@@ -230,7 +231,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
-		respond(c, 502, c->close_after);   /* the backend is down: fail fast */
+		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
 		return 0;
 	}
 	struct pool_sock *ps = c->bind[up];
@@ -240,7 +241,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 		if (!ps) {
 			if (err == EAGAIN && now_ms() - c->wait_since < POOL_WAIT_MS)
 				return 1;   /* pool at its bound: wait for a socket to come back */
-			respond(c, err == EAGAIN ? 503 : 502, c->close_after);
+			respond(c, err == EAGAIN ? 503 : 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 			return 0;
 		}
 		pool_bind(c, ps);
@@ -248,7 +249,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 	if (ps->connecting)
 		return 1;
 	if (pool_send(ps, head, hlen, rec) || (blen && pool_send(ps, body, blen, NULL))) {
-		respond(c, 502, 1);
+		respond(c, 502, 1, 0);
 		return -1;
 	}
 	ctl_publish(c);   /* the binding now serves the kernel path */
@@ -294,7 +295,7 @@ static int handle(struct client *c, const struct l7_pass *rec)
 	case L7_PASS_BAD:
 		if (!client_quiet(c))
 			return 1;
-		respond(c, rec->status ? (int)rec->status : 400, 1);
+		respond(c, rec->status ? (int)rec->status : 400, 1, 0);
 		return -1;
 	}
 	return -1;

@@ -48,10 +48,12 @@ static void send_all(int fd, const char *p, size_t n)
  * the kernel delivered before. */
 void mesh_client_answer(struct mesh_client *c, int status, int close_after)
 {
+	/* the request being answered is at the front of c->in: a HEAD gets no body (RFC 9110 9.3.2) */
+	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
 	char body[64], msg[256];
 	int bl = snprintf(body, sizeof body, "%d %s\n", status, reason(status));
 	int n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s\r\n%s",
-			 status, reason(status), bl, close_after ? "connection: close\r\n" : "", body);
+			 status, reason(status), bl, close_after ? "connection: close\r\n" : "", head_only ? "" : body);
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {

@@ -228,6 +228,25 @@ def t_metrics_http():
     stall.close()
 
 
+def t_denied_head():
+    """l7run's answer to a HEAD has no body (RFC 9110 9.3.2): the request pipelined behind it
+    is answered next, not swallowed as the 403's body."""
+    s = connect(FRONT)
+    s.sendall(req("/deny/h", method=b"HEAD") + req("/a/after"))
+    data = b""
+    while data.count(b"HTTP/1.1 ") < 2 or not data.endswith(b"\n"):
+        d = s.recv(65536)
+        if not d:
+            break
+        data += d
+        if b"target=/a/after" in data:
+            break
+    s.close()
+    first, _, rest = data.partition(b"\r\n\r\n")
+    assert first.startswith(b"HTTP/1.1 403") and b"content-length:" in first.lower(), data[:200]
+    assert rest.startswith(b"HTTP/1.1 200"), "the 403 to a HEAD carried a body: %r" % data[:300]
+
+
 def t_down_backend_502():
     t = time.time()
     st, _, b = get(FRONT_DOWN, "/b/down")
@@ -250,7 +269,8 @@ def main():
                    "127.0.0.1:%d" % METRICS)
         gw_down = l7run(obj, FRONT_DOWN, DEAD, "/sys/fs/bpf/l7rt-%d-b" % os.getpid(), log)
         for fn in (t_routing, t_deny, t_header_added, t_keepalive_1000, t_pipelined_mixed, t_split_writes,
-                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502, t_metrics_http):
+                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502, t_metrics_http,
+                   t_denied_head):
             case(fn)
         for p in (gw, gw_down):
             stop(p)
