@@ -418,8 +418,13 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 		break;
 	case E_BINARY: {
 		const struct l7_expr *l = e->lhs, *r = e->rhs;
-		if (e->op == OP_AND || e->op == OP_OR)
-			return cond_bin(x, e->op == OP_AND ? IR_C_AND : IR_C_OR, lower_cond(x, l), lower_cond(x, r));
+		if (e->op == OP_AND || e->op == OP_OR) {
+			/* left first, in statements of their own: C leaves the order of arguments open,
+			 * and lowering numbers headers, claims and regexes as it meets them */
+			struct ir_cond *a = lower_cond(x, l);
+			struct ir_cond *b = lower_cond(x, r);
+			return cond_bin(x, e->op == OP_AND ? IR_C_AND : IR_C_OR, a, b);
+		}
 		struct ir_cond *ap = lower_addr_port(x, e, line);
 		if (ap)
 			return ap;

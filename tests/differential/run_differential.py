@@ -418,7 +418,7 @@ def parse_responses(buf, methods):
             if k.strip().lower() == b"content-length":
                 n = int(v.strip())
         m = methods[len(out)] if len(out) < len(methods) else b""
-        if st == 200 and m == b"HEAD":
+        if m == b"HEAD":
             n = 0
         if len(buf) < end + 4 + n:
             return out, buf
@@ -445,7 +445,9 @@ def exchange(port, src, data, decisions):
                 break
             want += 1
             off = d.get("off", 0)
-            methods.append(data[off:off + 16].split(b" ", 1)[0])
+            # a refusal (malformed head) has a body whatever its method; any other answer to a
+            # HEAD has none (RFC 9110 9.3.2), from the backend or from l7run
+            methods.append(b"" if d["kind"] == "refuse" else data[off:off + 16].split(b" ", 1)[0])
             if d["kind"] == "refuse":
                 tail = "refuse"
                 break
