@@ -137,6 +137,9 @@ __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 		l7_barrier_var(lkind);
 		if (!lkind && !rkind)
 			return 1;   /* traffic the policy does not cover: leave it alone */
+		/* which version takes the socket: l7/mesh.h, enum l7_mesh_addr_kind */
+		if (lkind == L7_MA_CLAIM_OTHER || rkind == L7_MA_CLAIM_OTHER)
+			return 1;
 		struct l7_mesh_conn c;
 		__builtin_memset(&c, 0, sizeof(c));
 		if (rkind == L7_MA_SERVICE) {
@@ -145,10 +148,25 @@ __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 		} else if (lkind == L7_MA_SERVICE) {
 			c.role = L7_MR_RT_CLIENT;
 		}
-		/* the state entry before the socket can send: SK_MSG finds it on the first write */
+		if (lkind != L7_MA_CLAIM && rkind != L7_MA_CLAIM) {
+			if (c.role == L7_MR_RT_CLIENT) {
+				struct l7_mesh_key pk = l7_mesh_rev(&k);
+				struct l7_mesh_conn *peer = bpf_map_lookup_elem(&l7_mesh_conns, &pk);
+				if (!peer || peer->role != L7_MR_CLIENT)
+					return 1;   /* the client's end is another version's (or none's) */
+			} else {
+				struct l7_mesh_addr_key mk = { 0, L7_MESH_MODE_PORT };
+				struct l7_mesh_addr *m = bpf_map_lookup_elem(&l7_mesh_addrs, &mk);
+				if (m && m->kind == L7_MA_MODE && m->index != L7_MESH_ENROLL)
+					return 1;   /* retired: a newer version takes new sockets */
+			}
+		}
+		/* The socket first (it fails when an older version took it), then its state entry: no
+		 * write can come between, sock_ops runs with the socket locked. */
+		if (bpf_sock_hash_update(s, &l7_mesh_socks, &k, BPF_ANY))
+			return 1;
 		if (c.role)
 			bpf_map_update_elem(&l7_mesh_conns, &k, &c, BPF_ANY);
-		bpf_sock_hash_update(s, &l7_mesh_socks, &k, BPF_ANY);
 		bpf_sock_ops_cb_flags_set(s, BPF_SOCK_OPS_STATE_CB_FLAG);
 		if (c.role == L7_MR_CLIENT && s->sk) {
 			/* enrolled: the socket has its psock now (freed only after it leaves the map,

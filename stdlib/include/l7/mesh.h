@@ -5,7 +5,7 @@
  * (BPF_F_INGRESS), and the backend's response straight into the client's socket.
  *
  * Writers (a map value has one writer at a time; userspace has no atomics on map values):
- *   l7_mesh_addrs  l7run, before attaching
+ *   l7_mesh_addrs  l7run (endpoints before attaching; claims and the mode while attached)
  *   l7_mesh_conns  CLIENT/RT_CLIENT entries: BPF (sock_ops creates, SK_MSG keeps, sock_ops
  *                  deletes); RT_POOL/BACKEND entries: l7run creates before the slot is
  *                  published, BPF keeps the response framing in them afterwards
@@ -35,11 +35,29 @@ struct l7_mesh_key {
 struct l7_mesh_addr_key {
 	__u32 ip, port;
 };
-enum l7_mesh_addr_kind { L7_MA_SERVICE = 1, L7_MA_UPSTREAM = 2 };
+enum l7_mesh_addr_kind {
+	L7_MA_SERVICE = 1,
+	L7_MA_UPSTREAM = 2,
+	/* Policy versions (hot reload: several objects' sock_ops run on one cgroup, oldest first).
+	 * A socket goes into exactly one version's l7_mesh_socks: the first whose sock_ops takes
+	 * it; the others' inserts fail (EBUSY: a socket has one SK_MSG program) and they keep no
+	 * state for it. Each version takes:
+	 *   - l7run's end of a service connection only when the client's end is its own (so both
+	 *     ends of a connection are always in one version);
+	 *   - a socket with a local or remote address CLAIMed for it (l7run's pool connections,
+	 *     claimed by their local address before connecting; OTHER: claimed for another
+	 *     version, never taken);
+	 *   - any other socket while its mode (key {0, 1}) is L7_MESH_ENROLL (the newest). */
+	L7_MA_CLAIM = 3,
+	L7_MA_CLAIM_OTHER = 4,
+	L7_MA_MODE = 5,
+};
 struct l7_mesh_addr {
 	__u32 kind;     /* enum l7_mesh_addr_kind */
-	__u32 index;    /* service or upstream index */
+	__u32 index;    /* service or upstream index; L7_MA_MODE: enum l7_mesh_mode */
 };
+enum l7_mesh_mode { L7_MESH_RETIRED = 0, L7_MESH_ENROLL = 1 };
+#define L7_MESH_MODE_PORT 1    /* key {0, 1}: the mode ({0, 0} is the fallback upstream) */
 
 enum l7_mesh_role {
 	L7_MR_CLIENT = 1,     /* an application's socket connected to a service address */
