@@ -25,8 +25,9 @@ static int n_clients, cap_clients;
 
 int listen_services(void)
 {
-	for (int i = 0; i < rt.cfg.n_services; i++) {
-		struct cfg_endpoint *s = &rt.cfg.service[i];
+	/* the first version's addresses: a reload that changes them is refused (load.c) */
+	for (int i = 0; i < rt.cur->cfg.n_services; i++) {
+		struct cfg_endpoint *s = &rt.cur->cfg.service[i];
 		if (!s->set)
 			continue;
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
@@ -54,8 +55,11 @@ static void client_add(struct client *c)
 	clients[n_clients++] = c;
 }
 
+/* New clients go into the newest version and stay with it. */
 void accept_clients(int lfd, int service)
 {
+	struct version *ver = rt.cur;
+
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
 		if (fd < 0)
@@ -71,19 +75,20 @@ void accept_clients(int lfd, int service)
 		c->fd = fd;
 		c->cookie = sock_cookie(fd);
 		c->service = service;
+		c->v = ver;
 		c->next_seq = 1;
 		struct l7_conn st;
 		memset(&st, 0, sizeof st);
 		st.role = L7_ROLE_CLIENT;
 		st.service = (uint32_t)service;
-		bpf_map_update_elem(rt.map_conns, &c->cookie, &st, BPF_ANY);
+		bpf_map_update_elem(ver->map_conns, &c->cookie, &st, BPF_ANY);
 		ctl_publish(c);
 		uint64_t v = (uint64_t)fd;
-		if (bpf_map_update_elem(rt.map_clients, &c->cookie, &v, BPF_NOEXIST)) {
+		if (bpf_map_update_elem(ver->map_clients, &c->cookie, &v, BPF_NOEXIST)) {
 			/* e.g. EOPNOTSUPP: the client already closed (CLOSE_WAIT) */
 			vlog("client insert failed: %s", strerror(errno));
-			bpf_map_delete_elem(rt.map_conns, &c->cookie);
-			bpf_map_delete_elem(rt.map_ctl, &c->cookie);
+			bpf_map_delete_elem(ver->map_conns, &c->cookie);
+			bpf_map_delete_elem(ver->map_ctl, &c->cookie);
 			close(fd);
 			free(c);
 			continue;
@@ -93,6 +98,7 @@ void accept_clients(int lfd, int service)
 		fds[fd].kind = FD_CLIENT;
 		fds[fd].p = c;
 		client_add(c);
+		ver->n_clients++;
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
 		epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
 	}
@@ -139,7 +145,7 @@ static int client_delivered(struct client *c)
 	socklen_t tl = sizeof ti;
 	int outq = 0;
 
-	if (bpf_map_lookup_elem(rt.map_conns, &c->cookie, &st))
+	if (bpf_map_lookup_elem(c->v->map_conns, &c->cookie, &st))
 		return 1;
 	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || ioctl(c->fd, SIOCOUTQ, &outq))
 		return 1;
@@ -205,10 +211,10 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 		respond(c, rec->status ? (int)rec->status : 403, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
-	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
+	int up = rec->verdict == L7_FALLBACK ? c->v->cfg.fallback : (int)rec->upstream;
 	if (rec->verdict != L7_FORWARD && rec->verdict != L7_FALLBACK)
 		up = -1;
-	if (up < 0 || up >= L7_MAX_UPSTREAMS || !rt.cfg.upstream[up].set) {
+	if (up < 0 || up >= L7_MAX_UPSTREAMS || !c->v->cfg.upstream[up].set) {
 		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
@@ -228,7 +234,7 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 static int send_request(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen,
 			const char *body, size_t blen)
 {
-	int up = rec->verdict == L7_FALLBACK ? rt.cfg.fallback : (int)rec->upstream;
+	int up = rec->verdict == L7_FALLBACK ? c->v->cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
 		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
@@ -307,7 +313,7 @@ void client_pump(struct client *c)
 
 	for (;;) {
 		struct l7_pass_key k = { .cookie = c->cookie, .seq = c->next_seq };
-		if (bpf_map_lookup_elem(rt.map_pass, &k, &rec))
+		if (bpf_map_lookup_elem(c->v->map_pass, &k, &rec))
 			break;
 		if (c->in_len < rec.len && read_more(c, rec.len - c->in_len) < 0) {
 			c->closing = 1;
@@ -317,7 +323,9 @@ void client_pump(struct client *c)
 			break;
 		if (!c->waiting)
 			c->wait_since = now_ms();
-		int r = handle(c, &rec);
+		/* after the drain FIN: what the client sent before it saw the FIN is never
+		 * forwarded (it sees the close before any response byte and retries it) */
+		int r = c->drain == DRAIN_FIN ? 0 : handle(c, &rec);
 		if (r == 1) {
 			c->waiting = 1;
 			break;
@@ -325,7 +333,7 @@ void client_pump(struct client *c)
 		c->waiting = 0;
 		memmove(c->in, c->in + rec.len, c->in_len - rec.len);
 		c->in_len -= rec.len;
-		bpf_map_delete_elem(rt.map_pass, &k);
+		bpf_map_delete_elem(c->v->map_pass, &k);
 		c->next_seq++;
 		ctl_publish(c);
 		if (r < 0) {
@@ -338,9 +346,10 @@ void client_pump(struct client *c)
 		c->deadline = now_ms() + DRAIN_LIMIT_MS;
 }
 
-static void client_finish(struct client *c)
+void client_finish(struct client *c)
 {
 	struct l7_conn st;
+	struct version *v = c->v;
 
 	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	fds[c->fd].kind = FD_NONE;
@@ -348,18 +357,32 @@ static void client_finish(struct client *c)
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i])
 			pool_release(c->bind[i]);
-	if (!bpf_map_lookup_elem(rt.map_conns, &c->cookie, &st))
+	if (!bpf_map_lookup_elem(v->map_conns, &c->cookie, &st))
 		for (uint64_t s = c->next_seq; s <= st.pass_seq; s++) {
 			struct l7_pass_key k = { .cookie = c->cookie, .seq = s };
-			bpf_map_delete_elem(rt.map_pass, &k);
+			bpf_map_delete_elem(v->map_pass, &k);
 		}
-	bpf_map_delete_elem(rt.map_conns, &c->cookie);
-	bpf_map_delete_elem(rt.map_ctl, &c->cookie);
+	bpf_map_delete_elem(v->map_conns, &c->cookie);
+	bpf_map_delete_elem(v->map_ctl, &c->cookie);
+	v->n_clients--;
 	clients[c->idx] = clients[--n_clients];
 	clients[c->idx]->idx = c->idx;
 	free(c->in);
 	free(c->held);
 	free(c);
+}
+
+/* The client sent its FIN (after ours, when draining: the socket is then in CLOSE). */
+static int peer_closed(struct client *c)
+{
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+		return 1;
+	/* TIME_WAIT 6, CLOSE 7, CLOSE_WAIT 8, LAST_ACK 9, CLOSING 11 (include/net/tcp_states.h;
+	 * <netinet/tcp.h> has them but clashes with <linux/tcp.h>) */
+	return ti.tcpi_state >= 6 && ti.tcpi_state != 10;
 }
 
 /* Close a closing client once nothing is owed and its queue has drained. */
@@ -374,8 +397,10 @@ static void client_try_close(struct client *c)
 		client_finish(c);
 		return;
 	}
+	if (c->drain == DRAIN_FIN && !peer_closed(c))
+		return;   /* closing before the client's own FIN would answer its late bytes with RST */
 	ioctl(c->fd, SIOCOUTQ, &outq);
-	if (!client_quiet(c) || outq > 0 || !bpf_map_lookup_elem(rt.map_pass, &k, &rec)) {
+	if (!client_quiet(c) || outq > 0 || !bpf_map_lookup_elem(c->v->map_pass, &k, &rec)) {
 		c->quiet_since = 0;
 		return;
 	}
@@ -429,4 +454,37 @@ void client_close_all(void)
 {
 	while (n_clients)
 		client_finish(clients[n_clients - 1]);
+}
+
+struct client **client_list(int *n)
+{
+	*n = n_clients;
+	return clients;
+}
+
+/* No request of this client is anywhere between its socket and its response: l7run has
+ * handled every record, no pool socket owes it a response, every response reached its
+ * socket, and the data plane stands at a request boundary. *snap gets what a request arriving
+ * later would change (reload.c compares two looks). */
+int client_idle(struct client *c, struct drain_snap *snap)
+{
+	struct l7_conn st;
+
+	if (c->closing || c->waiting || c->in_len || c->held_len || c->body != BODY_NONE || c->close_after)
+		return 0;
+	if (bpf_map_lookup_elem(c->v->map_conns, &c->cookie, &st))
+		return 0;
+	if (st.pass_seq != c->next_seq - 1 || st.body != L7_BODY_NONE || st.parse_pending ||
+	    (st.flags & (L7_CONN_BROKEN | L7_CONN_LAST)))
+		return 0;
+	if (!client_quiet(c))
+		return 0;
+	memset(snap, 0, sizeof *snap);
+	snap->pass_seq = st.pass_seq;
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++) {
+		struct l7_txq q;
+		if (c->bind[i] && !bpf_map_lookup_elem(c->v->map_txq, &c->bind[i]->cookie, &q))
+			snap->sent[i] = q.sent;
+	}
+	return 1;
 }

@@ -11,7 +11,9 @@
  * does not parse stops l7run at start and is ignored (with the reason) while running: the
  * entries in force stay as they were, never half-applied.
  * Update order: new and changed entries first, then the stale ones are deleted, so an address
- * in both the old and the new set never looks "external" in between. */
+ * in both the old and the new set never looks "external" in between.
+ * Every loaded policy version (hot reload) has its own l7_idents and its own declarations: the
+ * file is applied to each with that version's names (struct idents, one per version). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <stdio.h>
@@ -35,16 +37,22 @@ struct entries {
 	int n, cap;
 };
 
-static struct {
+/* A version's identities: its declarations (l7.config) and what its l7_idents holds. */
+struct idents {
 	char name[MAX_IDENTITIES][64];
 	int n_names;
 	struct entries policy;      /* from l7.config */
 	struct entries applied;     /* what l7_idents holds now */
-	char file[512];
-	struct stat seen;           /* the file as last read (mtime, size, inode) */
-	time_t checked;
 	int map_fd;
-} I = { .map_fd = -1 };
+	struct stat seen;           /* the file as this version last read it */
+	struct idents *next;        /* ident_watch list */
+};
+
+static struct {
+	char file[512];
+	time_t checked;
+	struct idents *watched;     /* the published versions' (main thread only) */
+} I;
 
 static int add(struct entries *s, __u32 addr_be, __u32 len, __u32 id)
 {
@@ -92,8 +100,17 @@ static int parse_prefix(const char *s, __u32 *addr_be, __u32 *len)
 	return 0;
 }
 
+static struct idents *idents_of(struct config *cfg)
+{
+	if (!cfg->idents) {
+		cfg->idents = calloc(1, sizeof *cfg->idents);
+		cfg->idents->map_fd = -1;
+	}
+	return cfg->idents;
+}
+
 /* `identity IDX NAME [A.B.C.D/LEN...]` from l7.config; 1 if the line was one. */
-int ident_config_line(const char *line)
+int ident_config_line(const char *line, struct config *cfg)
 {
 	int idx, at = 0;
 	char name[64], prefix[64];
@@ -103,12 +120,13 @@ int ident_config_line(const char *line)
 		return 0;
 	if (idx < 0 || idx >= MAX_IDENTITIES)
 		return 1;
-	snprintf(I.name[idx], sizeof I.name[idx], "%s", name);
-	if (idx >= I.n_names)
-		I.n_names = idx + 1;
+	struct idents *d = idents_of(cfg);
+	snprintf(d->name[idx], sizeof d->name[idx], "%s", name);
+	if (idx >= d->n_names)
+		d->n_names = idx + 1;
 	for (int n = 0; sscanf(line + at, " %63s%n", prefix, &n) == 1; at += n)
 		if (!parse_prefix(prefix, &addr, &len))
-			add(&I.policy, addr, len, (__u32)idx);   /* l7c refused duplicate prefixes */
+			add(&d->policy, addr, len, (__u32)idx);   /* l7c refused duplicate prefixes */
 	return 1;
 }
 
@@ -121,10 +139,10 @@ int ident_file_arg(const char *path)
 	return 0;
 }
 
-static int id_of(const char *name)
+static int id_of(const struct idents *d, const char *name)
 {
-	for (int i = 0; i < I.n_names; i++)
-		if (!strcmp(I.name[i], name))
+	for (int i = 0; i < d->n_names; i++)
+		if (!strcmp(d->name[i], name))
 			return i;
 	return -1;
 }
@@ -138,7 +156,7 @@ static int contains(const struct entries *s, const struct entry *e)
 }
 
 /* The policy's entries overlaid with the file's; -1 (and why, on stderr) if the file is bad. */
-static int read_file(struct entries *out)
+static int read_file(const struct idents *d, struct entries *out)
 {
 	FILE *f = fopen(I.file, "r");
 	char line[4096];
@@ -157,12 +175,12 @@ static int read_file(struct entries *out)
 		char *name = strtok_r(line, " \t\r\n", &save);
 		if (!name)
 			continue;
-		int id = id_of(name);
+		int id = id_of(d, name);
 		if (id < 0) {
 			fprintf(stderr, "l7run: %s:%d: unknown identity '%s' (the policy declares:", I.file, lineno, name);
-			for (int i = 0; i < I.n_names; i++)
-				fprintf(stderr, " %s", I.name[i]);
-			fprintf(stderr, "%s)\n", I.n_names ? "" : " none");
+			for (int i = 0; i < d->n_names; i++)
+				fprintf(stderr, " %s", d->name[i]);
+			fprintf(stderr, "%s)\n", d->n_names ? "" : " none");
 			rc = -1;
 			break;
 		}
@@ -184,8 +202,8 @@ static int read_file(struct entries *out)
 	out->n = 0;
 	for (int i = 0; !rc && i < file.n; i++)
 		add(out, file.e[i].key.addr, file.e[i].key.prefixlen, file.e[i].id);
-	for (int i = 0; !rc && i < I.policy.n; i++) {
-		const struct entry *p = &I.policy.e[i];
+	for (int i = 0; !rc && i < d->policy.n; i++) {
+		const struct entry *p = &d->policy.e[i];
 		if (!contains(out, p))   /* the file's entry for the same prefix wins */
 			add(out, p->key.addr, p->key.prefixlen, p->id);
 	}
@@ -193,67 +211,118 @@ static int read_file(struct entries *out)
 	return rc;
 }
 
-/* Makes l7_idents hold exactly `want`. */
-static int apply(const struct entries *want)
+/* Makes d's l7_idents hold exactly `want`. */
+static int apply(struct idents *d, const struct entries *want)
 {
 	for (int i = 0; i < want->n; i++)
-		if (bpf_map_update_elem(I.map_fd, &want->e[i].key, &want->e[i].id, BPF_ANY)) {
+		if (bpf_map_update_elem(d->map_fd, &want->e[i].key, &want->e[i].id, BPF_ANY)) {
 			fprintf(stderr, "l7run: l7_idents: %s\n", strerror(errno));
 			return -1;
 		}
-	for (int i = 0; i < I.applied.n; i++)
-		if (!contains(want, &I.applied.e[i]))
-			bpf_map_delete_elem(I.map_fd, &I.applied.e[i].key);
-	I.applied.n = 0;
+	for (int i = 0; i < d->applied.n; i++)
+		if (!contains(want, &d->applied.e[i]))
+			bpf_map_delete_elem(d->map_fd, &d->applied.e[i].key);
+	d->applied.n = 0;
 	for (int i = 0; i < want->n; i++)
-		add(&I.applied, want->e[i].key.addr, want->e[i].key.prefixlen, want->e[i].id);
+		add(&d->applied, want->e[i].key.addr, want->e[i].key.prefixlen, want->e[i].id);
 	return 0;
 }
 
-/* Fills l7_idents before any traffic; -1 stops l7run (a bad --identities file). */
-int ident_setup(struct bpf_object *obj)
+/* Read the file (or take the policy's entries alone) and apply them to d. */
+static int refresh(struct idents *d)
 {
 	struct entries want = { 0 };
-	int rc;
+	int rc = 0;
 
-	I.map_fd = bpf_object__find_map_fd_by_name(obj, "l7_idents");
-	if (I.map_fd < 0)
-		return 0;   /* an object without identities support: nothing to keep */
-	I.applied.n = 0;
 	if (I.file[0]) {
-		stat(I.file, &I.seen);
-		rc = read_file(&want);
+		stat(I.file, &d->seen);
+		rc = read_file(d, &want);
 	} else {
-		rc = 0;
-		for (int i = 0; i < I.policy.n; i++)
-			add(&want, I.policy.e[i].key.addr, I.policy.e[i].key.prefixlen, I.policy.e[i].id);
+		for (int i = 0; i < d->policy.n; i++)
+			add(&want, d->policy.e[i].key.addr, d->policy.e[i].key.prefixlen, d->policy.e[i].id);
 	}
 	if (!rc)
-		rc = apply(&want);
+		rc = apply(d, &want);
 	free(want.e);
-	I.checked = time(NULL);
 	return rc;
 }
 
-/* Re-reads --identities when the file changed (at most once a second). */
+/* Fills a version's l7_idents before any traffic (the loader: touches only this version);
+ * -1 refuses the version (a bad --identities file). */
+int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t errlen)
+{
+	int fd = bpf_object__find_map_fd_by_name(obj, "l7_idents");
+
+	if (fd < 0)
+		return 0;   /* an object without identities support: nothing to keep */
+	struct idents *d = idents_of(cfg);
+	d->map_fd = fd;
+	d->applied.n = 0;
+	if (refresh(d)) {
+		snprintf(err, errlen, "identities: %s does not fit the policy (above)", I.file);
+		return -1;
+	}
+	return 0;
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_size == b->st_size && a->st_ino == b->st_ino;
+}
+
+/* Keep (on) or stop keeping (off) a published version's l7_idents current. */
+void ident_watch(struct config *cfg, int on)
+{
+	struct idents *d = cfg->idents;
+	struct stat st;
+
+	if (!d || d->map_fd < 0)
+		return;
+	for (struct idents **pp = &I.watched; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			if (!on)
+				*pp = d->next;
+			return;
+		}
+	if (!on)
+		return;
+	d->next = I.watched;
+	I.watched = d;
+	/* the file changed between the loader's read and now: this version catches up */
+	if (I.file[0] && !stat(I.file, &st) && !same_file(&st, &d->seen))
+		refresh(d);
+}
+
+void ident_free(struct config *cfg)
+{
+	if (!cfg->idents)
+		return;
+	ident_watch(cfg, 0);
+	free(cfg->idents->policy.e);
+	free(cfg->idents->applied.e);
+	free(cfg->idents);
+	cfg->idents = NULL;
+}
+
+/* Re-reads --identities when the file changed (at most once a second), for every version. */
 void ident_tick(void)
 {
 	struct stat st;
 	time_t now = time(NULL);
 
-	if (!I.file[0] || I.map_fd < 0 || now == I.checked)
+	if (!I.file[0] || !I.watched || now == I.checked)
 		return;
 	I.checked = now;
 	if (stat(I.file, &st))
 		return;   /* being replaced: keep what is in force, look again next second */
-	if (st.st_mtim.tv_sec == I.seen.st_mtim.tv_sec && st.st_mtim.tv_nsec == I.seen.st_mtim.tv_nsec &&
-	    st.st_size == I.seen.st_size && st.st_ino == I.seen.st_ino)
-		return;
-	I.seen = st;
-	struct entries want = { 0 };
-	if (read_file(&want) == 0 && apply(&want) == 0)
-		fprintf(stderr, "l7run: identities: %d prefixes in force from %s\n", want.n, I.file);
-	else
-		fprintf(stderr, "l7run: identities: %s ignored, the previous %d prefixes stay in force\n", I.file, I.applied.n);
-	free(want.e);
+	for (struct idents *d = I.watched; d; d = d->next) {
+		if (same_file(&st, &d->seen))
+			continue;
+		int was = d->applied.n;
+		if (refresh(d) == 0)
+			fprintf(stderr, "l7run: identities: %d prefixes in force from %s\n", d->applied.n, I.file);
+		else
+			fprintf(stderr, "l7run: identities: %s ignored, the previous %d prefixes stay in force\n", I.file, was);
+	}
 }

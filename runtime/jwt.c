@@ -5,8 +5,8 @@
  * `--jwt-key IDX=PATH`. A key file holds the raw key bytes; one trailing newline ("\n" or
  * "\r\n") is stripped, since editors add one. Keys longer than 64 bytes are replaced by their
  * SHA-256 (RFC 2104), which is what HMAC does with them, so the kernel only handles <= 64.
- * A declared configuration whose key cannot be read stops l7run: running would refuse every
- * token (401) without saying why.
+ * A declared configuration whose key cannot be read stops l7run (a reload: refuses the new
+ * version): running would refuse every token (401) without saying why.
  *
  * Clock: BPF has no CLOCK_REALTIME but has bpf_ktime_get_tai_ns(); l7run writes
  * CLOCK_TAI - CLOCK_REALTIME (whole seconds: the kernel's TAI offset) at start and re-checks it
@@ -20,17 +20,20 @@
 #include "l7run.h"
 #include "../stdlib/bpf/sha256.h"
 
+/* --jwt-key overrides (the command line wins over every version's key_file). */
+static char key_override[L7_MAX_JWT][512];
+
+/* The clock maps of the loaded versions (main thread only). */
+#define MAX_CLOCKS 64
 static struct {
-	char path[L7_MAX_JWT][512];
-	char name[L7_MAX_JWT][64];
-	int declared[L7_MAX_JWT];
-	int clock_fd;
-	__s64 clock_off;
-	time_t clock_at;
-} J = { .clock_fd = -1 };
+	int fd[MAX_CLOCKS];
+	int n;
+	__s64 off;
+	time_t at;
+} C = { .off = -1 };
 
 /* `jwt IDX NAME key-file PATH` from l7.config; 1 if the line was one. */
-int jwt_config_line(const char *line)
+int jwt_config_line(const char *line, struct config *cfg)
 {
 	int idx;
 	char name[64], path[512];
@@ -39,10 +42,10 @@ int jwt_config_line(const char *line)
 		return 0;
 	if (idx < 0 || idx >= L7_MAX_JWT)
 		return 1;
-	J.declared[idx] = 1;
-	snprintf(J.name[idx], sizeof J.name[idx], "%s", name);
-	if (!J.path[idx][0])   /* --jwt-key, parsed earlier, wins */
-		snprintf(J.path[idx], sizeof J.path[idx], "%s", path);
+	struct jwt_decl *d = &cfg->jwt[idx];
+	d->declared = 1;
+	snprintf(d->name, sizeof d->name, "%s", name);
+	snprintf(d->path, sizeof d->path, "%s", path);
 	return 1;
 }
 
@@ -54,25 +57,25 @@ int jwt_key_arg(const char *arg)
 
 	if (!eq || idx < 0 || idx >= L7_MAX_JWT || !eq[1])
 		return -1;
-	snprintf(J.path[idx], sizeof J.path[idx], "%s", eq + 1);
+	snprintf(key_override[idx], sizeof key_override[idx], "%s", eq + 1);
 	return 0;
 }
 
-static int load_key(int idx, struct l7_jwt_key *k)
+static int load_key(const char *name, const char *path, struct l7_jwt_key *k, char *err, size_t errlen)
 {
-	static __u8 buf[L7_MAX_HEAD + 64];
+	static __u8 buf[L7_MAX_HEAD + 64];   /* one loader at a time (reload.c) */
 	static struct l7_sha256 sha;
-	FILE *f = fopen(J.path[idx], "rb");
+	FILE *f = fopen(path, "rb");
 	size_t n;
 
 	if (!f) {
-		fprintf(stderr, "l7run: jwt %s: key file %s: %s\n", J.name[idx], J.path[idx], strerror(errno));
+		snprintf(err, errlen, "jwt %s: key file %s: %s", name, path, strerror(errno));
 		return -1;
 	}
 	n = fread(buf, 1, L7_MAX_HEAD + 1, f);
 	fclose(f);
 	if (n > L7_MAX_HEAD) {
-		fprintf(stderr, "l7run: jwt %s: key file %s is over %d bytes\n", J.name[idx], J.path[idx], L7_MAX_HEAD);
+		snprintf(err, errlen, "jwt %s: key file %s is over %d bytes", name, path, L7_MAX_HEAD);
 		return -1;
 	}
 	if (n && buf[n - 1] == '\n')
@@ -80,7 +83,7 @@ static int load_key(int idx, struct l7_jwt_key *k)
 	if (n && buf[n - 1] == '\r')
 		n--;
 	if (!n) {
-		fprintf(stderr, "l7run: jwt %s: key file %s is empty\n", J.name[idx], J.path[idx]);
+		snprintf(err, errlen, "jwt %s: key file %s is empty", name, path);
 		return -1;
 	}
 	memset(k, 0, sizeof *k);
@@ -94,57 +97,85 @@ static int load_key(int idx, struct l7_jwt_key *k)
 	return 0;
 }
 
-static void clock_write(void)
+static __s64 clock_offset(void)
 {
 	struct timespec tai, real;
-	__s64 off;
 
 	clock_gettime(CLOCK_TAI, &tai);
 	clock_gettime(CLOCK_REALTIME, &real);
-	off = ((__s64)tai.tv_sec - real.tv_sec) * 1000000000LL + (tai.tv_nsec - real.tv_nsec);
-	off = (off + 500000000LL) / 1000000000LL * 1000000000LL;   /* the offset is whole seconds */
-	J.clock_at = real.tv_sec;
-	if (off == J.clock_off && J.clock_at)
-		return;
+	__s64 off = ((__s64)tai.tv_sec - real.tv_sec) * 1000000000LL + (tai.tv_nsec - real.tv_nsec);
+	return (off + 500000000LL) / 1000000000LL * 1000000000LL;   /* the offset is whole seconds */
+}
+
+static int clock_write(int fd, __s64 off)
+{
 	__u32 zero = 0;
-	if (bpf_map_update_elem(J.clock_fd, &zero, &off, BPF_ANY) == 0)
-		J.clock_off = off;
+	return bpf_map_update_elem(fd, &zero, &off, BPF_ANY);
 }
 
 /* After the object is loaded: keys and clock. Objects without the JWT maps need nothing. */
-int jwt_setup(struct bpf_object *obj)
+int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err, size_t errlen)
 {
 	int kfd = bpf_object__find_map_fd_by_name(obj, "l7_jwt_keys");
+	int cfd = bpf_object__find_map_fd_by_name(obj, "l7_jwt_clock");
 	static __u32 gen;
 
-	J.clock_fd = bpf_object__find_map_fd_by_name(obj, "l7_jwt_clock");
-	if (kfd < 0 || J.clock_fd < 0)
+	*clock_fd = -1;
+	if (kfd < 0 || cfd < 0)
 		return 0;
-	J.clock_off = -1;
-	clock_write();
-	for (__u32 i = 0; i < L7_MAX_JWT; i++) {
-		struct l7_jwt_key k;
-		if (!J.declared[i] && !J.path[i][0])
-			continue;
-		if (!J.path[i][0]) {
-			fprintf(stderr, "l7run: jwt %s has no key file (use --jwt-key %u=PATH)\n", J.name[i], i);
-			return -1;
-		}
-		if (load_key((int)i, &k))
-			return -1;
-		k.gen = ++gen;
-		if (bpf_map_update_elem(kfd, &i, &k, BPF_ANY)) {
-			fprintf(stderr, "l7run: jwt key %u: %s\n", i, strerror(errno));
-			return -1;
-		}
-		vlog("jwt %s: %u-byte key from %s", J.name[i], k.len, J.path[i]);
+	if (clock_write(cfd, clock_offset())) {
+		snprintf(err, errlen, "jwt clock: %s", strerror(errno));
+		return -1;
 	}
+	for (__u32 i = 0; i < L7_MAX_JWT; i++) {
+		const struct jwt_decl *d = &cfg->jwt[i];
+		const char *path = key_override[i][0] ? key_override[i] : d->path;
+		struct l7_jwt_key k;
+		if (!d->declared && !key_override[i][0])
+			continue;
+		if (!path[0]) {
+			snprintf(err, errlen, "jwt %s has no key file (use --jwt-key %u=PATH)", d->name, i);
+			return -1;
+		}
+		if (load_key(d->name, path, &k, err, errlen))
+			return -1;
+		k.gen = __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
+		if (bpf_map_update_elem(kfd, &i, &k, BPF_ANY)) {
+			snprintf(err, errlen, "jwt key %u: %s", i, strerror(errno));
+			return -1;
+		}
+		vlog("jwt %s: %u-byte key from %s", d->name, k.len, path);
+	}
+	*clock_fd = cfd;
 	return 0;
+}
+
+/* Keep (on) or stop keeping (off) a version's clock map up to date. */
+void jwt_clock_watch(int fd, int on)
+{
+	for (int i = 0; i < C.n; i++)
+		if (C.fd[i] == fd) {
+			if (!on)
+				C.fd[i] = C.fd[--C.n];
+			return;
+		}
+	if (on && C.n < MAX_CLOCKS) {
+		C.fd[C.n++] = fd;
+		if (C.off != -1)
+			clock_write(fd, C.off);
+	}
 }
 
 /* From the run loops: re-check the clock offset every 10 s. */
 void jwt_tick(void)
 {
-	if (J.clock_fd >= 0 && time(NULL) - J.clock_at >= 10)
-		clock_write();
+	if (!C.n || time(NULL) - C.at < 10)
+		return;
+	C.at = time(NULL);
+	__s64 off = clock_offset();
+	if (off == C.off)
+		return;
+	C.off = off;
+	for (int i = 0; i < C.n; i++)
+		clock_write(C.fd[i], off);
 }

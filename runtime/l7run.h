@@ -5,6 +5,7 @@
 #define L7RUN_H
 
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <signal.h>
 #include <stdio.h>
@@ -20,25 +21,102 @@ struct cfg_endpoint {
 	int set;
 };
 
+/* A JWT configuration the policy declares (l7.config `jwt IDX NAME key-file PATH`). */
+struct jwt_decl {
+	char name[64];
+	char path[512];
+	int declared;
+};
+
 struct config {
 	char policy[64];
 	struct cfg_endpoint service[MAX_SERVICES];
 	int n_services;
 	struct cfg_endpoint upstream[L7_MAX_UPSTREAMS];
 	int fallback;            /* upstream index, -1 = none */
+	struct jwt_decl jwt[L7_MAX_JWT];
+	int uses_buckets, uses_tables;   /* the policy has rate limits / rule tables */
+	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
 };
 
-struct runtime {
+/* An object file read into memory once: its l7.config and its programs are the same bytes. */
+struct policy_file {
+	char *buf;
+	size_t len;
+	char *config;            /* the l7.config text */
+};
+
+/* Command-line settings applied to every version's config (reload.c). */
+struct overrides {
+	const char *listen[MAX_SERVICES];
+	int n_listen;
+	const char *up[L7_MAX_UPSTREAMS];
+	int n_up;
+	int fallback;            /* -2: not given */
+};
+
+#define MAX_VERSIONS 16          /* policy versions loaded at once (serving + draining) */
+
+/* One loaded policy object: its programs are attached to its own SOCKHASHes, it has its own
+ * pool, and every client it accepted stays with it until the client closes (reload.c). */
+struct version {
+	int id;                  /* 1, 2, ... in order of publication */
 	struct bpf_object *obj;
+	char path[512];
+	struct config cfg;
 	int map_clients, map_upstreams, map_conns, map_ctl, map_pass, map_txq, map_txport, map_stats;
+	int map_counters;
 	int n_progs;
 	int prog_fd[8], prog_map[8], prog_type[8];
+	int clock_fd;            /* l7_jwt_clock, -1 if none */
+	uint64_t mem;            /* kernel memory of its maps after loading (memlock bytes) */
+	uint64_t load_us;        /* open + verify */
+	char *config;            /* its l7.config text (--metrics-listen) */
+	/* pool.c: its pool */
+	struct pool_sock *idle[L7_MAX_UPSTREAMS];
+	int pool_count[L7_MAX_UPSTREAMS];
+	int n_clients;           /* clients accepted into it, not yet finished */
+	int retired;             /* a newer version takes the new clients */
+	uint64_t retired_at;     /* ms */
+	uint64_t published_at;   /* ms */
+	struct version *older;
+};
+
+/* The l7_reload map (created and pinned by l7run, read by --stats/--metrics/--reload):
+ * key 0 the summary, keys 1..MAX_VERSIONS one loaded version each (id 0: unused row). */
+struct reload_state {
+	uint64_t version;        /* serving */
+	uint64_t reloads;        /* published */
+	uint64_t failed;         /* refused: the previous version kept serving */
+	uint64_t live;           /* versions loaded: serving + draining */
+	uint64_t last_us;        /* SIGHUP to the new version taking connections, last reload */
+	uint64_t draining;       /* versions draining */
+};
+struct reload_version {
+	uint64_t id;
+	uint64_t clients;        /* connections it judges */
+	uint64_t mem;            /* kernel memory of its maps (bytes) */
+	uint64_t draining;       /* 1: retired, waiting for its connections to end */
+	uint64_t age_ms;         /* since it was published */
+	uint64_t pad;
+};
+_Static_assert(sizeof(struct reload_state) == sizeof(struct reload_version), "one value size");
+
+struct runtime {
+	struct version *cur;     /* the newest version: new clients go into it */
+	int n_versions;
+	int next_id;
+	char obj_path[512];      /* what a reload loads */
+	struct overrides ov;
 	char pin_dir[256];
 	int stats_fd;            /* BPF_ENABLE_STATS handle, -1 if off */
-	struct config cfg;
 	int verbose;
-	int pool_max;            /* pool sockets per upstream */
+	int pool_max;            /* pool sockets per upstream and version */
+	uint64_t drain_ms;       /* --drain-timeout */
 	int epfd;
+	/* Held by the run loop while it changes rt.cur or unloads a version, and by the
+	 * --metrics-listen thread while it reads the serving version's maps. */
+	pthread_mutex_t lock;
 };
 
 extern struct runtime rt;
@@ -46,36 +124,78 @@ extern struct runtime rt;
 #define vlog(...) do { if (rt.verbose) { fprintf(stderr, "l7run: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
 /* load.c */
-int load_object(const char *path);
+enum load_mode { LOAD_GATEWAY, LOAD_MESH };
+int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen);
+void policy_free(struct policy_file *pf);
+void parse_config(const char *text, struct config *cfg);
+char *config_text_mem(const char *buf, size_t len);
+struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
+			       const struct config *cfg, char *err, size_t errlen);
+struct version *version_load(const char *path, char *err, size_t errlen);
+void version_unload(struct version *v);
+void version_pin(struct version *v);
+void version_unpin(void);
+uint64_t object_mem(struct bpf_object *obj);
 int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
-void unload_object(void);
+int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
+const char *services_differ(const struct config *a, const struct config *b);
 
 /* identities.c: l7_idents from l7.config / --identities FILE, re-read when it changes */
-int ident_config_line(const char *line);
+struct idents;
+int ident_config_line(const char *line, struct config *cfg);
 int ident_file_arg(const char *path);
-int ident_setup(struct bpf_object *obj);
+int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t errlen);
+void ident_watch(struct config *cfg, int on);
+void ident_free(struct config *cfg);
 void ident_tick(void);
 
 /* jwt.c: l7_jwt_keys from l7.config / --jwt-key, l7_jwt_clock */
-int jwt_config_line(const char *line);
+int jwt_config_line(const char *line, struct config *cfg);
 int jwt_key_arg(const char *arg);
-int jwt_setup(struct bpf_object *obj);
+int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err, size_t errlen);
+void jwt_clock_watch(int fd, int on);
 void jwt_tick(void);
+
+/* reload.c: SIGHUP, the loader thread, the l7_reload state map, --reload, --pidfile */
+struct reload_counters {
+	uint64_t reloads;        /* published */
+	uint64_t failed;         /* refused */
+	uint64_t last_us;        /* SIGHUP to serving, last reload */
+};
+extern struct reload_counters RC;
+int reload_init(const char *path, int (*load)(const char *path, char *err, size_t errlen, void **out));
+void reload_poll(void);                                        /* start a load when signalled */
+void reload_done(void (*publish)(void *v, uint64_t t_signal));  /* its eventfd fired */
+int reload_busy(void);
+void reload_fini(void);
+int reload_command(const char *target, const char *pin_dir);
+uint64_t now_us(void);
+int state_map_create(const char *pin_dir);
+int state_map_fd(void);
+void state_write(const struct reload_state *s, const struct reload_version *rows, int n);
+int pidfile_write(const char *path);
+
+/* drain.c: gateway versions: publish, drain and unload retired ones */
+int gateway_load(const char *path, char *err, size_t errlen, void **out);
+void gateway_publish(void *v, uint64_t t_signal);
+void gateway_retire_tick(void);
+int gateway_draining(void);
+void gateway_unload_all(void);
 
 /* stats.c */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
-int write_metrics(FILE *out, int counters_fd, int stats_fd, const char *config);   /* metrics.c */
+int write_metrics(FILE *out, int counters_fd, int stats_fd, int reload_fd, const char *config);   /* metrics.c */
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */
 typedef int (*metrics_writer)(FILE *out);
 int metrics_http_start(const char *addr, metrics_writer write);
 void metrics_http_stop(void);
-int fill_rule_tables(struct bpf_object *obj, const char *object_path);   /* tables.c */
+int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size_t errlen);   /* tables.c */
 char *config_text(const char *object_path);   /* the l7.config section, malloc'd (load.c) */
 
 /* What an epoll event's fd is. */
-enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL };
+enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL, FD_RELOAD };
 
 struct client;
 
@@ -88,6 +208,7 @@ struct pool_sock {
 	uint32_t port;           /* local port (key of l7_txport) */
 	int connecting;          /* non-blocking connect in progress */
 	int dead;                /* backend closed or error: never reuse */
+	struct version *v;       /* the version whose l7_upstreams holds it */
 	struct client *owner;
 	struct pool_sock *next_idle;
 };
@@ -96,10 +217,24 @@ struct pool_sock {
 enum body_dest { BODY_NONE, BODY_TO_POOL, BODY_DISCARD,
 	BODY_HOLD };   /* chunked: kept until the kernel has framed the whole body, then sent */
 
+/* Closing a client of a retired version at a request boundary (reload.c client_drain). */
+enum drain_state {
+	DRAIN_NONE,
+	DRAIN_FROZEN,            /* l7_ctl frozen: every new head goes to l7run; wait, then re-check */
+	DRAIN_FIN,               /* FIN sent: what still arrives is discarded, close at its EOF */
+};
+
+/* What must not change between the two looks at an idle client before its FIN. */
+struct drain_snap {
+	uint64_t pass_seq;
+	uint64_t sent[L7_MAX_UPSTREAMS];
+};
+
 struct client {
 	int fd;
 	uint64_t cookie;
 	int service;
+	struct version *v;       /* the version whose l7_clients holds it, for its whole life */
 	struct pool_sock *bind[L7_MAX_UPSTREAMS];
 	uint64_t next_seq;       /* next l7_pass record to handle */
 	char *in;                /* passed bytes read but not yet consumed */
@@ -121,6 +256,9 @@ struct client {
 	size_t held_len, held_cap;
 	struct l7_pass held_rec; /* its head record */
 	int held_done;           /* the last piece is in `held` */
+	enum drain_state drain;
+	uint64_t drain_at;
+	struct drain_snap snap;
 };
 
 struct fd_ent {
@@ -141,6 +279,7 @@ void pool_release(struct pool_sock *ps);
 void pool_event(struct pool_sock *ps, uint32_t ev);
 int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7_pass *rec);
 void pool_close_all(void);
+void pool_close_version(struct version *v);
 void ctl_publish(struct client *c);
 
 /* mesh.c: l7run --mesh (mesh mode, its own runtime) */
@@ -156,7 +295,9 @@ void client_event(struct client *c, uint32_t ev);
 void client_pump(struct client *c);
 void client_tick(void);
 void client_close_all(void);
-void client_wake_owner(struct pool_sock *ps);
+void client_finish(struct client *c);
 int clients_waiting(void);
+int client_idle(struct client *c, struct drain_snap *snap);
+struct client **client_list(int *n);
 
 #endif

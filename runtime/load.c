@@ -1,5 +1,8 @@
-/* Loading: open and load the object (verifier log on failure), attach the programs to the
- * SOCKHASHes as l7/progs.def says, pin them so `l7run --stats` finds them, read l7.config. */
+/* Loading: read the object once (its l7.config and its programs come from the same bytes, even
+ * if the operator replaces the file meanwhile), size its maps for the mode, load it (verifier
+ * log on failure), fill the maps the policy needs, attach the programs to the object's own
+ * SOCKHASHes as l7/progs.def says. Every step before attaching is done on maps no socket is
+ * in yet, so a version is complete before any connection can use it (reload.c publishes it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -14,6 +17,7 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <linux/magic.h>
+#include "l7/mesh.h"
 #include "l7run.h"
 
 static const struct {
@@ -23,6 +27,7 @@ static const struct {
 #include "l7/progs.def"
 #undef L7_PROG
 };
+#define N_PROGS (sizeof progs / sizeof progs[0])
 
 static int attach_type(const char *section)
 {
@@ -37,6 +42,11 @@ static int attach_type(const char *section)
 	return -1;
 }
 
+static int is_mesh(const char *map_name)
+{
+	return !strncmp(map_name, "l7_mesh_", 8);
+}
+
 /* libbpf prints the verifier log at warning level when a load fails; keep only that. */
 static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
@@ -47,7 +57,7 @@ static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list 
 	return vfprintf(stderr, fmt, ap);
 }
 
-static int ensure_bpffs(void)
+static int ensure_bpffs(char *err, size_t errlen)
 {
 	struct statfs st;
 
@@ -55,113 +65,285 @@ static int ensure_bpffs(void)
 		return 0;
 	mkdir("/sys/fs/bpf", 0700);
 	if (mount("bpf", "/sys/fs/bpf", "bpf", 0, NULL)) {
-		fprintf(stderr, "l7run: cannot mount bpffs: %s\n", strerror(errno));
+		snprintf(err, errlen, "cannot mount bpffs: %s", strerror(errno));
 		return -1;
 	}
 	return 0;
 }
 
-static int map_fd(const char *name)
+/* Read the object file into memory (one read: config and programs agree). */
+int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen)
 {
-	int fd = bpf_object__find_map_fd_by_name(rt.obj, name);
+	memset(pf, 0, sizeof *pf);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) || st.st_size <= 0 || st.st_size > (1 << 30)) {
+		snprintf(err, errlen, "cannot read %s: %s", path, fd < 0 ? strerror(errno) : "empty or not a file");
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	pf->buf = malloc((size_t)st.st_size);
+	size_t got = 0;
+	while (pf->buf && got < (size_t)st.st_size) {
+		ssize_t n = read(fd, pf->buf + got, (size_t)st.st_size - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+	}
+	close(fd);
+	pf->len = got;
+	pf->config = pf->buf ? config_text_mem(pf->buf, pf->len) : NULL;
+	if (!pf->config) {
+		snprintf(err, errlen, "%s is not an l7c object (no %s section)", path, L7_CONFIG_SECTION);
+		policy_free(pf);
+		return -1;
+	}
+	return 0;
+}
+
+void policy_free(struct policy_file *pf)
+{
+	free(pf->buf);
+	free(pf->config);
+	memset(pf, 0, sizeof *pf);
+}
+
+/* Maps sized for what this object runs as. Every object defines the maps of both modes and of
+ * every feature (l7/maps.def), all preallocated: 137 MiB of kernel memory per loaded object
+ * (measured, examples/route.l7). One entry for the other mode's maps and for features the
+ * policy does not use (its l7.config says which), and hash maps that allocate per entry:
+ * a few MiB per version, which is what lets several versions be loaded while old ones drain. */
+static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct config *cfg)
+{
+	struct bpf_map *m;
+	int jwt = 0;
+
+	for (int i = 0; i < L7_MAX_JWT; i++)
+		jwt |= cfg->jwt[i].declared;
+	bpf_object__for_each_map(m, obj) {
+		const char *n = bpf_map__name(m);
+		int gw_only = !strcmp(n, "l7_clients") || !strcmp(n, "l7_upstreams") || !strcmp(n, "l7_conns") ||
+			      !strcmp(n, "l7_ctl") || !strcmp(n, "l7_pass") || !strcmp(n, "l7_txq") ||
+			      !strcmp(n, "l7_txport");
+		int other_mode = mode == LOAD_MESH ? gw_only : is_mesh(n);
+		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) ||
+			     (!cfg->uses_buckets && !strcmp(n, "l7_buckets")) ||
+			     (!cfg->uses_tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix")));
+		if (unused)
+			bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH ? 64 : 1);
+		if (bpf_map__type(m) == BPF_MAP_TYPE_HASH)
+			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_NO_PREALLOC);
+	}
+}
+
+/* Open and load the programs of `mode` (the other mode's are not verified: they would only
+ * add to the load time). NULL with err set if the file or the kernel refuses. */
+struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
+			       const struct config *cfg, char *err, size_t errlen)
+{
+	static int print_set;
+	char name[64];
+	const char *base = strrchr(path, '/');
+
+	if (!print_set) {
+		libbpf_set_print(libbpf_print);
+		print_set = 1;
+	}
+	if (ensure_bpffs(err, errlen))
+		return NULL;
+	snprintf(name, sizeof name, "%s", base ? base + 1 : path);
+	char *dot = strrchr(name, '.');
+	if (dot && dot != name)
+		*dot = 0;
+	LIBBPF_OPTS(bpf_object_open_opts, opts, .object_name = name);
+	struct bpf_object *obj = bpf_object__open_mem(pf->buf, pf->len, &opts);
+	if (!obj) {
+		snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+		return NULL;
+	}
+	struct bpf_program *p;
+	bpf_object__for_each_program(p, obj) {
+		const char *n = bpf_program__name(p);
+		int mesh = !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG);
+		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh);
+	}
+	size_maps(obj, mode, cfg);
+	int e = bpf_object__load(obj);
+	if (e) {
+		snprintf(err, errlen, "the kernel refused %s (%s); the verifier log is above, its last lines "
+			 "name the failing instruction and its source line", path, strerror(-e));
+		bpf_object__close(obj);
+		return NULL;
+	}
+	return obj;
+}
+
+/* Kernel memory of the object's maps: the memlock the kernel accounts for each (fdinfo). */
+uint64_t object_mem(struct bpf_object *obj)
+{
+	struct bpf_map *m;
+	uint64_t total = 0;
+
+	bpf_object__for_each_map(m, obj) {
+		char p[64], line[128];
+		snprintf(p, sizeof p, "/proc/self/fdinfo/%d", bpf_map__fd(m));
+		FILE *f = fopen(p, "r");
+		unsigned long long v;
+		while (f && fgets(line, sizeof line, f))
+			if (sscanf(line, "memlock: %llu", &v) == 1)
+				total += v;
+		if (f)
+			fclose(f);
+	}
+	return total;
+}
+
+static int map_fd(struct version *v, const char *name, char *err, size_t errlen)
+{
+	int fd = bpf_object__find_map_fd_by_name(v->obj, name);
 	if (fd < 0)
-		fprintf(stderr, "l7run: object has no map %s\n", name);
+		snprintf(err, errlen, "object has no map %s", name);
 	return fd;
 }
 
-static void pin(int fd, const char *kind, const char *name)
+/* Load a gateway version: everything but publication (reload.c). NULL with err set on failure,
+ * and then nothing of it is left loaded. */
+struct version *version_load(const char *path, char *err, size_t errlen)
+{
+	struct version *v = calloc(1, sizeof *v);
+	struct policy_file pf;
+
+	v->clock_fd = -1;
+	snprintf(v->path, sizeof v->path, "%s", path);
+	if (policy_read(path, &pf, err, errlen)) {
+		free(v);
+		return NULL;
+	}
+	parse_config(pf.config, &v->cfg);
+	if (apply_overrides(&v->cfg, &rt.ov, err, errlen))
+		goto fail;
+	const char *why = rt.cur ? services_differ(&rt.cur->cfg, &v->cfg) : NULL;
+	if (why) {
+		snprintf(err, errlen, "%s: %s; l7run keeps its listening sockets across reloads, restart it to "
+			 "change them", path, why);
+		goto fail;
+	}
+	uint64_t t0 = now_us();
+	v->obj = open_policy(&pf, path, LOAD_GATEWAY, &v->cfg, err, errlen);
+	if (!v->obj)
+		goto fail;
+	v->load_us = now_us() - t0;
+	if (jwt_setup(v->obj, &v->cfg, &v->clock_fd, err, errlen) ||   /* keys and callers before any request */
+	    ident_setup(v->obj, &v->cfg, err, errlen))
+		goto fail;
+	if (fill_rule_tables(v->obj, pf.config, err, errlen))   /* before anything is attached */
+		goto fail;
+	if ((v->map_clients = map_fd(v, "l7_clients", err, errlen)) < 0 ||
+	    (v->map_upstreams = map_fd(v, "l7_upstreams", err, errlen)) < 0 ||
+	    (v->map_conns = map_fd(v, "l7_conns", err, errlen)) < 0 ||
+	    (v->map_ctl = map_fd(v, "l7_ctl", err, errlen)) < 0 ||
+	    (v->map_pass = map_fd(v, "l7_pass", err, errlen)) < 0 ||
+	    (v->map_txq = map_fd(v, "l7_txq", err, errlen)) < 0 ||
+	    (v->map_txport = map_fd(v, "l7_txport", err, errlen)) < 0 ||
+	    (v->map_stats = map_fd(v, "l7_stats", err, errlen)) < 0)
+		goto fail;
+	v->map_counters = bpf_object__find_map_fd_by_name(v->obj, "l7_counters");
+	for (size_t i = 0; i < N_PROGS; i++) {
+		if (is_mesh(progs[i].map))
+			continue;   /* mesh-mode programs: not loaded in gateway mode */
+		struct bpf_program *p = bpf_object__find_program_by_name(v->obj, progs[i].name);
+		int type = attach_type(progs[i].section);
+		int mfd = bpf_object__find_map_fd_by_name(v->obj, progs[i].map);
+		if (!p || type < 0 || mfd < 0) {
+			snprintf(err, errlen, "object lacks program %s or its map %s", progs[i].name, progs[i].map);
+			goto fail;
+		}
+		/* the version's own SOCKHASH, empty until the version is published */
+		int fd = bpf_program__fd(p);
+		if (bpf_prog_attach(fd, mfd, type, 0)) {
+			snprintf(err, errlen, "attach %s to %s: %s", progs[i].name, progs[i].map, strerror(errno));
+			goto fail;
+		}
+		v->prog_fd[v->n_progs] = fd;
+		v->prog_map[v->n_progs] = mfd;
+		v->prog_type[v->n_progs] = type;
+		v->n_progs++;
+	}
+	v->mem = object_mem(v->obj);
+	v->config = pf.config;
+	pf.config = NULL;
+	policy_free(&pf);
+	return v;
+fail:
+	policy_free(&pf);
+	version_unload(v);
+	return NULL;
+}
+
+void version_unload(struct version *v)
+{
+	for (int i = 0; i < v->n_progs; i++)
+		bpf_prog_detach2(v->prog_fd[i], v->prog_map[i], v->prog_type[i]);
+	if (v->clock_fd >= 0)
+		jwt_clock_watch(v->clock_fd, 0);
+	ident_free(&v->cfg);
+	if (v->obj)
+		bpf_object__close(v->obj);
+	free(v->config);
+	free(v);
+}
+
+/* Pin fd as DIR/kind_name, replacing an older version's pin in one step (rename), so that
+ * `l7run --stats` never finds the directory without it. */
+static void pin_replace(int fd, const char *kind, const char *name)
+{
+	char p[512], tmp[512];
+
+	if (!rt.pin_dir[0] || fd < 0)
+		return;
+	snprintf(p, sizeof p, "%s/%s_%s", rt.pin_dir, kind, name);
+	snprintf(tmp, sizeof tmp, "%s/tmp_%s_%s", rt.pin_dir, kind, name);   /* bpffs refuses dots */
+	unlink(tmp);
+	if (bpf_obj_pin(fd, tmp) || rename(tmp, p))
+		fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
+}
+
+static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters" };
+
+/* The pins name the serving version (l7run --stats, --metrics). */
+void version_pin(struct version *v)
+{
+	if (!rt.pin_dir[0])
+		return;
+	mkdir(rt.pin_dir, 0700);
+	for (size_t i = 0; i < N_PROGS; i++) {
+		struct bpf_program *p = is_mesh(progs[i].map) ? NULL : bpf_object__find_program_by_name(v->obj, progs[i].name);
+		if (p)
+			pin_replace(bpf_program__fd(p), "prog", progs[i].name);
+	}
+	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++)
+		pin_replace(bpf_object__find_map_fd_by_name(v->obj, pinned_maps[i]), "map", pinned_maps[i]);
+}
+
+void version_unpin(void)
 {
 	char p[512];
 
 	if (!rt.pin_dir[0])
 		return;
-	snprintf(p, sizeof p, "%s/%s_%s", rt.pin_dir, kind, name);
+	for (size_t i = 0; i < N_PROGS; i++) {
+		snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, progs[i].name);
+		unlink(p);
+	}
+	/* every map pinned here: a missed one keeps the directory (rmdir fails) */
+	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
+		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, pinned_maps[i]);
+		unlink(p);
+	}
+	snprintf(p, sizeof p, "%s/map_l7_reload", rt.pin_dir);
 	unlink(p);
-	if (bpf_obj_pin(fd, p))
-		fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
-}
-
-int load_object(const char *path)
-{
-	libbpf_set_print(libbpf_print);
-	if (ensure_bpffs())
-		return -1;
-	rt.obj = bpf_object__open_file(path, NULL);
-	if (!rt.obj) {
-		fprintf(stderr, "l7run: cannot open %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	int err = bpf_object__load(rt.obj);
-	if (err) {
-		fprintf(stderr, "l7run: the kernel refused %s (%s); the verifier log is above, its last "
-			"lines name the failing instruction and its source line\n", path, strerror(-err));
-		return -1;
-	}
-	if (jwt_setup(rt.obj) || ident_setup(rt.obj))   /* keys and callers before any request */
-		return -1;
-	if (fill_rule_tables(rt.obj, path))   /* before anything is attached */
-		return -1;
-	rt.map_clients = map_fd("l7_clients");
-	rt.map_upstreams = map_fd("l7_upstreams");
-	rt.map_conns = map_fd("l7_conns");
-	rt.map_ctl = map_fd("l7_ctl");
-	rt.map_pass = map_fd("l7_pass");
-	rt.map_txq = map_fd("l7_txq");
-	rt.map_txport = map_fd("l7_txport");
-	rt.map_stats = map_fd("l7_stats");
-	if (rt.map_clients < 0 || rt.map_upstreams < 0 || rt.map_conns < 0 || rt.map_ctl < 0 ||
-	    rt.map_pass < 0 || rt.map_txq < 0 || rt.map_txport < 0 || rt.map_stats < 0)
-		return -1;
-	if (rt.pin_dir[0])
-		mkdir(rt.pin_dir, 0700);
-	for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
-		if (!strncmp(progs[i].map, "l7_mesh_", 8))
-			continue;   /* mesh-mode programs: not attached in gateway mode */
-		struct bpf_program *p = bpf_object__find_program_by_name(rt.obj, progs[i].name);
-		int type = attach_type(progs[i].section);
-		int mfd = bpf_object__find_map_fd_by_name(rt.obj, progs[i].map);
-		if (!p || type < 0 || mfd < 0) {
-			fprintf(stderr, "l7run: object lacks program %s or its map %s\n", progs[i].name, progs[i].map);
-			return -1;
-		}
-		int fd = bpf_program__fd(p);
-		if (bpf_prog_attach(fd, mfd, type, 0)) {
-			fprintf(stderr, "l7run: attach %s to %s: %s\n", progs[i].name, progs[i].map, strerror(errno));
-			return -1;
-		}
-		rt.prog_fd[rt.n_progs] = fd;
-		rt.prog_map[rt.n_progs] = mfd;
-		rt.prog_type[rt.n_progs] = type;
-		rt.n_progs++;
-		pin(fd, "prog", progs[i].name);
-	}
-	pin(rt.map_stats, "map", "l7_stats");
-	pin(map_fd("l7_counters"), "map", "l7_counters");   /* l7run --metrics */
-	pin(rt.map_clients, "map", "l7_clients");
-	pin(rt.map_upstreams, "map", "l7_upstreams");
-	return 0;
-}
-
-void unload_object(void)
-{
-	for (int i = 0; i < rt.n_progs; i++)
-		bpf_prog_detach2(rt.prog_fd[i], rt.prog_map[i], rt.prog_type[i]);
-	if (rt.pin_dir[0]) {
-		char p[512];
-		for (size_t i = 0; i < sizeof progs / sizeof progs[0]; i++) {
-			snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, progs[i].name);
-			unlink(p);
-		}
-		/* every map load_object pins: a missed one keeps the directory (rmdir fails) */
-		const char *maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters" };
-		for (int i = 0; i < 4; i++) {
-			snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, maps[i]);
-			unlink(p);
-		}
-		rmdir(rt.pin_dir);
-	}
-	bpf_object__close(rt.obj);
-	rt.obj = NULL;
+	rmdir(rt.pin_dir);
 }
 
 int parse_addr(const char *s, struct sockaddr_in *a)
@@ -181,17 +363,15 @@ int parse_addr(const char *s, struct sockaddr_in *a)
 	return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
 }
 
-/* The text of the object's l7.config section (format in l7/abi.h), malloc'd; NULL if none. */
-char *config_text(const char *path)
+/* The text of the l7.config section (format in l7/abi.h) of an object in memory, malloc'd;
+ * NULL if none. */
+char *config_text_mem(const char *buf, size_t len)
 {
-	int fd = open(path, O_RDONLY);
 	char *text = NULL;
-	if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
-		if (fd >= 0)
-			close(fd);
+
+	if (elf_version(EV_CURRENT) == EV_NONE)
 		return NULL;
-	}
-	Elf *e = elf_begin(fd, ELF_C_READ, NULL);
+	Elf *e = elf_memory((char *)buf, len);
 	size_t shstrndx;
 	for (Elf_Scn *scn = NULL; e && !elf_getshdrstrndx(e, &shstrndx) && (scn = elf_nextscn(e, scn));) {
 		GElf_Shdr sh;
@@ -204,40 +384,112 @@ char *config_text(const char *path)
 	}
 	if (e)
 		elf_end(e);
-	close(fd);
 	return text;
+}
+
+/* The same, of an object file. */
+char *config_text(const char *path)
+{
+	struct policy_file pf;
+	char err[256];
+
+	if (policy_read(path, &pf, err, sizeof err))
+		return NULL;
+	char *text = pf.config;
+	pf.config = NULL;
+	policy_free(&pf);
+	return text;
+}
+
+void parse_config(const char *config, struct config *cfg)
+{
+	char *text = strdup(config);
+
+	memset(cfg, 0, sizeof *cfg);
+	cfg->fallback = -1;
+	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char a[64], b[64], c[64];
+		int idx;
+		if (sscanf(line, "policy %63s", a) == 1) {
+			snprintf(cfg->policy, sizeof cfg->policy, "%s", a);
+		} else if (sscanf(line, "service %63s %63s", a, b) == 2 && cfg->n_services < MAX_SERVICES) {
+			struct cfg_endpoint *s = &cfg->service[cfg->n_services++];
+			snprintf(s->name, sizeof s->name, "%s", a);
+			s->set = parse_addr(b, &s->addr) == 0;
+		} else if (sscanf(line, "upstream %d %63s %63s", &idx, a, c) == 3 && idx >= 0 && idx < L7_MAX_UPSTREAMS) {
+			snprintf(cfg->upstream[idx].name, sizeof cfg->upstream[idx].name, "%s", a);
+			cfg->upstream[idx].set = parse_addr(c, &cfg->upstream[idx].addr) == 0;
+		} else if (sscanf(line, "fallback %d", &idx) == 1) {
+			cfg->fallback = idx;
+		} else if (!strncmp(line, "bucket ", 7)) {
+			cfg->uses_buckets = 1;
+		} else if (!strncmp(line, "table ", 6)) {
+			cfg->uses_tables = 1;
+		} else if (!jwt_config_line(line, cfg)) {
+			ident_config_line(line, cfg);
+		}
+	}
+	free(text);
 }
 
 int read_config(const char *path, struct config *cfg)
 {
-	int rc = -1;
-
-	cfg->fallback = -1;
 	char *text = config_text(path);
-	if (text) {
-		for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-			char a[64], b[64], c[64];
-			int idx;
-			if (sscanf(line, "policy %63s", a) == 1) {
-				snprintf(cfg->policy, sizeof cfg->policy, "%s", a);
-			} else if (sscanf(line, "service %63s %63s", a, b) == 2 && cfg->n_services < MAX_SERVICES) {
-				struct cfg_endpoint *s = &cfg->service[cfg->n_services++];
-				snprintf(s->name, sizeof s->name, "%s", a);
-				s->set = parse_addr(b, &s->addr) == 0;
-			} else if (sscanf(line, "upstream %d %63s %63s", &idx, a, c) == 3 && idx >= 0 && idx < L7_MAX_UPSTREAMS) {
-				snprintf(cfg->upstream[idx].name, sizeof cfg->upstream[idx].name, "%s", a);
-				cfg->upstream[idx].set = parse_addr(c, &cfg->upstream[idx].addr) == 0;
-			} else if (sscanf(line, "fallback %d", &idx) == 1) {
-				cfg->fallback = idx;
-			} else {
-				if (!jwt_config_line(line))
-					ident_config_line(line);
-			}
-		}
-		free(text);
-		rc = 0;
-	}
-	if (rc)
+
+	if (!text) {
 		fprintf(stderr, "l7run: %s has no %s section\n", path, L7_CONFIG_SECTION);
-	return rc;
+		return -1;
+	}
+	parse_config(text, cfg);
+	free(text);
+	return 0;
+}
+
+static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count)
+{
+	int idx = 0;
+	const char *eq = strchr(arg, '=');
+	if (eq) {
+		idx = atoi(arg);
+		arg = eq + 1;
+	}
+	if (idx < 0 || idx >= n || parse_addr(arg, &tab[idx].addr))
+		return -1;
+	tab[idx].set = 1;
+	if (!tab[idx].name[0])
+		snprintf(tab[idx].name, sizeof tab[idx].name, "#%d", idx);
+	if (count && *count <= idx)
+		*count = idx + 1;
+	return 0;
+}
+
+/* --listen, --upstream, --fallback: the command line wins over every version's l7.config. */
+int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen)
+{
+	for (int i = 0; i < ov->n_listen; i++)
+		if (override(ov->listen[i], cfg->service, MAX_SERVICES, &cfg->n_services)) {
+			snprintf(err, errlen, "bad --listen %s", ov->listen[i]);
+			return -1;
+		}
+	for (int i = 0; i < ov->n_up; i++)
+		if (override(ov->up[i], cfg->upstream, L7_MAX_UPSTREAMS, NULL)) {
+			snprintf(err, errlen, "bad --upstream %s", ov->up[i]);
+			return -1;
+		}
+	if (ov->fallback != -2)
+		cfg->fallback = ov->fallback;
+	return 0;
+}
+
+/* Why the listening addresses of b differ from a's, or NULL. */
+const char *services_differ(const struct config *a, const struct config *b)
+{
+	if (a->n_services != b->n_services)
+		return "the number of services changed";
+	for (int i = 0; i < a->n_services; i++)
+		if (a->service[i].set != b->service[i].set ||
+		    a->service[i].addr.sin_addr.s_addr != b->service[i].addr.sin_addr.s_addr ||
+		    a->service[i].addr.sin_port != b->service[i].addr.sin_port)
+			return "a service's listen address changed";
+	return NULL;
 }

@@ -8,10 +8,12 @@
 #include <unistd.h>
 #include <sys/epoll.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <bpf/bpf.h>
 #include "l7run.h"
 
-struct runtime rt = { .stats_fd = -1, .pool_max = 1024 };
+struct runtime rt = { .stats_fd = -1, .pool_max = 1024, .drain_ms = 5000,
+		      .ov = { .fallback = -2 }, .lock = PTHREAD_MUTEX_INITIALIZER };
 static volatile sig_atomic_t stop;
 
 static void on_signal(int sig)
@@ -26,54 +28,43 @@ static void usage(void)
 		"usage: l7run [options] POLICY.o\n"
 		"       l7run --stats PIN_DIR\n"
 		"       l7run --metrics PIN_DIR POLICY.o    the policy's counters in Prometheus text format\n"
+		"       l7run --reload PID|PIDFILE [--pin DIR]   reload (SIGHUP); with DIR, wait and say the outcome\n"
 		"  --listen [IDX=]ADDR:PORT   listen address of service IDX (default 0)\n"
 		"  --upstream IDX=ADDR:PORT   address of upstream IDX\n"
 		"  --fallback IDX             upstream that takes L7_FALLBACK requests\n"
 		"  --pool-max N               pool sockets per upstream (default 1024)\n"
 		"  --pin DIR                  pin programs and maps here (default /sys/fs/bpf/l7run-PID)\n"
+		"  --pidfile PATH             write the pid here (for --reload)\n"
+		"  --drain-timeout SECONDS    after a reload, close connections the old version still\n"
+		"                             serves after this long (default 5; idle ones close at once)\n"
 		"  --bpf-stats                enable run-time statistics of the programs\n"
 		"  --verbose                  log pool events\n"
 		"  --jwt-key IDX=PATH         key file of JWT configuration IDX (raw bytes, one trailing\n"
 		"                             newline stripped); overrides the policy's key_file\n"
 		"  --metrics-listen ADDR:PORT serve the metrics (Prometheus text) at http://ADDR:PORT/metrics\n"
 		"  --identities FILE          caller identities by address (lines `NAME PREFIX...`, names\n"
-		"                             from the policy), re-read when the file changes\n");
+		"                             from the policy), re-read when the file changes\n"
+		"SIGHUP reloads POLICY.o from the same path (replace the file with rename(2)): the new\n"
+		"version takes new connections once it is fully loaded; a refused one changes nothing.\n");
 }
 
-static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count)
-{
-	int idx = 0;
-	const char *eq = strchr(arg, '=');
-	if (eq) {
-		idx = atoi(arg);
-		arg = eq + 1;
-	}
-	if (idx < 0 || idx >= n || parse_addr(arg, &tab[idx].addr))
-		return -1;
-	tab[idx].set = 1;
-	if (!tab[idx].name[0])
-		snprintf(tab[idx].name, sizeof tab[idx].name, "#%d", idx);
-	if (count && *count <= idx)
-		*count = idx + 1;
-	return 0;
-}
-
-static char *metrics_config;   /* the object's l7.config, for --metrics-listen */
-
+/* --metrics-listen: the serving version's counters (its maps stay open while the lock is held) */
 static int gateway_metrics(FILE *out)
 {
-	return write_metrics(out, bpf_object__find_map_fd_by_name(rt.obj, "l7_counters"), rt.map_stats, metrics_config);
+	pthread_mutex_lock(&rt.lock);
+	struct version *v = rt.cur;
+	int rc = v ? write_metrics(out, v->map_counters, v->map_stats, state_map_fd(), v->config) : -1;
+	pthread_mutex_unlock(&rt.lock);
+	return rc;
 }
 
 int main(int argc, char **argv)
 {
-	const char *obj = NULL;
-	const char *listen_args[MAX_SERVICES], *up_args[L7_MAX_UPSTREAMS];
+	const char *obj = NULL, *pidfile = NULL, *reload = NULL, *metrics_addr = NULL;
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--mesh"))
 			return mesh_main(argc, argv);   /* runtime/mesh.c */
-	int n_listen = 0, n_up = 0, fallback = -2, bpf_stats = 0;
-	const char *metrics_addr = NULL;
+	int bpf_stats = 0;
 
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -82,16 +73,22 @@ int main(int argc, char **argv)
 			return print_stats(v);
 		if (!strcmp(a, "--metrics") && v && i + 2 < argc)
 			return print_metrics(v, argv[i + 2]);
-		else if (!strcmp(a, "--listen") && v && n_listen < MAX_SERVICES)
-			listen_args[n_listen++] = v, i++;
-		else if (!strcmp(a, "--upstream") && v && n_up < L7_MAX_UPSTREAMS)
-			up_args[n_up++] = v, i++;
+		else if (!strcmp(a, "--reload") && v)
+			reload = v, i++;
+		else if (!strcmp(a, "--listen") && v && rt.ov.n_listen < MAX_SERVICES)
+			rt.ov.listen[rt.ov.n_listen++] = v, i++;
+		else if (!strcmp(a, "--upstream") && v && rt.ov.n_up < L7_MAX_UPSTREAMS)
+			rt.ov.up[rt.ov.n_up++] = v, i++;
 		else if (!strcmp(a, "--fallback") && v)
-			fallback = atoi(v), i++;
+			rt.ov.fallback = atoi(v), i++;
 		else if (!strcmp(a, "--pool-max") && v)
 			rt.pool_max = atoi(v), i++;
 		else if (!strcmp(a, "--pin") && v)
 			snprintf(rt.pin_dir, sizeof rt.pin_dir, "%s", v), i++;
+		else if (!strcmp(a, "--pidfile") && v)
+			pidfile = v, i++;
+		else if (!strcmp(a, "--drain-timeout") && v && atof(v) >= 0)
+			rt.drain_ms = (uint64_t)(atof(v) * 1000), i++;
 		else if (!strcmp(a, "--bpf-stats"))
 			bpf_stats = 1;
 		else if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
@@ -109,24 +106,13 @@ int main(int argc, char **argv)
 			return 2;
 		}
 	}
+	if (reload)
+		return reload_command(reload, rt.pin_dir);
 	if (!obj) {
 		usage();
 		return 2;
 	}
-	if (read_config(obj, &rt.cfg))
-		return 1;
-	for (int i = 0; i < n_listen; i++)
-		if (override(listen_args[i], rt.cfg.service, MAX_SERVICES, &rt.cfg.n_services)) {
-			fprintf(stderr, "l7run: bad --listen %s\n", listen_args[i]);
-			return 2;
-		}
-	for (int i = 0; i < n_up; i++)
-		if (override(up_args[i], rt.cfg.upstream, L7_MAX_UPSTREAMS, NULL)) {
-			fprintf(stderr, "l7run: bad --upstream %s\n", up_args[i]);
-			return 2;
-		}
-	if (fallback != -2)
-		rt.cfg.fallback = fallback;
+	snprintf(rt.obj_path, sizeof rt.obj_path, "%s", obj);
 	if (!rt.pin_dir[0])
 		snprintf(rt.pin_dir, sizeof rt.pin_dir, "/sys/fs/bpf/l7run-%d", (int)getpid());
 
@@ -140,9 +126,10 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	if (load_object(obj)) {
-		if (rt.obj)
-			unload_object();
+	char err[1024];
+	struct version *first = version_load(obj, err, sizeof err);
+	if (!first) {
+		fprintf(stderr, "l7run: %s\n", err);
 		return 1;
 	}
 	if (bpf_stats) {
@@ -151,20 +138,31 @@ int main(int argc, char **argv)
 			fprintf(stderr, "l7run: cannot enable BPF run-time stats: %s\n", strerror(errno));
 	}
 	rt.epfd = epoll_create1(EPOLL_CLOEXEC);
+	int efd = reload_init(obj, gateway_load);
+	fds[efd].kind = FD_RELOAD;
+	struct epoll_event rev = { .events = EPOLLIN, .data.fd = efd };
+	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, efd, &rev);
+	mkdir(rt.pin_dir, 0700);
+	state_map_create(rt.pin_dir);
+	gateway_publish(first, 0);
 	int rc = listen_services();
-	metrics_config = config_text(obj);
+	if (!rc && pidfile)
+		rc = pidfile_write(pidfile);
 	if (!rc && metrics_addr)
 		rc = metrics_http_start(metrics_addr, gateway_metrics);
 	if (!rc) {
-		fprintf(stderr, "l7run: policy %s loaded, %d service(s), pins in %s\n", rt.cfg.policy,
-			rt.cfg.n_services, rt.pin_dir);
+		fprintf(stderr, "l7run: policy %s loaded, %d service(s), pins in %s\n", rt.cur->cfg.policy,
+			rt.cur->cfg.n_services, rt.pin_dir);
 		rc = gateway_run_loop(&stop);
 	}
 	metrics_http_stop();   /* before the maps it reads go */
-	free(metrics_config);
+	reload_fini();
 	client_close_all();
 	pool_close_all();
-	unload_object();
+	gateway_unload_all();
+	version_unpin();
+	if (pidfile)
+		unlink(pidfile);
 	if (rt.stats_fd >= 0)
 		close(rt.stats_fd);
 	vlog("stopped");
@@ -177,7 +175,8 @@ int gateway_run_loop(volatile sig_atomic_t *stopping)
 	struct epoll_event ev[256];
 
 	while (!*stopping) {
-		int timeout = clients_waiting() ? 1 : 200;
+		reload_poll();
+		int timeout = clients_waiting() || gateway_draining() ? 1 : 200;
 		int n = epoll_wait(rt.epfd, ev, 256, timeout);
 		if (n < 0 && errno != EINTR)
 			return -1;
@@ -190,8 +189,11 @@ int gateway_run_loop(volatile sig_atomic_t *stopping)
 				client_event(e->p, ev[i].events);
 			else if (e->kind == FD_POOL)
 				pool_event(e->p, ev[i].events);
+			else if (e->kind == FD_RELOAD)
+				reload_done(gateway_publish);
 		}
 		client_tick();
+		gateway_retire_tick();
 		jwt_tick();
 		ident_tick();
 	}

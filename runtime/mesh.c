@@ -3,8 +3,9 @@
  * Loads only the mesh programs of the object, moves itself into the cgroup (its listener and
  * pool sockets must be enrolled like the applications'), attaches sock_ops to the cgroup with a
  * bpf_link and SK_MSG to l7_mesh_socks, fills the pool, and serves the slow path until SIGINT or
- * SIGTERM. Shutdown: stop enrolling, let in-flight responses finish on the kernel path, detach
- * SK_MSG, relay what is left on pool connections to their clients, close, unpin. */
+ * SIGTERM; SIGHUP loads the object again as a new version (mesh_reload.c). Shutdown: stop
+ * enrolling, let in-flight responses finish on the kernel path, detach SK_MSG, relay what is
+ * left on pool connections to their clients, close, unpin. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,10 +37,13 @@ static int usage(void)
 	fprintf(stderr, "usage: l7run --mesh --cgroup PATH [--create-cgroup] [--pool N] [--pin DIR] [-v] prog.o\n"
 		"  --cgroup PATH     cgroup2 directory of the clients and backends (never the root)\n"
 		"  --create-cgroup   create it (and remove it on exit)\n"
-		"  --pool N          pre-opened connections per upstream (default 32, at most %d)\n"
+		"  --pool N          pre-opened connections per upstream and version (default 32, at most %d)\n"
 		"  --pin DIR         pin l7_mesh_socks/conns/pool here (default /sys/fs/bpf/l7mesh-PID)\n"
+		"  --pidfile PATH    write the pid here (for l7run --reload)\n"
 		"  --identities FILE caller identities by address, re-read when the file changes\n"
-		"  --metrics-listen ADDR:PORT  serve the metrics at http://ADDR:PORT/metrics\n",
+		"  --metrics-listen ADDR:PORT  serve the metrics at http://ADDR:PORT/metrics\n"
+		"SIGHUP loads prog.o again as a new version: new sockets enroll into it, existing ones\n"
+		"stay with the version that enrolled them until they close.\n",
 		L7_MESH_SLOTS);
 	return 2;
 }
@@ -94,111 +98,14 @@ static void leave_cgroup(void)
 		fprintf(stderr, "l7run[mesh]: rmdir %s: %s (processes still in it?)\n", M.cgroup, strerror(errno));
 }
 
-static int map(const char *name)
-{
-	int fd = bpf_object__find_map_fd_by_name(M.obj, name);
-	if (fd < 0)
-		fprintf(stderr, "l7run[mesh]: object has no map %s\n", name);
-	return fd;
-}
-
-static void pin_maps(int on)
-{
-	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool" };
-	int fds[] = { M.socks, M.conns, M.pool };
-	char p[512];
-
-	if (on)
-		mkdir(M.pin_dir, 0700);
-	for (int i = 0; i < 3; i++) {
-		snprintf(p, sizeof p, "%s/%s", M.pin_dir, names[i]);
-		unlink(p);
-		if (on && bpf_obj_pin(fds[i], p))
-			fprintf(stderr, "l7run[mesh]: pin %s: %s\n", p, strerror(errno));
-	}
-	if (!on)
-		rmdir(M.pin_dir);
-}
-
-static int load(const char *path)
-{
-	M.obj = bpf_object__open_file(path, NULL);
-	if (!M.obj) {
-		fprintf(stderr, "l7run[mesh]: cannot open %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	/* only the mesh programs: gateway ones are neither needed nor attached here */
-	struct bpf_program *p;
-	bpf_object__for_each_program(p, M.obj) {
-		const char *n = bpf_program__name(p);
-		bpf_program__set_autoload(p, !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG));
-	}
-	int err = bpf_object__load(M.obj);
-	if (err) {
-		fprintf(stderr, "l7run[mesh]: the kernel refused %s (%s); verifier log above\n", path, strerror(-err));
-		return -1;
-	}
-	if (jwt_setup(M.obj) || ident_setup(M.obj))   /* keys and callers before any request */
-		return -1;
-	if (fill_rule_tables(M.obj, path))   /* before anything is attached */
-		return -1;
-	M.socks = map("l7_mesh_socks");
-	M.conns = map("l7_mesh_conns");
-	M.addrs = map("l7_mesh_addrs");
-	M.pool = map("l7_mesh_pool");
-	M.pass = map("l7_mesh_pass");
-	M.ctl = map("l7_mesh_ctl");
-	M.stats = map("l7_stats");
-	if (M.socks < 0 || M.conns < 0 || M.addrs < 0 || M.pool < 0 || M.pass < 0 || M.ctl < 0)
-		return -1;
-
-	/* which endpoints matter, before anything can be enrolled */
-	for (int i = 0; i < M.cfg.n_services; i++) {
-		struct l7_mesh_addr_key k = { M.cfg.service[i].addr.sin_addr.s_addr, ntohs(M.cfg.service[i].addr.sin_port) };
-		struct l7_mesh_addr v = { L7_MA_SERVICE, (uint32_t)i };
-		bpf_map_update_elem(M.addrs, &k, &v, BPF_ANY);
-	}
-	for (int i = 0; i < L7_MESH_UPSTREAMS; i++) {
-		if (!M.cfg.upstream[i].set)
-			continue;
-		struct l7_mesh_addr_key k = { M.cfg.upstream[i].addr.sin_addr.s_addr, ntohs(M.cfg.upstream[i].addr.sin_port) };
-		struct l7_mesh_addr v = { L7_MA_UPSTREAM, (uint32_t)i };
-		bpf_map_update_elem(M.addrs, &k, &v, BPF_ANY);
-	}
-	if (M.cfg.fallback >= 0) {
-		struct l7_mesh_addr_key k = { 0, 0 };   /* the fallback proxy's upstream index */
-		struct l7_mesh_addr v = { L7_MA_UPSTREAM, (uint32_t)M.cfg.fallback };
-		bpf_map_update_elem(M.addrs, &k, &v, BPF_ANY);
-	}
-
-	struct bpf_program *msg = bpf_object__find_program_by_name(M.obj, L7_MESH_PROG_MSG);
-	struct bpf_program *ops = bpf_object__find_program_by_name(M.obj, L7_MESH_PROG_SOCKOPS);
-	if (!msg || !ops) {
-		fprintf(stderr, "l7run[mesh]: %s has no mesh programs (built by an older l7c?)\n", path);
-		return -1;
-	}
-	M.msg_prog = bpf_program__fd(msg);
-	if (bpf_prog_attach(M.msg_prog, M.socks, BPF_SK_MSG_VERDICT, 0)) {
-		fprintf(stderr, "l7run[mesh]: attach sk_msg: %s\n", strerror(errno));
-		return -1;
-	}
-	M.msg_attached = 1;
-	M.sockops_link = bpf_program__attach_cgroup(ops, M.cgfd);
-	if (!M.sockops_link) {
-		fprintf(stderr, "l7run[mesh]: attach sock_ops to %s: %s\n", M.cgroup, strerror(errno));
-		return -1;
-	}
-	pin_maps(1);
-	return 0;
-}
-
 static int mesh_listen(void)
 {
-	for (int i = 0; i < M.cfg.n_services; i++) {
+	/* the first version's addresses: a reload that changes them is refused (mesh_reload.c) */
+	for (int i = 0; i < M.cur->cfg.n_services; i++) {
 		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
 		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, (struct sockaddr *)&M.cfg.service[i].addr, sizeof(struct sockaddr_in)) || listen(fd, 4096)) {
-			fprintf(stderr, "l7run[mesh]: listen on service %s: %s\n", M.cfg.service[i].name, strerror(errno));
+		if (bind(fd, (struct sockaddr *)&M.cur->cfg.service[i].addr, sizeof(struct sockaddr_in)) || listen(fd, 4096)) {
+			fprintf(stderr, "l7run[mesh]: listen on service %s: %s\n", M.cur->cfg.service[i].name, strerror(errno));
 			close(fd);
 			return -1;
 		}
@@ -215,23 +122,32 @@ static void run_loop(void)
 	uint64_t last_fill = 0;
 
 	while (!stop) {
+		reload_poll();
 		int n = epoll_wait(M.epfd, evs, 256, 5);
 		jwt_tick();
 		ident_tick();
 		for (int i = 0; i < n; i++) {
 			uint64_t d = evs[i].data.u64;
-			if (d & MESH_EV_LISTEN)
+			if (d & MESH_EV_LISTEN) {
 				mesh_accept(M.listen_fd[d & 0xffff]);
-			else if (d & MESH_EV_POOL)
-				mesh_pool_event((int)(d & 0xffff), evs[i].events);
-			else
+			} else if (d & MESH_EV_POOL) {
+				struct mesh_ver *v = M.vtab[(d >> 16) & 0xff];
+				if (v)
+					mesh_pool_event(v, (int)(d & 0xffff), evs[i].events);
+			} else if (d & MESH_EV_RELOAD) {
+				reload_done(mesh_publish);
+			} else {
 				mesh_client_event(evs[i].data.ptr, evs[i].events);
+			}
 		}
 		mesh_clients_tick();
 		if (mesh_now_ms() - last_fill >= 50) {
 			mesh_clients_check_over();
-			mesh_pool_reap();
-			mesh_pool_fill(0);
+			for (struct mesh_ver *v = M.cur; v; v = v->older) {
+				mesh_pool_reap(v);
+				mesh_pool_fill(v, 0);
+			}
+			mesh_retire_tick();
 			last_fill = mesh_now_ms();
 		}
 	}
@@ -243,54 +159,59 @@ static void drain(void)
 {
 	uint64_t until = mesh_now_ms() + 1000;
 
-	bpf_link__destroy(M.sockops_link);
-	M.sockops_link = NULL;
+	for (struct mesh_ver *v = M.cur; v; v = v->older) {
+		bpf_link__destroy(v->sockops_link);
+		v->sockops_link = NULL;
+	}
 	for (;;) {
 		int owed = 0;
-		for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
-			struct l7_mesh_slot s;
-			if (M.slot[k].fd >= 0 && !bpf_map_lookup_elem(M.pool, &k, &s) && s.state == L7_MS_BUSY &&
-			    s.req_cnt != s.resp_cnt)
-				owed++;
-		}
+		for (struct mesh_ver *v = M.cur; v; v = v->older)
+			for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
+				struct l7_mesh_slot s;
+				if (v->slot[k].fd >= 0 && !bpf_map_lookup_elem(v->pool, &k, &s) && s.state == L7_MS_BUSY &&
+				    s.req_cnt != s.resp_cnt)
+					owed++;
+			}
 		if (!owed || mesh_now_ms() >= until)
 			break;
 		usleep(5000);
 	}
-	bpf_prog_detach2(M.msg_prog, M.socks, BPF_SK_MSG_VERDICT);
-	M.msg_attached = 0;
 	char buf[65536];
-	for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
-		struct l7_mesh_slot s;
-		if (M.slot[k].fd < 0 || bpf_map_lookup_elem(M.pool, &k, &s) || s.state != L7_MS_BUSY)
-			continue;
-		struct mesh_client *c = mesh_client_by_key(&s.owner);
-		ssize_t r;
-		while ((r = recv(M.slot[k].fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-			if (c)
-				(void)!send(c->fd, buf, (size_t)r, MSG_NOSIGNAL);
+	for (struct mesh_ver *v = M.cur; v; v = v->older) {
+		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
+		v->msg_attached = 0;
+		for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
+			struct l7_mesh_slot s;
+			if (v->slot[k].fd < 0 || bpf_map_lookup_elem(v->pool, &k, &s) || s.state != L7_MS_BUSY)
+				continue;
+			struct mesh_client *c = mesh_client_by_key(v, &s.owner);
+			ssize_t r;
+			while ((r = recv(v->slot[k].fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+				if (c)
+					(void)!send(c->fd, buf, (size_t)r, MSG_NOSIGNAL);
+		}
 	}
 }
 
-static char *metrics_config;   /* the object's l7.config, for --metrics-listen */
-
+/* --metrics-listen: the serving version's counters (its maps stay open while the lock is held) */
 static int mesh_metrics(FILE *out)
 {
-	struct bpf_object *o = __atomic_load_n(&M.obj, __ATOMIC_ACQUIRE);
-	if (!o || !M.stats)
-		return -1;   /* not loaded yet: 503 */
-	return write_metrics(out, bpf_object__find_map_fd_by_name(o, "l7_counters"), M.stats, metrics_config);
+	pthread_mutex_lock(&rt.lock);
+	struct mesh_ver *v = M.cur;
+	int rc = v ? write_metrics(out, bpf_object__find_map_fd_by_name(v->obj, "l7_counters"), v->stats, state_map_fd(),
+				   v->config)
+		   : -1;   /* not loaded yet: 503 */
+	pthread_mutex_unlock(&rt.lock);
+	return rc;
 }
 
 int mesh_main(int argc, char **argv)
 {
-	const char *obj = NULL, *metrics_addr = NULL;
+	const char *obj = NULL, *pidfile = NULL, *metrics_addr = NULL;
 
 	memset(&M, 0, sizeof M);
 	M.cgfd = -1;
 	M.pool_n = 32;
-	for (int i = 0; i < L7_MESH_POOL_SIZE; i++)
-		M.slot[i].fd = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
 		if (!strcmp(a, "--mesh"))
@@ -303,6 +224,8 @@ int mesh_main(int argc, char **argv)
 			M.pool_n = atoi(v), i++;
 		else if (!strcmp(a, "--pin") && v)
 			snprintf(M.pin_dir, sizeof M.pin_dir, "%s", v), i++;
+		else if (!strcmp(a, "--pidfile") && v)
+			pidfile = v, i++;
 		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
 			i++;
 		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
@@ -310,7 +233,7 @@ int mesh_main(int argc, char **argv)
 		else if (!strcmp(a, "--metrics-listen") && v)
 			metrics_addr = v, i++;
 		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
-			M.verbose = 1;
+			M.verbose = rt.verbose = 1;
 		else if (a[0] != '-' && !obj)
 			obj = a;
 		else
@@ -318,10 +241,9 @@ int mesh_main(int argc, char **argv)
 	}
 	if (!obj || !M.cgroup[0] || M.pool_n < 1 || M.pool_n > L7_MESH_SLOTS)
 		return usage();
+	snprintf(M.obj_path, sizeof M.obj_path, "%s", obj);
 	if (!M.pin_dir[0])
 		snprintf(M.pin_dir, sizeof M.pin_dir, "/sys/fs/bpf/l7mesh-%d", (int)getpid());
-	if (read_config(obj, &M.cfg))
-		return 1;
 
 	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
 	setrlimit(RLIMIT_MEMLOCK, &rl);
@@ -334,34 +256,41 @@ int mesh_main(int argc, char **argv)
 	M.epfd = epoll_create1(EPOLL_CLOEXEC);
 
 	int rc = 1;
+	char err[1024];
+	void *first = NULL;
 	/* the metrics listener outside the cgroup: its sockets are not the mesh's to enroll */
-	metrics_config = config_text(obj);
 	if (metrics_addr && metrics_http_start(metrics_addr, mesh_metrics))
 		return 1;
-	if (enter_cgroup() == 0 && load(obj) == 0 && mesh_listen() == 0) {
-		mesh_pool_fill(1);
-		fprintf(stderr, "l7run[mesh]: policy %s, %d service(s), cgroup %s, pins in %s\n", M.cfg.policy,
-			M.cfg.n_services, M.cgroup, M.pin_dir);
+	if (enter_cgroup() == 0) {
+		if (mesh_load(obj, err, sizeof err, &first))
+			fprintf(stderr, "l7run[mesh]: %s\n", err);
+	}
+	if (first) {
+		int efd = reload_init(obj, mesh_load);
+		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = MESH_EV_RELOAD };
+		epoll_ctl(M.epfd, EPOLL_CTL_ADD, efd, &ev);
+		mkdir(M.pin_dir, 0700);
+		state_map_create(M.pin_dir);
+		mesh_publish(first, 0);
+	}
+	if (M.cur && mesh_listen() == 0 && (!pidfile || pidfile_write(pidfile) == 0)) {
+		fprintf(stderr, "l7run[mesh]: policy %s, %d service(s), cgroup %s, pins in %s\n", M.cur->cfg.policy,
+			M.cur->cfg.n_services, M.cgroup, M.pin_dir);
 		run_loop();
 		drain();
 		rc = 0;
 	}
 	metrics_http_stop();   /* before the maps it reads go */
-	free(metrics_config);
+	reload_fini();
 	while (M.n_clients)
 		mesh_client_close(M.client[0]);
-	mesh_pool_close_all();
-	for (int i = 0; i < M.cfg.n_services; i++)
+	for (int i = 0; i < MAX_SERVICES; i++)
 		if (M.listen_fd[i] > 0)
 			close(M.listen_fd[i]);
-	if (M.sockops_link)
-		bpf_link__destroy(M.sockops_link);
-	if (M.msg_attached)
-		bpf_prog_detach2(M.msg_prog, M.socks, BPF_SK_MSG_VERDICT);
-	if (M.obj) {
-		pin_maps(0);
-		bpf_object__close(M.obj);
-	}
+	mesh_unload_all();
+	mesh_pin(NULL, 0);
+	if (pidfile)
+		unlink(pidfile);
 	leave_cgroup();
 	mlog("stopped");
 	return rc;

@@ -20,8 +20,11 @@ struct mesh_pool_conn {
 	uint64_t orphan_since;   /* ms: first seen ORPHAN (0: not) */
 };
 
+struct mesh_ver;
+
 struct mesh_client {
 	int fd;
+	struct mesh_ver *v;      /* the version its application end (and so this end) is in */
 	struct l7_mesh_key key;  /* the application's socket (responses and answers go there) */
 	uint64_t next_seq;       /* next l7_mesh_pass record */
 	uint64_t local_done;     /* answers written */
@@ -40,12 +43,36 @@ struct mesh_client {
 	int chunk_state;         /* 0 size line, 1 data, 2 CRLF after data */
 };
 
-struct mesh {
+/* One loaded policy object (mesh_reload.c): its sock_ops on the cgroup (a bpf_link of its
+ * own), its SK_MSG on its own l7_mesh_socks, its own pool. A socket is judged by the version
+ * that enrolled it for its whole life, so a retired version stays loaded until the last
+ * application socket in it is gone (l7run cannot close them; taking one out of the map would
+ * let its requests pass unjudged). */
+struct mesh_ver {
+	int id;
+	int tix;                 /* index in M.vtab: epoll data of its pool connections */
+	char path[512];
 	struct config cfg;
 	struct bpf_object *obj;
 	struct bpf_link *sockops_link;
 	int msg_prog, socks, conns, addrs, pool, pass, ctl, stats;
 	int msg_attached;
+	int clock_fd;
+	uint64_t mem;            /* kernel memory of its maps (bytes) */
+	uint64_t load_us;        /* open + verify */
+	char *config;            /* its l7.config text (--metrics-listen) */
+	int retired;
+	uint64_t retired_at, published_at;   /* ms */
+	int n_app;               /* application sockets it judges (CLIENT entries), last count */
+	struct mesh_pool_conn slot[L7_MESH_POOL_SIZE];
+	struct mesh_ver *older;
+};
+
+struct mesh {
+	struct mesh_ver *cur;    /* the newest: new sockets enroll into it */
+	struct mesh_ver *vtab[MAX_VERSIONS];
+	int n_versions, next_id;
+	char obj_path[512];
 	int cgfd;
 	char cgroup[4096];
 	int created_cgroup;
@@ -54,7 +81,6 @@ struct mesh {
 	int verbose;
 	int epfd;
 	int listen_fd[MAX_SERVICES];
-	struct mesh_pool_conn slot[L7_MESH_POOL_SIZE];
 	struct mesh_client *client[MESH_MAX_CLIENTS];
 	int n_clients;
 };
@@ -66,25 +92,34 @@ extern struct mesh M;
 /* mesh.c */
 int mesh_main(int argc, char **argv);
 
+/* mesh_reload.c: versions */
+int mesh_load(const char *path, char *err, size_t errlen, void **out);
+void mesh_publish(void *v, uint64_t t_signal);
+void mesh_retire_tick(void);
+void mesh_unload_all(void);
+void mesh_pin(struct mesh_ver *v, int on);
+void mesh_set_mode(struct mesh_ver *v, uint32_t mode);
+
 /* mesh_pool.c */
 uint64_t mesh_now_ms(void);
 struct l7_mesh_key mesh_key_of(int fd);
-void mesh_pool_fill(int force);
-void mesh_pool_event(int idx, uint32_t ev);
-void mesh_pool_close_all(void);
-void mesh_pool_reap(void);
+void mesh_pool_fill(struct mesh_ver *v, int force);
+void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev);
+void mesh_pool_close_all(struct mesh_ver *v);
+void mesh_pool_reap(struct mesh_ver *v);
 
 /* mesh_client.c */
 void mesh_accept(int lfd);
 void mesh_client_event(struct mesh_client *c, uint32_t ev);
 void mesh_clients_tick(void);
 void mesh_client_close(struct mesh_client *c);
-struct mesh_client *mesh_client_by_key(const struct l7_mesh_key *k);
+struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_key *k);
 void mesh_client_answer(struct mesh_client *c, int status, int close_after);
 void mesh_clients_check_over(void);
 
 /* epoll data: what an event's fd is */
 #define MESH_EV_LISTEN  (1ull << 62)
-#define MESH_EV_POOL    (1ull << 61)
+#define MESH_EV_POOL    (1ull << 61)   /* | version tix << 16 | slot index */
+#define MESH_EV_RELOAD  (1ull << 60)
 
 #endif

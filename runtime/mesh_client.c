@@ -66,15 +66,27 @@ static void publish(struct mesh_client *c)
 {
 	struct l7_mesh_ctl v = { .done_seq = c->next_seq - 1, .local_done = c->local_done };
 
-	bpf_map_update_elem(M.ctl, &c->key, &v, BPF_ANY);
+	bpf_map_update_elem(c->v->ctl, &c->key, &v, BPF_ANY);
 }
 
-struct mesh_client *mesh_client_by_key(const struct l7_mesh_key *k)
+struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_key *k)
 {
 	for (int i = 0; i < M.n_clients; i++)
-		if (!memcmp(&M.client[i]->key, k, sizeof *k))
+		if (M.client[i]->v == v && !memcmp(&M.client[i]->key, k, sizeof *k))
 			return M.client[i];
 	return NULL;
+}
+
+/* The version the application's end of this connection is in (l7run's end joined it, see
+ * l7/mesh.h); the newest when it is in none (not in the cgroup, or already gone). */
+static struct mesh_ver *version_of(const struct l7_mesh_key *k)
+{
+	for (struct mesh_ver *v = M.cur; v; v = v->older) {
+		struct l7_mesh_conn cc;
+		if (!bpf_map_lookup_elem(v->conns, k, &cc) && cc.role == L7_MR_CLIENT)
+			return v;
+	}
+	return M.cur;
 }
 
 void mesh_accept(int lfd)
@@ -91,6 +103,7 @@ void mesh_accept(int lfd)
 		struct l7_mesh_key mine = mesh_key_of(fd);
 		c->fd = fd;
 		c->key = (struct l7_mesh_key){ mine.rip, mine.lip, mine.rport, mine.lport };
+		c->v = version_of(&c->key);
 		c->next_seq = 1;
 		M.client[M.n_clients++] = c;
 		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
@@ -103,10 +116,10 @@ void mesh_client_close(struct mesh_client *c)
 	/* records and the catch-up entry of this connection go with it */
 	for (uint64_t s = c->next_seq;; s++) {
 		struct l7_mesh_pass_key pk = { c->key, s };
-		if (bpf_map_delete_elem(M.pass, &pk))
+		if (bpf_map_delete_elem(c->v->pass, &pk))
 			break;
 	}
-	bpf_map_delete_elem(M.ctl, &c->key);
+	bpf_map_delete_elem(c->v->ctl, &c->key);
 	if (!c->eof)
 		epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	close(c->fd);
@@ -124,7 +137,7 @@ static uint64_t answered(struct mesh_client *c)
 {
 	struct l7_mesh_conn cc;
 
-	if (bpf_map_lookup_elem(M.conns, &c->key, &cc))
+	if (bpf_map_lookup_elem(c->v->conns, &c->key, &cc))
 		return UINT64_MAX;   /* the client is gone: nothing to wait for */
 	return cc.resp_done + c->local_done;
 }
@@ -138,11 +151,11 @@ static void consume(struct mesh_client *c, size_t n)
 /* The pool connection of slot idx when this client still owns it, else -1. */
 static int owned_slot_fd(struct mesh_client *c, uint32_t idx)
 {
-	struct mesh_pool_conn *pc = &M.slot[idx % L7_MESH_POOL_SIZE];
+	struct mesh_pool_conn *pc = &c->v->slot[idx % L7_MESH_POOL_SIZE];
 	struct l7_mesh_slot s;
 	uint32_t k = idx % L7_MESH_POOL_SIZE;
 
-	if (pc->fd >= 0 && !bpf_map_lookup_elem(M.pool, &k, &s) && s.state == L7_MS_BUSY &&
+	if (pc->fd >= 0 && !bpf_map_lookup_elem(c->v->pool, &k, &s) && s.state == L7_MS_BUSY &&
 	    !memcmp(&s.owner, &c->key, sizeof c->key))
 		return pc->fd;
 	return -1;
@@ -310,7 +323,7 @@ static void pump(struct mesh_client *c)
 			return;   /* after a chunked request: only its response is still to come */
 		struct l7_mesh_pass_key pk = { c->key, c->next_seq };
 		struct l7_mesh_pass r;
-		if (bpf_map_lookup_elem(M.pass, &pk, &r))
+		if (bpf_map_lookup_elem(c->v->pass, &pk, &r))
 			return;
 		if (c->in_len < r.len || (r.kind == L7_MP_CHUNKED && c->in_len < r.status))
 			return;   /* the rest of the request (or head) is on its way */
@@ -327,7 +340,7 @@ static void pump(struct mesh_client *c)
 				c->closing = 1;
 				c->close_at = mesh_now_ms() + 20;
 			}
-			bpf_map_delete_elem(M.pass, &pk);
+			bpf_map_delete_elem(c->v->pass, &pk);
 			c->next_seq++;
 			publish(c);
 			return;
@@ -338,7 +351,7 @@ static void pump(struct mesh_client *c)
 			c->chunk_req = r.req;
 			c->chunk_pos = r.status;   /* the head, header lines inserted */
 			c->chunk_state = 0;
-			bpf_map_delete_elem(M.pass, &pk);
+			bpf_map_delete_elem(c->v->pass, &pk);
 			c->next_seq++;
 			publish(c);
 			continue;
@@ -353,7 +366,7 @@ static void pump(struct mesh_client *c)
 			mesh_client_answer(c, (int)r.status, 0);
 		}
 		consume(c, r.len);
-		bpf_map_delete_elem(M.pass, &pk);
+		bpf_map_delete_elem(c->v->pass, &pk);
 		c->next_seq++;
 		publish(c);   /* after the send: the kernel path may go on from here */
 	}
@@ -366,9 +379,9 @@ static int finished(struct mesh_client *c)
 	struct l7_mesh_pass r;
 	struct l7_mesh_conn cc;
 
-	if (!bpf_map_lookup_elem(M.pass, &pk, &r))
+	if (!bpf_map_lookup_elem(c->v->pass, &pk, &r))
 		return 0;
-	if (bpf_map_lookup_elem(M.conns, &c->key, &cc))
+	if (bpf_map_lookup_elem(c->v->conns, &c->key, &cc))
 		return 1;
 	return cc.resp_done + c->local_done >= cc.req_seq;
 }
@@ -416,14 +429,14 @@ void mesh_clients_check_over(void)
 	for (int i = M.n_clients - 1; i >= 0; i--) {
 		struct mesh_client *c = M.client[i];
 		struct l7_mesh_conn cc;
-		if (bpf_map_lookup_elem(M.conns, &c->key, &cc))
+		if (bpf_map_lookup_elem(c->v->conns, &c->key, &cc))
 			continue;
 		if ((cc.flags & L7_MC_LAST) && !c->closing && !c->chunk) {
 			/* the client asked to close: once every response is delivered (and no record
 			 * is pending), close; what it sent after that request is discarded */
 			struct l7_mesh_pass_key pk = { c->key, c->next_seq };
 			struct l7_mesh_pass r;
-			if (bpf_map_lookup_elem(M.pass, &pk, &r) && cc.resp_done + c->local_done >= cc.req_seq) {
+			if (bpf_map_lookup_elem(c->v->pass, &pk, &r) && cc.resp_done + c->local_done >= cc.req_seq) {
 				c->in_len = 0;
 				c->closing = 1;
 				c->close_at = mesh_now_ms() + 20;

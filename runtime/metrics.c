@@ -28,8 +28,31 @@ static const char *const stat_names[L7_STAT_MAX] = {
 	[L7_STAT_JWT_VERIFY] = "jwt_verifications", [L7_STAT_JWT_REJECT] = "jwt_rejects",
 };
 
-/* The metrics of one loaded policy: its l7_counters and l7_stats maps and its l7.config text. */
-int write_metrics(FILE *out, int counters_fd, int stats_fd, const char *config)
+/* The reload state (l7_reload, reload.c): which version serves, reloads done and refused. */
+static void write_reload(FILE *out, int reload_fd)
+{
+	struct reload_state rs;
+	uint32_t k = 0;
+
+	if (reload_fd < 0 || bpf_map_lookup_elem(reload_fd, &k, &rs))
+		return;
+	fprintf(out, "# HELP l7_policy_version Policy version serving new connections (1 = as started).\n"
+		"# TYPE l7_policy_version gauge\nl7_policy_version %llu\n"
+		"# HELP l7_reloads_total Reloads published.\n# TYPE l7_reloads_total counter\nl7_reloads_total %llu\n"
+		"# HELP l7_reload_failures_total Reloads refused (the serving version stayed).\n"
+		"# TYPE l7_reload_failures_total counter\nl7_reload_failures_total %llu\n"
+		"# HELP l7_versions_draining Older versions still judging connections.\n"
+		"# TYPE l7_versions_draining gauge\nl7_versions_draining %llu\n"
+		"# HELP l7_reload_last_seconds From the signal to the new version taking connections, last reload.\n"
+		"# TYPE l7_reload_last_seconds gauge\nl7_reload_last_seconds %.6f\n",
+		(unsigned long long)rs.version, (unsigned long long)rs.reloads, (unsigned long long)rs.failed,
+		(unsigned long long)rs.draining, rs.last_us / 1e6);
+}
+
+/* The metrics of one loaded policy: its l7_counters and l7_stats maps and its l7.config text;
+ * the counters are the serving version's (a reload starts them from zero, which Prometheus
+ * reads as a counter reset). */
+int write_metrics(FILE *out, int counters_fd, int stats_fd, int reload_fd, const char *config)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	char *text = config ? strdup(config) : NULL;
@@ -55,6 +78,7 @@ int write_metrics(FILE *out, int counters_fd, int stats_fd, const char *config)
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		if (stat_names[i])
 			fprintf(out, "l7_dataplane_total{event=\"%s\"} %llu\n", stat_names[i], percpu_sum(stats_fd, i, ncpu, buf));
+	write_reload(out, reload_fd);
 	free(buf);
 	free(text);
 	return 0;
@@ -67,8 +91,10 @@ int print_metrics(const char *dir, const char *object)
 	int fd = bpf_obj_get(p);
 	snprintf(p, sizeof p, "%s/map_l7_stats", dir);
 	int sfd = bpf_obj_get(p);
+	snprintf(p, sizeof p, "%s/map_l7_reload", dir);
+	int rfd = bpf_obj_get(p);
 	char *text = config_text(object);
-	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, sfd, text);
+	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, sfd, rfd, text);
 	if (rc)
 		fprintf(stderr, "l7run: --metrics: %s\n", fd < 0 ? "no pinned l7_counters (is l7run running with --pin?)"
 							    : "the object has no l7.config section");
@@ -76,6 +102,8 @@ int print_metrics(const char *dir, const char *object)
 		close(fd);
 	if (sfd >= 0)
 		close(sfd);
+	if (rfd >= 0)
+		close(rfd);
 	free(text);
 	return rc ? 1 : 0;
 }

@@ -1,5 +1,6 @@
 /* The connection pool: upstream sockets in l7_upstreams, filled lazily on a pool miss,
- * bounded per upstream, bound to one client at a time and reused when it leaves. */
+ * bounded per upstream, bound to one client at a time and reused when it leaves. Each policy
+ * version has its own pool (its programs redirect only within its own maps). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -12,9 +13,6 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include "l7run.h"
-
-static struct pool_sock *idle[L7_MAX_UPSTREAMS];
-static int pool_count[L7_MAX_UPSTREAMS];
 
 uint64_t now_ms(void)
 {
@@ -40,7 +38,7 @@ uint64_t pool_inflight(struct pool_sock *ps)
 
 	if (ps->connecting || ps->dead)
 		return 0;
-	if (bpf_map_lookup_elem(rt.map_txq, &ps->cookie, &q) || bpf_map_lookup_elem(rt.map_conns, &ps->cookie, &u))
+	if (bpf_map_lookup_elem(ps->v->map_txq, &ps->cookie, &q) || bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u))
 		return 0;
 	return q.sent - u.done;
 }
@@ -51,11 +49,13 @@ void ctl_publish(struct client *c)
 	struct l7_ctl ctl;
 
 	memset(&ctl, 0, sizeof ctl);
-	ctl.done_seq = c->next_seq - 1;
+	/* frozen (draining, reload.c): never equal to the data plane's pass_seq, so every new
+	 * head is handed to l7run instead of being forwarded */
+	ctl.done_seq = c->drain != DRAIN_NONE ? UINT64_MAX : c->next_seq - 1;
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i] && !c->bind[i]->connecting && !c->bind[i]->dead)
 			ctl.bind[i] = c->bind[i]->cookie;
-	bpf_map_update_elem(rt.map_ctl, &c->cookie, &ctl, BPF_ANY);
+	bpf_map_update_elem(c->v->map_ctl, &c->cookie, &ctl, BPF_ANY);
 }
 
 static void set_peer(struct pool_sock *ps, uint64_t peer)
@@ -63,14 +63,15 @@ static void set_peer(struct pool_sock *ps, uint64_t peer)
 	struct l7_conn u;
 
 	/* only while the socket is quiet: the data plane writes this value otherwise */
-	if (bpf_map_lookup_elem(rt.map_conns, &ps->cookie, &u))
+	if (bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u))
 		return;
 	u.peer = peer;
-	bpf_map_update_elem(rt.map_conns, &ps->cookie, &u, BPF_EXIST);
+	bpf_map_update_elem(ps->v->map_conns, &ps->cookie, &u, BPF_EXIST);
 }
 
 static int pool_ready(struct pool_sock *ps)
 {
+	struct version *v = ps->v;
 	int one = 1, err = 0;
 	socklen_t l = sizeof err;
 
@@ -88,7 +89,7 @@ static int pool_ready(struct pool_sock *ps)
 		return -1;
 	ps->port = ntohs(la.sin_port);
 	/* the SK_MSG program finds the socket by local port: it must be unique among pool sockets */
-	if (bpf_map_update_elem(rt.map_txport, &ps->port, &ps->cookie, BPF_NOEXIST)) {
+	if (bpf_map_update_elem(v->map_txport, &ps->port, &ps->cookie, BPF_NOEXIST)) {
 		ps->port = 0;
 		return -2;   /* another pool socket (to another backend) has this port: reconnect */
 	}
@@ -100,21 +101,23 @@ static int pool_ready(struct pool_sock *ps)
 	u.role = L7_ROLE_UPSTREAM;
 	u.upstream = ps->up;
 	u.peer = ps->owner ? ps->owner->cookie : 0;
-	bpf_map_update_elem(rt.map_conns, &ps->cookie, &u, BPF_ANY);
-	bpf_map_update_elem(rt.map_txq, &ps->cookie, &q, BPF_ANY);
-	uint64_t v = ps->fd;
-	if (bpf_map_update_elem(rt.map_upstreams, &ps->cookie, &v, BPF_ANY)) {
+	bpf_map_update_elem(v->map_conns, &ps->cookie, &u, BPF_ANY);
+	bpf_map_update_elem(v->map_txq, &ps->cookie, &q, BPF_ANY);
+	uint64_t val = ps->fd;
+	if (bpf_map_update_elem(v->map_upstreams, &ps->cookie, &val, BPF_ANY)) {
 		fprintf(stderr, "l7run: pool insert: %s\n", strerror(errno));
 		return -1;
 	}
 	ps->connecting = 0;
-	vlog("pool: connected upstream %d (%s) fd %d", ps->up, rt.cfg.upstream[ps->up].name, ps->fd);
+	vlog("pool: connected upstream %d (%s) fd %d, version %d", ps->up, v->cfg.upstream[ps->up].name, ps->fd, v->id);
 	return 0;
 }
 
 static void pool_forget(struct pool_sock *ps)
 {
-	for (struct pool_sock **pp = &idle[ps->up]; *pp; pp = &(*pp)->next_idle)
+	struct version *v = ps->v;
+
+	for (struct pool_sock **pp = &v->idle[ps->up]; *pp; pp = &(*pp)->next_idle)
 		if (*pp == ps) {
 			*pp = ps->next_idle;
 			break;
@@ -124,12 +127,12 @@ static void pool_forget(struct pool_sock *ps)
 		ctl_publish(ps->owner);
 	}
 	if (ps->port)
-		bpf_map_delete_elem(rt.map_txport, &ps->port);
+		bpf_map_delete_elem(v->map_txport, &ps->port);
 	if (ps->cookie) {
-		bpf_map_delete_elem(rt.map_conns, &ps->cookie);
-		bpf_map_delete_elem(rt.map_txq, &ps->cookie);
+		bpf_map_delete_elem(v->map_conns, &ps->cookie);
+		bpf_map_delete_elem(v->map_txq, &ps->cookie);
 	}
-	pool_count[ps->up]--;
+	v->pool_count[ps->up]--;
 	if (ps->fd >= 0) {
 		fds[ps->fd].kind = FD_NONE;
 		close(ps->fd);   /* closing the fd is what removes it from the SOCKHASH */
@@ -153,7 +156,7 @@ static int pool_connect(struct pool_sock *ps)
 	}
 	fds[fd].kind = FD_POOL;
 	fds[fd].p = ps;
-	int r = connect(fd, (struct sockaddr *)&rt.cfg.upstream[ps->up].addr, sizeof rt.cfg.upstream[ps->up].addr);
+	int r = connect(fd, (struct sockaddr *)&ps->v->cfg.upstream[ps->up].addr, sizeof ps->v->cfg.upstream[ps->up].addr);
 	if (r && errno != EINPROGRESS)
 		return errno;
 	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
@@ -165,10 +168,12 @@ static int pool_connect(struct pool_sock *ps)
  * while still connecting). NULL with *err = EAGAIN when the pool is at its bound. */
 struct pool_sock *pool_get(struct client *c, int up, int *err)
 {
+	struct version *v = c->v;
+
 	*err = 0;
-	while (idle[up]) {
-		struct pool_sock *ps = idle[up];
-		idle[up] = ps->next_idle;
+	while (v->idle[up]) {
+		struct pool_sock *ps = v->idle[up];
+		v->idle[up] = ps->next_idle;
 		ps->next_idle = NULL;
 		if (ps->dead)
 			continue;
@@ -176,18 +181,19 @@ struct pool_sock *pool_get(struct client *c, int up, int *err)
 		vlog("pool: reuse upstream %d socket fd %d", up, ps->fd);
 		return ps;
 	}
-	if (pool_count[up] >= rt.pool_max) {
+	if (v->pool_count[up] >= rt.pool_max) {
 		*err = EAGAIN;
 		return NULL;
 	}
-	if (!rt.cfg.upstream[up].set) {
+	if (!v->cfg.upstream[up].set) {
 		*err = EINVAL;
 		return NULL;
 	}
 	struct pool_sock *ps = calloc(1, sizeof *ps);
 	ps->up = up;
+	ps->v = v;
 	ps->owner = c;
-	pool_count[up]++;
+	v->pool_count[up]++;
 	*err = pool_connect(ps);
 	if (*err) {
 		ps->owner = NULL;
@@ -213,15 +219,15 @@ void pool_release(struct pool_sock *ps)
 
 	ps->owner = NULL;
 	int unusable = ps->dead || ps->connecting || pool_inflight(ps) ||
-		       bpf_map_lookup_elem(rt.map_conns, &ps->cookie, &u) ||
+		       bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u) ||
 		       (u.flags & (L7_CONN_NOREUSE | L7_CONN_CLOSE | L7_CONN_BROKEN)) || u.body != L7_BODY_NONE;
 	if (unusable) {
 		pool_forget(ps);
 		return;
 	}
 	set_peer(ps, 0);
-	ps->next_idle = idle[ps->up];
-	idle[ps->up] = ps;
+	ps->next_idle = ps->v->idle[ps->up];
+	ps->v->idle[ps->up] = ps;
 	vlog("pool: upstream %d socket fd %d idle", ps->up, ps->fd);
 }
 
@@ -279,7 +285,7 @@ int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7
 {
 	if (rec && rec->kind == L7_PASS_HEAD) {
 		struct l7_txq q;
-		if (bpf_map_lookup_elem(rt.map_txq, &ps->cookie, &q))
+		if (bpf_map_lookup_elem(ps->v->map_txq, &ps->cookie, &q))
 			return -1;
 		struct l7_tx_rec *r = &q.rec[q.sent & (L7_TXQ_DEPTH - 1)];
 		memset(r, 0, sizeof *r);
@@ -289,7 +295,7 @@ int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7
 		memcpy(r->set, rec->set, sizeof r->set);
 		r->no_body = !!(rec->flags & L7_PASSF_HEADM);
 		q.sent++;
-		if (bpf_map_update_elem(rt.map_txq, &ps->cookie, &q, BPF_EXIST))
+		if (bpf_map_update_elem(ps->v->map_txq, &ps->cookie, &q, BPF_EXIST))
 			return -1;
 	}
 	while (len) {
@@ -308,5 +314,13 @@ void pool_close_all(void)
 {
 	for (int i = 0; i < MAX_FDS; i++)
 		if (fds[i].kind == FD_POOL)
+			pool_forget(fds[i].p);
+}
+
+/* A version is unloaded: its pool sockets (all idle by then) go with it. */
+void pool_close_version(struct version *v)
+{
+	for (int i = 0; i < MAX_FDS; i++)
+		if (fds[i].kind == FD_POOL && ((struct pool_sock *)fds[i].p)->v == v)
 			pool_forget(fds[i].p);
 }

@@ -1,6 +1,7 @@
 /* `l7run --stats DIR`: per-program run time from the kernel (needs the running l7run to have
- * been started with --bpf-stats, or kernel.bpf_stats_enabled=1), the policy's counters, and
- * how many sockets the SOCKHASHes hold. */
+ * been started with --bpf-stats, or kernel.bpf_stats_enabled=1), the policy's counters, how
+ * many sockets the SOCKHASHes hold (all of the serving version), and the policy versions
+ * loaded (hot reload). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,31 @@ static long sockhash_count(int fd)
 	return n;
 }
 
+/* The l7_reload map: which version serves, reloads, what is draining. 1 if found. */
+static int print_reload(const char *dir)
+{
+	char p[512];
+	struct reload_state s;
+	struct reload_version r;
+	uint32_t k = 0;
+
+	snprintf(p, sizeof p, "%s/map_l7_reload", dir);
+	int fd = bpf_obj_get(p);
+	if (fd < 0)
+		return 0;
+	if (bpf_map_lookup_elem(fd, &k, &s) == 0)
+		printf("reload version %llu reloads %llu failed %llu live %llu draining %llu last_reload_ms %.1f\n",
+		       (unsigned long long)s.version, (unsigned long long)s.reloads, (unsigned long long)s.failed,
+		       (unsigned long long)s.live, (unsigned long long)s.draining, s.last_us / 1000.0);
+	for (k = 1; k <= MAX_VERSIONS; k++)
+		if (bpf_map_lookup_elem(fd, &k, &r) == 0 && r.id)
+			printf("version %llu %s connections %llu map_kib %llu age_s %.1f\n", (unsigned long long)r.id,
+			       r.draining ? "draining" : "serving", (unsigned long long)r.clients,
+			       (unsigned long long)(r.mem >> 10), r.age_ms / 1000.0);
+	close(fd);
+	return 1;
+}
+
 int print_stats(const char *dir)
 {
 	char p[512];
@@ -58,6 +84,9 @@ int print_stats(const char *dir)
 		close(fd);
 	}
 	if (!found) {
+		/* mesh mode pins its maps and the reload state, not its programs */
+		if (print_reload(dir))
+			return 0;
 		fprintf(stderr, "l7run: no programs pinned in %s\n", dir);
 		return 1;
 	}
@@ -84,5 +113,6 @@ int print_stats(const char *dir)
 			close(fd);
 		}
 	}
+	print_reload(dir);
 	return 0;
 }

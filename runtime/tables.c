@@ -12,9 +12,9 @@
 #include <bpf/libbpf.h>
 #include "l7run.h"
 
-int fill_rule_tables(struct bpf_object *obj, const char *path)
+int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size_t errlen)
 {
-	char *text = config_text(path);
+	char *text = strdup(config);
 	if (!text)
 		return -1;
 	int cidrs = bpf_object__find_map_fd_by_name(obj, "l7_cidrs");
@@ -30,7 +30,7 @@ int fill_rule_tables(struct bpf_object *obj, const char *path)
 			clock_gettime(CLOCK_MONOTONIC, &now);   /* bpf_ktime_get_ns()'s clock */
 			uint64_t ns = (uint64_t)now.tv_sec * 1000000000ull + (uint64_t)now.tv_nsec;
 			if (timers < 0 || bpf_map_update_elem(timers, &set, &ns, BPF_ANY)) {
-				fprintf(stderr, "l7run: cannot start timer %u: %s\n", set, timers < 0 ? "no l7_timers map" : strerror(errno));
+				snprintf(err, errlen, "cannot start timer %u: %s", set, timers < 0 ? "no l7_timers map" : strerror(errno));
 				rc = -1;
 				break;
 			}
@@ -40,8 +40,8 @@ int fill_rule_tables(struct bpf_object *obj, const char *path)
 			uint32_t one = 1;
 			struct l7_cidr_key k = { 32 + bits, htonl(set), htonl(a << 24 | b << 16 | c << 8 | d) };
 			if (cidrs < 0 || bits > 32 || bpf_map_update_elem(cidrs, &k, &one, BPF_ANY)) {
-				fprintf(stderr, "l7run: prefix set %u: cannot insert %u.%u.%u.%u/%u: %s\n", set, a, b, c, d, bits,
-					cidrs < 0 ? "no l7_cidrs map" : strerror(errno));
+				snprintf(err, errlen, "prefix set %u: cannot insert %u.%u.%u.%u/%u: %s", set, a, b, c, d, bits,
+					 cidrs < 0 ? "no l7_cidrs map" : strerror(errno));
 				rc = -1;
 				break;
 			}
@@ -56,7 +56,7 @@ int fill_rule_tables(struct bpf_object *obj, const char *path)
 		uint32_t one = 1;
 		size_t len = strlen(p);
 		if (exact < 0 || prefix < 0) {
-			fprintf(stderr, "l7run: the object has rule tables but no l7_exact/l7_prefix maps\n");
+			snprintf(err, errlen, "the object has rule tables but no l7_exact/l7_prefix maps");
 			rc = -1;
 			break;
 		}
@@ -71,7 +71,7 @@ int fill_rule_tables(struct bpf_object *obj, const char *path)
 			rc = bpf_map_update_elem(prefix, &k, &one, BPF_ANY);
 		}
 		if (rc) {
-			fprintf(stderr, "l7run: rule table %u: cannot insert '%s': %s\n", table, p, strerror(errno));
+			snprintf(err, errlen, "rule table %u: cannot insert '%s': %s", table, p, strerror(errno));
 			break;
 		}
 		n++;
