@@ -21,7 +21,8 @@ backend (no request twice in the recordings). Asserted:
     fds are back at the baseline, and every program and map of the retired versions is gone
     from the kernel (bpftool prog/map show).
 Mesh mode runs clients, backends and l7run --mesh in a cgroup of the test's own; some clients
-keep one connection for the whole run, so old versions stay loaded until they close."""
+keep one connection for the whole run, so old versions stay loaded until they close.
+REL_RELOADS=N changes the number of reloads; REL_KEEP=1 keeps the files of a failed run."""
 import errno
 import glob
 import json
@@ -403,8 +404,7 @@ def main():
 
         load = Load()
         load.run()
-        time.sleep(float(os.environ.get("REL_WARM", "1")))
-        print("reloads start at %.3f" % time.time())
+        time.sleep(1.0)
         seen_progs, seen_maps = set(base_ids[0]), set(base_ids[1])
         lat, t0 = [], time.time()
         for i in range(RELOADS):
