@@ -36,6 +36,11 @@ int gateway_load(const char *path, char *err, size_t errlen, void **out)
 	return *out ? 0 : -1;
 }
 
+void gateway_discard(void *v)
+{
+	version_unload(v);
+}
+
 static void state_update(void)
 {
 	struct reload_state s;

@@ -168,7 +168,7 @@ int reload_init(const char *path, int (*load)(const char *path, char *err, size_
 void reload_poll(void);                                        /* start a load when signalled */
 void reload_done(void (*publish)(void *v, uint64_t t_signal));  /* its eventfd fired */
 int reload_busy(void);
-void reload_fini(void);
+void reload_fini(void (*discard)(void *v));
 int reload_command(const char *target, const char *pin_dir);
 uint64_t now_us(void);
 int state_map_create(const char *pin_dir);
@@ -178,6 +178,7 @@ int pidfile_write(const char *path);
 
 /* drain.c: gateway versions: publish, drain and unload retired ones */
 int gateway_load(const char *path, char *err, size_t errlen, void **out);
+void gateway_discard(void *v);
 void gateway_publish(void *v, uint64_t t_signal);
 void gateway_retire_tick(void);
 int gateway_draining(void);

@@ -156,7 +156,7 @@ int main(int argc, char **argv)
 		rc = gateway_run_loop(&stop);
 	}
 	metrics_http_stop();   /* before the maps it reads go */
-	reload_fini();
+	reload_fini(gateway_discard);
 	client_close_all();
 	pool_close_all();
 	gateway_unload_all();

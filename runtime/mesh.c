@@ -281,7 +281,7 @@ int mesh_main(int argc, char **argv)
 		rc = 0;
 	}
 	metrics_http_stop();   /* before the maps it reads go */
-	reload_fini();
+	reload_fini(mesh_discard);
 	while (M.n_clients)
 		mesh_client_close(M.client[0]);
 	for (int i = 0; i < MAX_SERVICES; i++)

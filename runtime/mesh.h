@@ -94,6 +94,7 @@ int mesh_main(int argc, char **argv);
 
 /* mesh_reload.c: versions */
 int mesh_load(const char *path, char *err, size_t errlen, void **out);
+void mesh_discard(void *v);
 void mesh_publish(void *v, uint64_t t_signal);
 void mesh_retire_tick(void);
 void mesh_unload_all(void);

@@ -57,6 +57,11 @@ static void unload(struct mesh_ver *v)
 	free(v);
 }
 
+void mesh_discard(void *v)
+{
+	unload(v);
+}
+
 /* Load a version (the loader thread: nothing here touches what the run loop uses). It is
  * complete when this returns: keys, rule tables, endpoints, mode RETIRED, SK_MSG attached to
  * its own (empty) sockhash. Its sock_ops is attached by mesh_publish. */

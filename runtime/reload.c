@@ -117,13 +117,14 @@ int reload_busy(void)
 	return J.busy || pending;
 }
 
-void reload_fini(void)
+/* Stopping: wait for a load in progress and unload what it loaded (never published). */
+void reload_fini(void (*discard)(void *v))
 {
 	if (J.busy && !pthread_equal(J.th, pthread_self())) {
 		pthread_join(J.th, NULL);
 		J.busy = 0;
 		if (J.result)
-			fprintf(stderr, "l7run: a reload finished while stopping; not published\n");
+			discard(J.result);
 	}
 	if (J.efd >= 0)
 		close(J.efd);
