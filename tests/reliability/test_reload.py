@@ -538,12 +538,15 @@ def main():
         if not ok:
             sys.stdout.write(open(logpath, errors="replace").read()[-4000:])
         if MODE == "mesh":
-            for _ in range(50):
+            for _ in range(150):   # processes leave the cgroup when they are reaped
                 try:
                     os.rmdir(CG)
                     break
                 except OSError:
                     time.sleep(0.1)
+            if os.path.exists(CG):
+                print("FAIL: cgroup %s left behind: %s" % (CG, open(os.path.join(CG, "cgroup.procs")).read().split()))
+                ok = False
         if ok or not os.environ.get("REL_KEEP"):
             os.system("rm -rf %s %s" % (tmp, pin))
         else:
