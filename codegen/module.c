@@ -76,7 +76,9 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
 
 /* Only programs, maps, the license and l7.config stay global; the machinery, the policy and
  * the tables become internal so they inline and fold (a global function would be verified by
- * the kernel on its own, and rejected for its packet-pointer arguments). Keeping JWT
+ * the kernel on its own, and rejected for its packet-pointer arguments). The exception is the
+ * machinery's own l7g_* functions, whose arguments are the context and map memory: verified
+ * once instead of once per path that reaches them (mutate.h). Keeping JWT
  * verification a global function (verified once) was tried: it saves little in the gateway
  * parser and its frame pushes the mesh SK_MSG program past the 512-byte combined stack. */
 static int internalise(struct cg *g)
@@ -93,6 +95,8 @@ static int internalise(struct cg *g)
 		}
 		if (cg_is_program(name))
 			continue;
+		if (!strncmp(name, "l7g_", 4))
+			continue;   /* a global function of the machinery: verified once by the kernel */
 		LLVMSetLinkage(f, LLVMInternalLinkage);
 		unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
 		unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);

@@ -12,9 +12,11 @@
  * constants. Every instruction carries the .l7 line it came from. */
 #include "cg.h"
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <strings.h>
 
 #include "l7/abi.h"
 
@@ -23,12 +25,13 @@ struct pcx {
 	LLVMValueRef fn, req, d;
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty;
+	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty, drop_ty, add_ty;
 	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
+	LLVMValueRef drop_fn, add_fn;
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -249,22 +252,53 @@ static void state_call(struct pcx *c, const char *fn, unsigned idx)
 	call(c, c->count_ty, declare(c, fn, c->count_ty), &a, 1);
 }
 
-/* d->set[d->n_set++] = m, bounded by L7_MAX_SET. */
-static void add_mutation(struct pcx *c, int m)
+/* The lines of l7_mut_* named `name` (case-insensitive), as a mask over their indices. */
+static unsigned long long lines_named(const struct ir_program *p, const char *name)
+{
+	unsigned long long m = 0;
+	for (int i = 0; i < p->nmutations && i < 64; i++)
+		if (!strcasecmp(p->mutations[i].name, name))
+			m |= 1ull << i;
+	return m;
+}
+
+/* Can a line of this action's name have been added before it, for the same message? By an
+ * earlier action of its rule, or by any rule of an earlier policy (one rule per policy runs). */
+static bool added_before(const struct ir_program *p, int pol, const struct ir_rule *r, int a)
+{
+	const struct ir_action *me = &r->actions[a];
+	unsigned long long named = lines_named(p, me->response ? p->rheaders[me->header] : p->headers[me->header]);
+	for (int i = 0; i <= pol; i++)
+		for (int k = 0; k < p->policies[i].nrules; k++) {
+			const struct ir_rule *o = &p->policies[i].rules[k];
+			if (i == pol && o != r)
+				continue;
+			for (int b = 0; b < (o == r ? a : o->nactions); b++) {
+				const struct ir_action *x = &o->actions[b];
+				if (x->kind == IR_A_MUTATE && x->response == me->response && x->mutation >= 0 &&
+				    (named >> x->mutation & 1))
+					return true;
+			}
+		}
+	return false;
+}
+
+/* A header mutation: calls into stdlib/bpf/policy.c that fold to a few stores. */
+static void mutation(struct pcx *c, int pol, const struct ir_rule *r, int a)
 {
 	struct cg *g = c->g;
-	LLVMValueRef n = load32(c, c->d, offsetof(struct l7_decision, n_set));
-	LLVMValueRef room = LLVMBuildICmp(g->b, LLVMIntULT, n, u32c(c, L7_MAX_SET), "");
-	LLVMBasicBlockRef put = block(c, "set"), done = block(c, "set.done");
-	LLVMBuildCondBr(g->b, room, put, done);
-	LLVMPositionBuilderAtEnd(g->b, put);
-	LLVMValueRef idx[] = { LLVMConstInt(g->i64, 0, 0), LLVMBuildZExt(g->b, n, g->i64, "") };
-	LLVMTypeRef set_ty = LLVMArrayType2(g->i32, L7_MAX_SET);
-	LLVMValueRef slot = LLVMBuildInBoundsGEP2(g->b, set_ty, at_offset(c, c->d, offsetof(struct l7_decision, set)), idx, 2, "");
-	LLVMBuildStore(g->b, u32c(c, (unsigned)m), slot);
-	store32(c, c->d, offsetof(struct l7_decision, n_set), LLVMBuildAdd(g->b, n, u32c(c, 1), ""));
-	LLVMBuildBr(g->b, done);
-	LLVMPositionBuilderAtEnd(g->b, done);
+	const struct ir_action *x = &r->actions[a];
+	if (x->op != IR_MUT_ADD) {
+		unsigned long long same = 0;
+		if (added_before(g->p, pol, r, a))
+			same = lines_named(g->p, x->response ? g->p->rheaders[x->header] : g->p->headers[x->header]);
+		LLVMValueRef args[] = { c->d, u32c(c, x->response), LLVMConstInt(g->i64, same, 0), u32c(c, 1u << x->header) };
+		call(c, c->drop_ty, c->drop_fn, args, 4);
+	}
+	if (x->op != IR_MUT_REMOVE) {
+		LLVMValueRef args[] = { c->d, u32c(c, x->response), u32c(c, (unsigned)x->mutation) };
+		call(c, c->add_ty, c->add_fn, args, 3);
+	}
 }
 
 static const unsigned verdict_of[] = { [IR_FORWARD] = L7_FORWARD, [IR_DENY] = L7_DENY, [IR_FALLBACK] = L7_FALLBACK };
@@ -385,6 +419,12 @@ void cg_policy(struct cg *g)
 	c.re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
 	c.re_fn = p->nregexes ? declare(&c, "l7_regex_match", c.re_ty) : NULL;
 	c.re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
+	LLVMTypeRef dp[] = { g->ptr, g->i32, g->i64, g->i32 };
+	c.drop_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), dp, 4, 0);
+	c.drop_fn = declare(&c, "l7_mut_drop", c.drop_ty);
+	LLVMTypeRef ap[] = { g->ptr, g->i32, g->i32 };
+	c.add_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), ap, 3, 0);
+	c.add_fn = declare(&c, "l7_mut_add", c.add_ty);
 
 	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
 	const char *params[] = { "req", "decision" };
@@ -400,6 +440,9 @@ void cg_policy(struct cg *g)
 	LLVMBuildStore(g->b, no, c.allowed);
 	LLVMBuildStore(g->b, no, c.allow_applies);
 	store32(&c, c.d, offsetof(struct l7_decision, n_set), u32c(&c, 0));
+	store32(&c, c.d, offsetof(struct l7_decision, del), u32c(&c, 0));
+	store32(&c, c.d, offsetof(struct l7_decision, n_rset), u32c(&c, 0));
+	store32(&c, c.d, offsetof(struct l7_decision, rdel), u32c(&c, 0));
 
 	for (int i = 0; i < p->npolicies; i++) {
 		const struct ir_policy *pol = &p->policies[i];
@@ -424,8 +467,8 @@ void cg_policy(struct cg *g)
 			for (int a = 0; a < rule->nactions; a++) {
 				const struct ir_action *act = &rule->actions[a];
 				cg_di_at(g, c.sp, act->line);
-				if (act->kind == IR_A_SET_HEADER)
-					add_mutation(&c, act->mutation);
+				if (act->kind == IR_A_MUTATE)
+					mutation(&c, i, rule, a);
 				else if (act->kind == IR_A_COUNT) {
 					count(&c, (unsigned)act->counter);
 					if (act->counter < 64 && (p->counters_read >> act->counter & 1))

@@ -55,6 +55,36 @@ static void wanted_headers(struct cg *g)
 	cg_const_global(g, "l7_wanted_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_WANTED), 0);
 }
 
+static unsigned mutates_responses(const struct ir_program *p)
+{
+	for (int i = 0; i < p->npolicies; i++)
+		for (int k = 0; k < p->policies[i].nrules; k++)
+			for (int a = 0; a < p->policies[i].rules[k].nactions; a++)
+				if (p->policies[i].rules[k].actions[a].kind == IR_A_MUTATE && p->policies[i].rules[k].actions[a].response)
+					return 1;
+	return 0;
+}
+
+/* Response field names SET/REMOVE act on: the response scanners find their lines. And
+ * whether any rule mutates a response at all: the machinery's response side folds away, and
+ * l7run attaches nothing for it, when none does. */
+static void response_fields(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	LLVMValueRef lens[L7_MAX_RHDR], names[L7_MAX_RHDR];
+	for (int i = 0; i < L7_MAX_RHDR; i++) {
+		char name[L7_MAX_NAME] = { 0 };
+		size_t n = i < p->nrheaders ? strlen(p->rheaders[i]) : 0;
+		memcpy(name, i < p->nrheaders ? p->rheaders[i] : "", n);
+		lens[i] = LLVMConstInt(g->i8, n, 0);
+		names[i] = LLVMConstStringInContext(g->ctx, name, L7_MAX_NAME, 1);
+	}
+	cg_const_global(g, "l7_n_rhdr", u32c(g, (unsigned)p->nrheaders), 0);
+	cg_const_global(g, "l7_rhdr_len", LLVMConstArray2(g->i8, lens, L7_MAX_RHDR), 0);
+	cg_const_global(g, "l7_rhdr_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_RHDR), 0);
+	cg_const_global(g, "l7_resp_mut", u32c(g, mutates_responses(p)), 0);
+}
+
 /* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. The
  * tables have the fixed sizes the machinery declares (L7_MAX_MUT, L7_MUT_BYTES). */
 static int mutations(struct cg *g)
@@ -168,6 +198,8 @@ static void config_section(struct cg *g)
 		}
 	if (p->fallback >= 0)
 		fprintf(f, "fallback %d\n", p->upstreams[p->fallback].slot);
+	if (mutates_responses(p))
+		fprintf(f, "response-mutations\n");   /* l7run: attach the client sockets' SK_MSG */
 	for (int i = 0; i < p->njwts; i++)
 		fprintf(f, "jwt %d %s key-file %s\n", i, p->jwts[i].name, p->jwts[i].key_file);
 	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */
@@ -265,6 +297,7 @@ int cg_tables(struct cg *g)
 		fprintf(stderr, "l7c: warning: %s: more than %d counters and rules; rules past that are not counted\n",
 			g->p->source_path, L7_MAX_COUNTERS);
 	wanted_headers(g);
+	response_fields(g);
 	jwt_tables(g);
 	if (mutations(g) || identity_tables(g))
 		return -1;
@@ -276,14 +309,31 @@ int cg_tables(struct cg *g)
 	return 0;
 }
 
+/* Maps l7/maps.def lists as lazy: created without preallocation. */
+static int map_is_lazy(const char *name)
+{
+	static const char *const lazy[] = {
+#define L7_MAP(name, type, k, v, n)
+#define L7_MAP_LAZY(name) #name,
+#include "l7/maps.def"
+#undef L7_MAP_LAZY
+#undef L7_MAP
+	};
+	for (size_t i = 0; i < sizeof(lazy) / sizeof(lazy[0]); i++)
+		if (!strcmp(lazy[i], name))
+			return 1;
+	return 0;
+}
+
 void cg_maps(struct cg *g)
 {
 	LLVMTypeRef ptrs[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->ptr };
 	LLVMTypeRef def4 = LLVMStructTypeInContext(g->ctx, ptrs, 4, 0), def5 = LLVMStructTypeInContext(g->ctx, ptrs, 5, 0);
-	/* an LPM trie must be created without preallocation: it takes map_flags */
+	/* an LPM trie must be created without preallocation, and the lazy hashes are: they take
+	 * map_flags */
 #define L7_MAP(name, type, key_size, value_size, max_entries)                                            \
 	do {                                                                                            \
-		unsigned flags = type == BPF_MAP_TYPE_LPM_TRIE ? BPF_F_NO_PREALLOC : 0;                 \
+		unsigned flags = type == BPF_MAP_TYPE_LPM_TRIE || map_is_lazy(#name) ? BPF_F_NO_PREALLOC : 0; \
 		LLVMTypeRef def = flags ? def5 : def4;                                                  \
 		LLVMValueRef v = LLVMAddGlobal(g->mod, def, #name);                                     \
 		LLVMSetInitializer(v, LLVMConstNull(def));                                              \

@@ -180,7 +180,7 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 			snprintf(est, sizeof(est), "%ld", g->f->estimate);
 			snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * (double)used / (double)o->budget);
 		}
-		printf("%-22s %-22s %7d %7d %9s %9s %6s %5d %3d/%-2d  %s\n", g->f->name, g->f->is_subprog ? "(bpf_loop callback)" : g->f->section,
+		printf("%-22s %-22s %7d %7d %9s %9s %6s %5d %3d/%-2d  %s\n", g->f->name, g->f->is_subprog ? (!strncmp(g->f->name, "l7g_", 4) ? "(global function)" : "(bpf_loop callback)") : g->f->section,
 		       g->f->insns, g->f->policy_insns, est, proc, pct, g->f->stack, 0, MAX_TAIL_CALLS, g->verdict);
 	}
 	for (int i = 0; i < r->nprogs; i++) {
@@ -299,8 +299,9 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct prog *g = &r->progs[i];
 		if (g->f->is_subprog) {
-			fprintf(f, "<tr><td>%s</td><td>bpf_loop callback</td><td>%d</td><td></td><td></td><td></td><td>%d</td><td></td></tr>\n",
-				g->f->name, g->f->insns, g->f->stack);
+			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%d</td><td></td><td></td><td></td><td>%d</td><td></td></tr>\n",
+				g->f->name, strncmp(g->f->name, "l7g_", 4) ? "bpf_loop callback" : "global function", g->f->insns,
+				g->f->stack);
 			continue;
 		}
 		long used = g->processed >= 0 ? g->processed : g->f->estimate;

@@ -123,8 +123,18 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source)
 		printf("rule: default (no policy decided)\n");
 	for (int i = 0; i < d.ncounted; i++)
 		printf("count: %s\n", ir->counters[d.counted[i]]);
+	/* what the upstream gets and what the client gets back: the sender's lines of the removed
+	 * names go, the added lines come after the last field line, in this order */
+	for (int i = 0; i < ir->nheaders; i++)
+		if (d.del >> i & 1)
+			printf("request-remove: %s\n", ir->headers[i]);
 	for (int i = 0; i < d.nset; i++)
-		printf("set-header: %s: %s\n", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value);
+		printf("request-add: %s: %s\n", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value);
+	for (int i = 0; i < ir->nrheaders; i++)
+		if (d.rdel >> i & 1)
+			printf("response-remove: %s\n", ir->rheaders[i]);
+	for (int i = 0; i < d.nrset; i++)
+		printf("response-add: %s: %s\n", ir->mutations[d.rset[i]].name, ir->mutations[d.rset[i]].value);
 	return 0;
 }
 

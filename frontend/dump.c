@@ -112,6 +112,8 @@ void l7_ast_dump(const struct l7_module *m, FILE *o)
 	for (int i = 0; i < m->npolicies; i++) {
 		const struct l7_policy *p = &m->policies[i];
 		fprintf(o, "(policy %s (act %s %s)", p->name, p->act.type, p->act.name);
+		if (p->has_resp)
+			fprintf(o, " (act %s %s)", p->resp.type, p->resp.name);
 		for (int u = 0; u < p->nusings; u++)
 			fprintf(o, " (using %s %s)", p->usings[u].type, p->usings[u].name);
 		if (p->context)

@@ -71,6 +71,7 @@ enum l7_binop { OP_OR, OP_AND, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN }
 /* What a name or member resolved to. */
 enum l7_ref_kind {
 	REF_NONE, REF_ACT_VAR, REF_STATE_VAR, REF_UPSTREAM, REF_FIELD, REF_BUILTIN,
+	REF_RESP_VAR,               /* the policy's response act variable (`act (HttpResponse response)`) */
 };
 
 /* Built-in functions of the language (not act-type specific). */
@@ -149,6 +150,8 @@ struct l7_policy {
 	struct l7_loc loc;
 	struct l7_binding act;
 	bool has_act;
+	struct l7_binding resp;     /* optional second act binding: the request's response */
+	bool has_resp;
 	struct l7_binding *usings;
 	int nusings;
 	char *context;              /* regex over caller->callee, or NULL */
@@ -191,6 +194,7 @@ enum l7_intrinsic {
 	/* actions */
 	I_ROUTE, I_DENY, I_ALLOW, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY, I_COUNT, I_LIMIT,
 	I_COUNTER_RESET, I_TIMER_RESTART,
+	I_ADD_HEADER, I_REMOVE_HEADER,
 };
 
 /* What a state type is, judged from the intrinsics its members bind to: decides which
@@ -226,6 +230,7 @@ struct l7_iface_action {
 struct l7_iface_type {
 	char *name;
 	bool is_state;
+	bool is_response;                 /* `act T : Response`: what a policy's second act binds */
 	enum l7_state_kind state_kind;    /* set by l7_resolve */
 	struct l7_loc loc;
 	struct l7_iface_field *fields;

@@ -9,6 +9,7 @@
 #include <regex.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 struct rx {
@@ -44,6 +45,7 @@ static const struct { const char *name; enum l7_intrinsic in; bool is_field; } i
 	{ "count", I_COUNT, false }, { "limit", I_LIMIT, false },
 	{ "counter_value", I_COUNTER_VALUE, true }, { "counter_reset", I_COUNTER_RESET, false },
 	{ "timer_elapsed", I_TIMER_ELAPSED, true }, { "timer_restart", I_TIMER_RESTART, false },
+	{ "add_header", I_ADD_HEADER, false }, { "remove_header", I_REMOVE_HEADER, false },
 };
 
 /* ---- "did you mean" ---- */
@@ -214,9 +216,21 @@ static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 
 static void check_expr(struct rx *x, struct l7_expr *e);
 
+static bool is_resp_var(struct rx *x, const struct l7_expr *e)
+{
+	return e && e->kind == E_IDENT && x->p->has_resp && !strcmp(e->str, x->p->resp.name);
+}
+
+/* The request's or the response's act variable. */
 static bool is_act_var(struct rx *x, const struct l7_expr *e)
 {
-	return e && e->kind == E_IDENT && x->p->has_act && !strcmp(e->str, x->p->act.name);
+	return e && e->kind == E_IDENT && ((x->p->has_act && !strcmp(e->str, x->p->act.name)) || is_resp_var(x, e));
+}
+
+/* The act type of an act variable expression (request or response). */
+static const struct l7_iface_type *act_type(struct rx *x, const struct l7_expr *e)
+{
+	return is_resp_var(x, e) || (e && e->ref == REF_RESP_VAR) ? x->p->resp.iface : x->p->act.iface;
 }
 
 static void unknown_name(struct rx *x, struct l7_expr *e)
@@ -224,6 +238,8 @@ static void unknown_name(struct rx *x, struct l7_expr *e)
 	struct suggest s = { 0 };
 	if (x->p->has_act)
 		consider(&s, e->str, x->p->act.name);
+	if (x->p->has_resp)
+		consider(&s, e->str, x->p->resp.name);
 	for (int i = 0; i < x->p->nusings; i++)
 		consider(&s, e->str, x->p->usings[i].name);
 	for (int i = 0; i < x->m->nupstreams; i++)
@@ -237,7 +253,7 @@ static void check_ident(struct rx *x, struct l7_expr *e)
 {
 	if (is_act_var(x, e)) {
 		e->type = T_ACT;
-		e->ref = REF_ACT_VAR;
+		e->ref = is_resp_var(x, e) ? REF_RESP_VAR : REF_ACT_VAR;
 		return;
 	}
 	for (int i = 0; i < x->p->nusings; i++)
@@ -267,7 +283,7 @@ static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object,
 	check_expr(x, object);
 	const struct l7_iface_type *ty = NULL;
 	if (object->type == T_ACT)
-		ty = x->p->act.iface;
+		ty = act_type(x, object);
 	else if (object->type == T_STATE)
 		ty = x->p->usings[object->ref_index].iface;
 	else if (object->type)
@@ -471,6 +487,42 @@ static const struct l7_iface_action *find_action(const struct l7_iface_type *ty,
 	return NULL;
 }
 
+/* Header fields the data plane frames or routes by: a policy must not add, replace or remove
+ * them (a removed Content-Length would desynchronise the stream, a second Host confuse the
+ * backend). Responses: only their framing. */
+static const struct { const char *name, *why; } framing_fields[] = {
+	{ "content-length", "frames the stream by it" }, { "transfer-encoding", "frames the stream by it" },
+	{ "host", "has parsed and checked the Host the client sent" },
+	{ "connection", "decides from it whether the connection goes on" },
+	{ "upgrade", "decides from it whether the stream stays HTTP" },
+};
+
+static void check_mutation(struct rx *x, const struct l7_iface_action *a, const struct l7_expr *c, bool response)
+{
+	const struct l7_expr *name = c->args[1], *val = c->nargs == 3 ? c->args[2] : NULL;
+	if (name->kind != E_STRING)
+		return;   /* reported: arguments must be constants */
+	bool ok = name->str_len > 0;
+	for (size_t i = 0; i < name->str_len; i++)
+		ok &= name->str[i] > 32 && name->str[i] < 127 && !strchr("()<>@,;:\\\"/[]?={}", name->str[i]);
+	if (!ok) {
+		l7_diag(x->d, L7_ERROR, name->loc, "'%s' is not a valid header name", name->str);
+		return;
+	}
+	for (size_t k = 0; k < (response ? 2 : sizeof(framing_fields) / sizeof(framing_fields[0])); k++)
+		if (name->str_len == strlen(framing_fields[k].name) && !strncasecmp(name->str, framing_fields[k].name, name->str_len)) {
+			l7_diag(x->d, L7_ERROR, name->loc, "%s cannot %s %s: the data plane %s", a->name,
+				a->intrinsic == I_REMOVE_HEADER ? "remove" : a->intrinsic == I_ADD_HEADER ? "add" : "replace",
+				framing_fields[k].name, framing_fields[k].why);
+			return;
+		}
+	for (size_t i = 0; val && val->kind == E_STRING && i < val->str_len; i++)
+		if (val->str[i] == '\r' || val->str[i] == '\n' || val->str[i] == 0) {
+			l7_diag(x->d, L7_ERROR, val->loc, "header value must not contain CR, LF or NUL");
+			break;
+		}
+}
+
 static void check_action(struct rx *x, struct l7_stmt *s)
 {
 	struct l7_expr *c = s->call;
@@ -480,7 +532,7 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 		return;
 	}
 	/* The first argument names the object: the act variable or a state variable. */
-	const struct l7_iface_type *ty = x->p->act.iface;
+	const struct l7_iface_type *ty = c->nargs > 0 ? act_type(x, c->args[0]) : x->p->act.iface;
 	if (c->nargs > 0 && c->args[0]->kind == E_IDENT && !is_act_var(x, c->args[0])) {
 		bool bound = false;
 		for (int i = 0; i < x->p->nusings; i++)
@@ -537,19 +589,9 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 	if (a->intrinsic == I_DENY && c->nargs == 2 && c->args[1]->kind == E_INT &&
 	    (c->args[1]->num < 200 || c->args[1]->num > 599))
 		l7_diag(x->d, L7_ERROR, c->args[1]->loc, "HTTP status %lld is out of range (200-599)", c->args[1]->num);
-	if (a->intrinsic == I_SET_HEADER && c->nargs == 3) {
-		const struct l7_expr *name = c->args[1], *val = c->args[2];
-		for (size_t i = 0; name->kind == E_STRING && i < name->str_len; i++)
-			if (!(name->str[i] > 32 && name->str[i] < 127 && !strchr("()<>@,;:\\\"/[]?={}", name->str[i])) || !name->str_len) {
-				l7_diag(x->d, L7_ERROR, name->loc, "'%s' is not a valid header name", name->str);
-				break;
-			}
-		for (size_t i = 0; val->kind == E_STRING && i < val->str_len; i++)
-			if (val->str[i] == '\r' || val->str[i] == '\n' || val->str[i] == 0) {
-				l7_diag(x->d, L7_ERROR, val->loc, "header value must not contain CR, LF or NUL");
-				break;
-			}
-	}
+	bool mutation = a->intrinsic == I_SET_HEADER || a->intrinsic == I_ADD_HEADER || a->intrinsic == I_REMOVE_HEADER;
+	if (mutation && c->nargs >= 2)
+		check_mutation(x, a, c, ty && ty->is_response);
 }
 
 static void check_stmt(struct rx *x, struct l7_stmt *s)
@@ -603,6 +645,32 @@ static void check_binding(struct rx *x, struct l7_binding *b, bool want_state)
 	char hint[128];
 	did_you_mean(hint, sizeof(hint), &s);
 	l7_diag(x->d, L7_ERROR, b->type_loc, "unknown %s type '%s'%s", want_state ? "state" : "act", b->type, hint);
+}
+
+/* `act (HttpRequest request) act (HttpResponse response)`: the request's act type first (a
+ * policy acts on a request), its response's second, in either order. */
+static void check_binding_pair(struct rx *x, struct l7_policy *p)
+{
+	check_binding(x, &p->resp, false);
+	if (!p->act.iface || !p->resp.iface)
+		return;
+	if (p->act.iface->is_response && !p->resp.iface->is_response) {
+		struct l7_binding t = p->act;
+		p->act = p->resp;
+		p->resp = t;
+	}
+	if (p->act.iface->is_response) {
+		l7_diag(x->d, L7_ERROR, p->act.type_loc, "policy '%s' binds two response acts; it acts on a request: act (HttpRequest request)",
+			p->name);
+		p->act.iface = NULL;
+	} else if (!p->resp.iface->is_response) {
+		l7_diag(x->d, L7_ERROR, p->resp.type_loc, "'%s' is a request act type; a second act binds the response: act (HttpResponse response)",
+			p->resp.type);
+		p->resp.iface = NULL;
+	} else if (!strcmp(p->act.name, p->resp.name)) {
+		l7_diag(x->d, L7_ERROR, p->resp.loc, "'%s' is bound twice", p->resp.name);
+		p->resp.iface = NULL;
+	}
 }
 
 static bool same_prefix(unsigned a, unsigned alen, unsigned b, unsigned blen)
@@ -679,6 +747,13 @@ void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclu
 		struct rx x = { m, d, p };
 		if (p->has_act)
 			check_binding(&x, &p->act, false);
+		if (p->has_resp)
+			check_binding_pair(&x, p);
+		else if (p->act.iface && p->act.iface->is_response) {
+			l7_diag(d, L7_ERROR, p->act.type_loc, "'%s' is a response act type; a policy acts on a request first: act (HttpRequest request)",
+				p->act.type);
+			p->act.iface = NULL;
+		}
 		for (int u = 0; u < p->nusings; u++) {
 			check_binding(&x, &p->usings[u], true);
 			l7_bind_instance(m, &p->usings[u], d);

@@ -326,10 +326,18 @@ static void policy(struct cx *cx, TSNode n)
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
 		if (is(ch, "act_binding")) {
-			if (p->has_act)
-				l7_diag(cx->d, L7_ERROR, loc_of(cx, ch), "policy '%s' binds more than one act", p->name);
-			binding(cx, ch, &p->act);
-			p->has_act = true;
+			/* the request's act and, optionally, its response's (which is which is
+			 * settled by l7_resolve from the types) */
+			if (p->has_resp) {
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, ch), "policy '%s' binds more than two acts (a request and its response)",
+					p->name);
+			} else if (p->has_act) {
+				binding(cx, ch, &p->resp);
+				p->has_resp = true;
+			} else {
+				binding(cx, ch, &p->act);
+				p->has_act = true;
+			}
 		} else if (is(ch, "using_binding")) {
 			GROW(cx, p->usings, p->nusings);
 			binding(cx, ch, &p->usings[p->nusings++]);
@@ -515,6 +523,8 @@ static void iface_type(struct cx *cx, TSNode n, bool is_state)
 	ty->name = text(cx, field(n, "name"));
 	ty->loc = loc_of(cx, field(n, "name"));
 	ty->is_state = is_state;
+	TSNode base = field(n, "base");
+	ty->is_response = !is_state && !ts_node_is_null(base) && !strcmp(text(cx, base), "Response");
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);

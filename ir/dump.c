@@ -173,8 +173,13 @@ static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *
 	fputs("\n    ->", o);
 	for (int i = 0; i < r->nactions; i++) {
 		const struct ir_action *a = &r->actions[i];
-		if (a->kind == IR_A_SET_HEADER) {
-			fprintf(o, " set_header #%d;", a->mutation);
+		if (a->kind == IR_A_MUTATE) {
+			static const char *const op[] = { "set", "add", "remove" };
+			fprintf(o, " %s %s", op[a->op], a->response ? "response" : "request");
+			if (a->op == IR_MUT_REMOVE)
+				fprintf(o, " header[%d:%s];", a->header, a->response ? p->rheaders[a->header] : p->headers[a->header]);
+			else
+				fprintf(o, " #%d;", a->mutation);
 		} else if (a->kind == IR_A_COUNT) {
 			fprintf(o, " count %s;", p->counters[a->counter]);
 		} else if (a->kind == IR_A_COUNTER_RESET) {
@@ -215,8 +220,14 @@ void ir_dump(const struct ir_program *p, FILE *o)
 	for (int i = 0; i < p->nheaders; i++)
 		fprintf(o, " header[%d:%s]", i, p->headers[i]);
 	fputc('\n', o);
+	if (p->nrheaders) {
+		fputs("response fields:", o);
+		for (int i = 0; i < p->nrheaders; i++)
+			fprintf(o, " header[%d:%s]", i, p->rheaders[i]);
+		fputc('\n', o);
+	}
 	for (int i = 0; i < p->nmutations; i++) {
-		fprintf(o, "mutation #%d set ", i);
+		fprintf(o, "mutation #%d line ", i);
 		str_out(o, p->mutations[i].name, strlen(p->mutations[i].name));
 		fputs(" = ", o);
 		str_out(o, p->mutations[i].value, strlen(p->mutations[i].value));

@@ -10,6 +10,7 @@
 
 #include <limits.h>
 #include <string.h>
+#include <strings.h>
 
 #include "l7/abi.h"
 
@@ -107,6 +108,25 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	return false;
 }
 
+/* A header mutation, in the order reached: SET and REMOVE take every line of the name from
+ * the sender's message (del) and drop lines added for it before; SET and ADD add theirs. */
+static void mutate(const struct ir_program *p, struct ir_decision *out, const struct ir_action *a)
+{
+	int *set = a->response ? out->rset : out->set;
+	int *n = a->response ? &out->nrset : &out->nset;
+	if (a->op != IR_MUT_ADD) {
+		const char *name = a->response ? p->rheaders[a->header] : p->headers[a->header];
+		int k = 0;
+		for (int i = 0; i < *n; i++)
+			if (strcasecmp(p->mutations[set[i]].name, name))
+				set[k++] = set[i];
+		*n = k;
+		*(a->response ? &out->rdel : &out->del) |= 1u << a->header;
+	}
+	if (a->op != IR_MUT_REMOVE && *n < L7_MAX_SET)   /* never more: ir_lower bounds them */
+		set[(*n)++] = a->mutation;
+}
+
 static void decide(struct ir_decision *out, const struct ir_rule *r)
 {
 	out->term = r->term;
@@ -133,8 +153,8 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 				continue;
 			for (int a = 0; a < r->nactions; a++) {
 				const struct ir_action *act = &r->actions[a];
-				if (act->kind == IR_A_SET_HEADER && out->nset < L7_MAX_SET) {
-					out->set[out->nset++] = act->mutation;
+				if (act->kind == IR_A_MUTATE) {
+					mutate(p, out, act);
 				} else if (act->kind == IR_A_COUNT && out->ncounted < 16) {
 					out->counted[out->ncounted++] = act->counter;
 				} else if (act->kind == IR_A_LIMIT && env && env->bucket_take && !env->bucket_take(env->ctx, act->bucket)) {

@@ -2,8 +2,8 @@
  *
  *   Parse   the header vector: exactly the request fields some rule reads
  *   Match   per policy, ordered rules; each rule a condition over the header vector
- *   Action  per rule, header mutations then one terminal: forward, deny, fallback, or continue
- *           to the next policy
+ *   Action  per rule, header mutations (of the request, and of its response) then one terminal:
+ *           forward, deny, fallback, or continue to the next policy
  *
  * Built from the resolved AST by ir_lower(); printed by ir_dump() (--emit=ir). The IR owns
  * copies of every string it keeps, so the AST can be freed after lowering. */
@@ -72,16 +72,25 @@ struct ir_cond {
 enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK, IR_ALLOW };
 
 enum ir_action_kind {
-	IR_A_SET_HEADER,             /* mutation */
+	IR_A_MUTATE,                 /* a header mutation of the request or of its response */
 	IR_A_COUNT,                  /* counter += 1 */
 	IR_A_LIMIT,                  /* take a token of bucket for key_field, or deny its status */
 	IR_A_COUNTER_RESET,          /* counter's value = 0 (its telemetry total stays) */
 	IR_A_TIMER_RESTART,          /* timer starts again now */
 };
 
+/* Header mutations act, in the order reached, on the message's field lines: SET removes every
+ * line of the name (the sender's and lines added before) and adds one, ADD adds one, REMOVE
+ * removes every line of the name. */
+enum ir_mut_op { IR_MUT_SET, IR_MUT_ADD, IR_MUT_REMOVE };
+
 struct ir_action {               /* non-terminal actions, in order */
 	enum ir_action_kind kind;
-	int mutation;                /* SET_HEADER: index into ir_program.mutations */
+	enum ir_mut_op op;           /* MUTATE */
+	bool response;               /* MUTATE: of the response to the request (else of the request) */
+	int header;                  /* MUTATE SET/REMOVE: the name, as an index into headers (request)
+	                              * or rheaders (response); -1 for ADD */
+	int mutation;                /* MUTATE SET/ADD: the line, an index into ir_program.mutations */
 	int counter;                 /* COUNT: index into ir_program.counters */
 	int bucket;                  /* LIMIT: index into ir_program.buckets */
 	int timer;                   /* TIMER_RESTART: index into ir_program.timers */
@@ -176,7 +185,7 @@ struct ir_target {               /* a service, an upstream or the fallback proxy
 	int nturns;
 };
 
-struct ir_mutation {
+struct ir_mutation {              /* a field line some SET/ADD adds (request or response) */
 	char *name, *value;
 	char *line;                  /* "name: value\r\n", what goes on the wire */
 	size_t line_len;
@@ -195,6 +204,8 @@ struct ir_program {
 	int nheaders;
 	struct ir_mutation *mutations;
 	int nmutations;
+	char **rheaders;             /* lower-case names of the response fields SET/REMOVE act on */
+	int nrheaders;
 	struct ir_policy *policies;
 	int npolicies;
 	struct ir_jwt *jwts;
@@ -244,8 +255,12 @@ struct ir_decision {
 	int slot;                    /* FORWARD/FALLBACK: the backend slot the kernel sends it to;
 	                              * -1 for round robin (any slot of the upstream: it rotates) */
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
-	int set[16];                 /* mutations applied, in order */
+	int set[16];                 /* lines added to the request (mutations), in order */
 	int nset;
+	unsigned del;                /* bit i: the client's lines of header i removed */
+	int rset[16];                /* lines added to the response, in order */
+	int nrset;
+	unsigned rdel;               /* bit i: the upstream's lines of response field i removed */
 	int counted[16];             /* counters incremented, in order */
 	int ncounted;
 };

@@ -100,6 +100,32 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 	return x->p->nheaders++;
 }
 
+/* A response field name SET/REMOVE act on: the response scanners look for these. */
+static int rheader_index(struct lx *x, const struct l7_expr *name)
+{
+	char low[L7_MAX_NAME];
+	if (name->str_len == 0 || name->str_len >= L7_MAX_NAME) {
+		l7_diag(x->d, L7_ERROR, name->loc, "header name must be 1 to %d bytes", L7_MAX_NAME - 1);
+		return -1;
+	}
+	for (size_t i = 0; i < name->str_len; i++)
+		low[i] = (char)tolower((unsigned char)name->str[i]);
+	low[name->str_len] = 0;
+	for (int i = 0; i < x->p->nrheaders; i++)
+		if (!strcmp(x->p->rheaders[i], low))
+			return i;
+	if (x->p->nrheaders == L7_MAX_RHDR) {
+		l7_diag(x->d, L7_ERROR, name->loc, "a policy file can set or remove at most %d distinct response headers", L7_MAX_RHDR);
+		return -1;
+	}
+	char **n = alloc(x, sizeof(char *) * (x->p->nrheaders + 1));
+	if (x->p->nrheaders)
+		memcpy(n, x->p->rheaders, sizeof(char *) * x->p->nrheaders);
+	n[x->p->nrheaders] = dup(x, low, name->str_len);
+	x->p->rheaders = n;
+	return x->p->nrheaders++;
+}
+
 /* The JWT configuration (counter, timer) a state variable is bound to. */
 static int jwt_of(struct lx *x, const struct l7_expr *var)
 {
@@ -546,6 +572,8 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 	char why[256];
 	switch (a->intrinsic) {
 	case I_SET_HEADER:
+	case I_ADD_HEADER:
+	case I_REMOVE_HEADER:
 	case I_COUNT:
 	case I_COUNTER_RESET:
 	case I_TIMER_RESTART:
@@ -553,19 +581,23 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
 		if (pa.nactions)
 			memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
-		int mutations = 0;
-		for (int i = 0; i < pa.nactions; i++)
-			mutations += pa.actions[i].kind == IR_A_SET_HEADER;
-		if (a->intrinsic == I_SET_HEADER && mutations >= L7_MAX_SET) {
-			l7_diag(x->d, L7_ERROR, s->loc, "more than %d header mutations on one path", L7_MAX_SET);
-			return false;
-		}
 		struct ir_action *na = &n[pa.nactions];
 		memset(na, 0, sizeof(*na));
 		na->line = line;
-		if (a->intrinsic == I_SET_HEADER) {
-			na->kind = IR_A_SET_HEADER;
-			na->mutation = mutation_index(x, c->args[1], c->args[2]);
+		if (a->intrinsic == I_SET_HEADER || a->intrinsic == I_ADD_HEADER || a->intrinsic == I_REMOVE_HEADER) {
+			na->kind = IR_A_MUTATE;
+			na->op = a->intrinsic == I_SET_HEADER ? IR_MUT_SET : a->intrinsic == I_ADD_HEADER ? IR_MUT_ADD : IR_MUT_REMOVE;
+			na->response = c->args[0]->ref == REF_RESP_VAR;
+			na->header = na->mutation = -1;
+			if (na->op != IR_MUT_ADD) {
+				/* the sender's lines of this name must be found to be removed */
+				na->header = na->response ? rheader_index(x, c->args[1])
+							  : header_index(x, c->args[1]->str, c->args[1]->str_len, c->args[1]->loc);
+				if (na->header < 0)
+					return false;
+			}
+			if (na->op != IR_MUT_REMOVE)
+				na->mutation = mutation_index(x, c->args[1], c->args[2]);
 		} else {
 			int inst = x->src->usings[c->args[0]->ref_index].instance;
 			na->kind = a->intrinsic == I_COUNT ? IR_A_COUNT : a->intrinsic == I_COUNTER_RESET ? IR_A_COUNTER_RESET
@@ -647,6 +679,62 @@ static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 	}
 	}
 	return false;
+}
+
+/* Every policy runs for a request (each to its first matching rule), so the mutations one
+ * request can collect are, at most, each policy's longest path summed: past what the data
+ * plane applies (L7_MAX_SET, L7_MAX_INSERT bytes of lines), refuse the file rather than drop
+ * mutations at run time. */
+static void check_mutation_limits(struct lx *x)
+{
+	const struct ir_program *p = x->p;
+	for (int resp = 0; resp < 2; resp++) {
+		int count = 0;
+		size_t bytes = 0;
+		bool said_count = false, said_bytes = false;
+		for (int i = 0; i < p->npolicies; i++) {
+			int worst = 0;
+			size_t worst_bytes = 0;
+			unsigned at = 0, at_bytes = 0;
+			for (int k = 0; k < p->policies[i].nrules; k++) {
+				const struct ir_rule *r = &p->policies[i].rules[k];
+				int n = 0;
+				size_t b = 0;
+				unsigned first = 0;
+				for (int a = 0; a < r->nactions; a++) {
+					const struct ir_action *ac = &r->actions[a];
+					if (ac->kind != IR_A_MUTATE || ac->response != resp)
+						continue;
+					n++;
+					first = first ? first : ac->line;
+					if (ac->mutation >= 0)
+						b += p->mutations[ac->mutation].line_len;
+				}
+				if (n > worst) {
+					worst = n;
+					at = first;
+				}
+				if (b > worst_bytes) {
+					worst_bytes = b;
+					at_bytes = first;
+				}
+			}
+			count += worst;
+			bytes += worst_bytes;
+			if (count > L7_MAX_SET && !said_count) {
+				l7_diag(x->d, L7_ERROR, l7_loc_of_line(p->src, at),
+					"up to %d %s header mutations can apply to one request here (each policy's longest path, summed over the policies); the data plane applies at most %d",
+					count, resp ? "response" : "request", L7_MAX_SET);
+				said_count = true;
+			}
+			if (bytes > L7_MAX_INSERT && !said_bytes) {
+				l7_diag(x->d, L7_ERROR, l7_loc_of_line(p->src, at_bytes),
+					"up to %zu bytes of %s header lines can be added to one request here; the data plane adds at most %d",
+					bytes, resp ? "response" : "request", L7_MAX_INSERT);
+				said_bytes = true;
+			}
+		}
+	}
 }
 
 /* ---- declarations ---- */
@@ -918,6 +1006,7 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 	/* Like a gateway with no matching route: 404, never forwarded unchecked. */
 	p->default_rule = (struct ir_rule){ .id = 0, .term = IR_DENY, .status = 404, .line = 0 };
 	p->default_rule.cond = cond_new(&x, IR_C_TRUE, 0);
+	check_mutation_limits(&x);
 	free(x.kind_index);
 	if (d->errors > errors_before) {
 		ir_free(p);

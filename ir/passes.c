@@ -338,7 +338,8 @@ static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 		return false;
 	for (int i = 0; i < a->nactions; i++) {
 		const struct ir_action *x = &a->actions[i], *y = &b->actions[i];
-		if (x->kind != y->kind || x->mutation != y->mutation || x->counter != y->counter || x->bucket != y->bucket ||
+		if (x->kind != y->kind || x->mutation != y->mutation || x->op != y->op || x->response != y->response ||
+		    x->header != y->header || x->counter != y->counter || x->bucket != y->bucket ||
 		    x->key_field != y->key_field || x->key_header != y->key_header)
 			return false;
 	}

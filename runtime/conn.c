@@ -55,6 +55,34 @@ static void client_add(struct client *c)
 	clients[n_clients++] = c;
 }
 
+/* What the client's SK_MSG needs to edit responses (rules mutate them): its l7_rxq, and its
+ * 4-tuple -> cookie (SK_MSG programs cannot read a socket's cookie). Before the socket enters
+ * l7_clients, so no byte is sent to it unseen. */
+static int rx_setup(struct client *c)
+{
+	struct sockaddr_in peer, me;
+	socklen_t pl = sizeof peer, ml = sizeof me;
+	if (getpeername(c->fd, (struct sockaddr *)&peer, &pl) || getsockname(c->fd, (struct sockaddr *)&me, &ml))
+		return -1;
+	c->rx_key = (struct l7_rx_key){ peer.sin_addr.s_addr, ntohs(peer.sin_port), ntohs(me.sin_port) };
+	struct l7_rxq q;
+	memset(&q, 0, sizeof q);
+	if (bpf_map_update_elem(c->v->map_rxq, &c->cookie, &q, BPF_ANY))
+		return -1;
+	c->rx_set = 1;
+	return bpf_map_update_elem(c->v->map_rxport, &c->rx_key, &c->cookie, BPF_ANY);
+}
+
+static void client_forget_maps(struct client *c)
+{
+	bpf_map_delete_elem(c->v->map_conns, &c->cookie);
+	bpf_map_delete_elem(c->v->map_ctl, &c->cookie);
+	if (c->rx_set) {
+		bpf_map_delete_elem(c->v->map_rxq, &c->cookie);
+		bpf_map_delete_elem(c->v->map_rxport, &c->rx_key);
+	}
+}
+
 /* New clients go into the newest version and stay with it. */
 void accept_clients(int lfd, int service)
 {
@@ -83,12 +111,18 @@ void accept_clients(int lfd, int service)
 		st.service = (uint32_t)service;
 		bpf_map_update_elem(ver->map_conns, &c->cookie, &st, BPF_ANY);
 		ctl_publish(c);
+		if (ver->cfg.resp_mut && rx_setup(c)) {
+			vlog("client response-edit state: %s", strerror(errno));
+			client_forget_maps(c);
+			close(fd);
+			free(c);
+			continue;
+		}
 		uint64_t v = (uint64_t)fd;
 		if (bpf_map_update_elem(ver->map_clients, &c->cookie, &v, BPF_NOEXIST)) {
 			/* e.g. EOPNOTSUPP: the client already closed (CLOSE_WAIT) */
 			vlog("client insert failed: %s", strerror(errno));
-			bpf_map_delete_elem(ver->map_conns, &c->cookie);
-			bpf_map_delete_elem(ver->map_ctl, &c->cookie);
+			client_forget_maps(c);
 			close(fd);
 			free(c);
 			continue;
@@ -149,7 +183,11 @@ static int client_delivered(struct client *c)
 		return 1;
 	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || ioctl(c->fd, SIOCOUTQ, &outq))
 		return 1;
-	return ti.tcpi_bytes_acked + (uint64_t)outq >= st.resp_bytes + c->own_bytes;
+	int64_t edits = 0;   /* bytes the response edits added (negative: cut) */
+	struct l7_rxq q;
+	if (c->rx_set && !bpf_map_lookup_elem(c->v->map_rxq, &c->cookie, &q))
+		edits = q.delta;
+	return (int64_t)(ti.tcpi_bytes_acked + (uint64_t)outq) >= (int64_t)(st.resp_bytes + c->own_bytes) + edits;
 }
 
 /* No pool socket of this client owes a response and all responses are on the client's socket:
@@ -362,8 +400,7 @@ void client_finish(struct client *c)
 			struct l7_pass_key k = { .cookie = c->cookie, .seq = s };
 			bpf_map_delete_elem(v->map_pass, &k);
 		}
-	bpf_map_delete_elem(v->map_conns, &c->cookie);
-	bpf_map_delete_elem(v->map_ctl, &c->cookie);
+	client_forget_maps(c);
 	v->n_clients--;
 	clients[c->idx] = clients[--n_clients];
 	clients[c->idx]->idx = c->idx;

@@ -37,6 +37,7 @@ struct config {
 	struct jwt_decl jwt[L7_MAX_JWT];
 	int uses_buckets, uses_tables;   /* the policy has rate limits / rule tables */
 	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
+	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
 };
 
 /* An object file read into memory once: its l7.config and its programs are the same bytes. */
@@ -66,6 +67,7 @@ struct version {
 	struct config cfg;
 	int map_clients, map_upstreams, map_conns, map_ctl, map_pass, map_txq, map_txport, map_stats;
 	int map_counters;
+	int map_rxq, map_rxport; /* response edits (resp_mut); -1 otherwise */
 	int n_progs;
 	int prog_fd[8], prog_map[8], prog_type[8];
 	int clock_fd;            /* l7_jwt_clock, -1 if none */
@@ -251,6 +253,8 @@ struct client {
 	unsigned char conn_err[L7_MAX_UPSTREAMS];  /* a connect to this upstream failed */
 	int idx;                 /* position in the client list */
 	uint64_t own_bytes;      /* bytes l7run wrote to this client itself */
+	int rx_set;              /* its l7_rxq / l7_rxport entries exist (rules edit responses) */
+	struct l7_rx_key rx_key;
 	/* A chunked request l7run forwards is held whole first: forwarding its head before the
 	 * body framed cleanly gave the backend a request the data plane then refused (400). */
 	char *held;

@@ -125,9 +125,10 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 		const char *n = bpf_map__name(m);
 		int gw_only = !strcmp(n, "l7_clients") || !strcmp(n, "l7_upstreams") || !strcmp(n, "l7_conns") ||
 			      !strcmp(n, "l7_ctl") || !strcmp(n, "l7_pass") || !strcmp(n, "l7_txq") ||
-			      !strcmp(n, "l7_txport");
+			      !strcmp(n, "l7_txport") || !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport");
 		int other_mode = mode == LOAD_MESH ? gw_only : is_mesh(n);
-		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) ||
+		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
+		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
 			     (!cfg->uses_buckets && !strcmp(n, "l7_buckets")) ||
 			     (!cfg->uses_tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix")));
 		if (unused)
@@ -166,7 +167,9 @@ struct bpf_object *open_policy(const struct policy_file *pf, const char *path, e
 	bpf_object__for_each_program(p, obj) {
 		const char *n = bpf_program__name(p);
 		int mesh = !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG);
-		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh);
+		/* the client sockets' SK_MSG edits responses: not loaded when no rule does */
+		int unused = !strcmp(n, "l7_client_msg") && !cfg->resp_mut;
+		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh && !unused);
 	}
 	size_maps(obj, mode, cfg);
 	int e = bpf_object__load(obj);
@@ -249,9 +252,15 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 	    (v->map_stats = map_fd(v, "l7_stats", err, errlen)) < 0)
 		goto fail;
 	v->map_counters = bpf_object__find_map_fd_by_name(v->obj, "l7_counters");
+	v->map_rxq = v->cfg.resp_mut ? map_fd(v, "l7_rxq", err, errlen) : -1;
+	v->map_rxport = v->cfg.resp_mut ? map_fd(v, "l7_rxport", err, errlen) : -1;
+	if (v->cfg.resp_mut && (v->map_rxq < 0 || v->map_rxport < 0))
+		goto fail;
 	for (size_t i = 0; i < N_PROGS; i++) {
 		if (is_mesh(progs[i].map))
 			continue;   /* mesh-mode programs: not loaded in gateway mode */
+		if (!strcmp(progs[i].name, "l7_client_msg") && !v->cfg.resp_mut)
+			continue;   /* not loaded: no rule edits responses (client sends stay plain TCP) */
 		struct bpf_program *p = bpf_object__find_program_by_name(v->obj, progs[i].name);
 		int type = attach_type(progs[i].section);
 		int mfd = bpf_object__find_map_fd_by_name(v->obj, progs[i].map);
@@ -421,6 +430,8 @@ void parse_config(const char *config, struct config *cfg)
 			cfg->upstream[idx].set = parse_addr(c, &cfg->upstream[idx].addr) == 0;
 		} else if (sscanf(line, "fallback %d", &idx) == 1) {
 			cfg->fallback = idx;
+		} else if (!strcmp(line, "response-mutations")) {
+			cfg->resp_mut = 1;
 		} else if (!strncmp(line, "bucket ", 7)) {
 			cfg->uses_buckets = 1;
 		} else if (!strncmp(line, "table ", 6)) {

@@ -52,6 +52,7 @@ void ctl_publish(struct client *c)
 	/* frozen (draining, reload.c): never equal to the data plane's pass_seq, so every new
 	 * head is handed to l7run instead of being forwarded */
 	ctl.done_seq = c->drain != DRAIN_NONE ? UINT64_MAX : c->next_seq - 1;
+	ctl.own_bytes = c->own_bytes;
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i] && !c->bind[i]->connecting && !c->bind[i]->dead)
 			ctl.bind[i] = c->bind[i]->cookie;
@@ -280,7 +281,8 @@ void pool_event(struct pool_sock *ps, uint32_t ev)
 }
 
 /* Send one slow-path piece. The l7_txq record (written while the socket is quiet) lets the
- * SK_MSG program insert the request's header lines and the response parser know HEAD. */
+ * SK_MSG program apply the request's header mutations and the response parser know HEAD and
+ * the response's mutations. */
 int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7_pass *rec)
 {
 	if (rec && rec->kind == L7_PASS_HEAD) {
@@ -293,6 +295,11 @@ int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7
 		r->ins_off = rec->head_len - 2;
 		r->n_set = rec->n_set;
 		memcpy(r->set, rec->set, sizeof r->set);
+		r->n_del = rec->n_del;
+		memcpy(r->del, rec->del, sizeof r->del);
+		r->n_rset = rec->n_rset;
+		r->rdel = rec->rdel;
+		memcpy(r->rset, rec->rset, sizeof r->rset);
 		r->no_body = !!(rec->flags & L7_PASSF_HEADM);
 		q.sent++;
 		if (bpf_map_update_elem(ps->v->map_txq, &ps->cookie, &q, BPF_EXIST))

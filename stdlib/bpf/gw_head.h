@@ -30,6 +30,13 @@ struct l7_head_scan {
 	__u32 ndig;         /* Content-Length: digits seen; then 1000 once trailing blanks began */
 	__s64 cur;          /* Content-Length value being read */
 	__u32 host_seen;
+	/* Response field lines a mutation cuts: names l7_rhdr_name[i] for the bits i of rmask.
+	 * Adjacent lines merge into one span; more than L7_MAX_SET spans: cut_over. */
+	__u32 rmask;
+	__u32 cut_cur;      /* this line is one of them */
+	__u32 n_cut;
+	__u32 cut_over;
+	struct l7_span cut[L7_MAX_SET];
 };
 
 static __always_inline __u8 l7_lc(__u8 c) { return (c >= 'A' && c <= 'Z') ? c + 32 : c; }
@@ -120,6 +127,26 @@ static __always_inline void l7_end_header(struct l7_head_scan *s, struct l7_req 
 
 static __always_inline void l7_end_first_line(struct l7_head_scan *s, struct l7_req *r, __u32 end);
 
+/* The current line [s->line, end) is cut by a response mutation. */
+static __always_inline void l7_cut_line(struct l7_head_scan *s, __u32 end)
+{
+	__u32 n = s->n_cut;
+	struct l7_span *last = &s->cut[(n - 1) & (L7_MAX_SET - 1)];
+
+	s->cut_cur = 0;
+	if (n && last->off + last->len == s->line) {
+		last->len = (__u16)(end - last->off);   /* the line right after the last cut one */
+		return;
+	}
+	if (n >= L7_MAX_SET) {
+		s->cut_over = 1;
+		return;
+	}
+	s->cut[n & (L7_MAX_SET - 1)].off = (__u16)s->line;
+	s->cut[n & (L7_MAX_SET - 1)].len = (__u16)(end - s->line);
+	s->n_cut = n + 1;
+}
+
 /* bpf_loop's context must be on the stack; pointers stored in a map would come back as
  * plain numbers, so the stack holds the two pointers and the map holds the state. */
 struct l7_scan_ref {
@@ -152,6 +179,8 @@ L7_LOOP_CB(l7_head_scan_cb)
 			l7_end_first_line(s, r, p - 1);
 		else
 			l7_end_header(s, r, p - 1);
+		if (s->cut_cur)
+			l7_cut_line(s, p + 1);
 		s->first = 0;
 		s->line = p + 1;
 		s->colon = s->kind = s->vstart = s->ndig = 0;
@@ -177,6 +206,10 @@ L7_LOOP_CB(l7_head_scan_cb)
 		if (ch == ':') {
 			s->colon = p;
 			s->kind = l7_classify(r, s->line, p - s->line);
+			if (l7_n_rhdr && s->rmask) {
+				__u32 m = l7_rhdr_match(r, s->line, p - s->line);
+				s->cut_cur = m && (s->rmask >> ((m - 1) & 31) & 1);
+			}
 		} else if (ch == ' ' || ch == '\t') {
 			s->bad = 1;   /* blank in a name, or obsolete line folding */
 		}
@@ -265,11 +298,13 @@ static __always_inline struct l7_head_scan *l7_scan_state(void)
 	return bpf_map_lookup_elem(&l7_scan, &zero);
 }
 
-static __always_inline int l7_scan_head(struct l7_head_scan *s, struct l7_req *req, __u32 len, int request)
+static __always_inline int l7_scan_head(struct l7_head_scan *s, struct l7_req *req, __u32 len, int request,
+					__u32 rmask)
 {
 	struct l7_scan_ref ref = { .s = s, .req = req };
 
 	__builtin_memset(s, 0, sizeof(*s));
+	s->rmask = rmask;
 	s->len = len;
 	s->clen = -1;
 	s->first = 1;
@@ -282,9 +317,10 @@ static __always_inline int l7_scan_head(struct l7_head_scan *s, struct l7_req *r
 	return (int)s->head_len;
 }
 
-static __always_inline int l7_scan_response(struct l7_head_scan *s, struct l7_req *req, __u32 len)
+/* rmask: which response names' lines to find (bits of l7_rhdr_name), into s->cut. */
+static __always_inline int l7_scan_response(struct l7_head_scan *s, struct l7_req *req, __u32 len, __u32 rmask)
 {
-	int h = l7_scan_head(s, req, len, 0);
+	int h = l7_scan_head(s, req, len, 0, rmask);
 	return h < 0 ? -1 : h;
 }
 

@@ -53,6 +53,9 @@
 extern const __u32 l7_n_wanted;
 extern const __u8 l7_wanted_len[L7_MAX_WANTED];
 extern const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
+extern const __u32 l7_n_rhdr;
+extern const __u8 l7_rhdr_len[L7_MAX_RHDR];
+extern const char l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME];
 
 #ifndef L7_HTTP_WIN
 #define L7_HTTP_WIN 32          /* bytes looked at per scan step (<= 64) */
@@ -396,6 +399,36 @@ static __always_inline __u32 l7_http_classify(const struct l7_req *r, __u32 s, _
 	return kind | want << 3;
 }
 
+/* A response's field name [s, s+n) against the names policies set or remove in responses
+ * (l7_rhdr_*): 1 + the name's index, or 0. The response scanners (gateway gw_head.h, mesh
+ * mesh_resp.h) call it at each ':' of a head whose response has such mutations. */
+static __always_inline __u32 l7_rhdr_match(const struct l7_req *r, __u32 s, __u32 n)
+{
+	const __u8 *p = r->buf + l7_mask(s, L7_MAX_HEAD - 1);
+	__u64 w0, w1, w2, w3;
+	__u32 i;
+
+	if (n > L7_MAX_NAME || n == 0)
+		return 0;
+	w0 = l7_lower8(l7_ld64(p)) & l7_bytemask(n);
+	w1 = n > 8 ? l7_lower8(l7_ld64(p + 8)) & l7_bytemask(n - 8) : 0;
+	w2 = n > 16 ? l7_lower8(l7_ld64(p + 16)) & l7_bytemask(n - 16) : 0;
+	w3 = n > 24 ? l7_lower8(l7_ld64(p + 24)) & l7_bytemask(n - 24) : 0;
+	L7_UNROLL
+	for (i = 0; i < L7_MAX_RHDR; i++) {
+		const __u8 *q = (const __u8 *)l7_rhdr_name[i];
+
+		if (i >= l7_n_rhdr)
+			break;
+		if (l7_rhdr_len[i] == n && w0 == (l7_ld64(q) & l7_bytemask(n)) &&
+		    w1 == (n > 8 ? l7_ld64(q + 8) & l7_bytemask(n - 8) : 0) &&
+		    w2 == (n > 16 ? l7_ld64(q + 16) & l7_bytemask(n - 16) : 0) &&
+		    w3 == (n > 24 ? l7_ld64(q + 24) & l7_bytemask(n - 24) : 0))
+			return i + 1;
+	}
+	return 0;
+}
+
 /* Connection: comma/space-separated tokens; we need close, keep-alive and upgrade. */
 static __always_inline int l7_http_connection(struct l7_req *r, __u32 vs, __u32 n)
 {
@@ -436,6 +469,7 @@ static __always_inline int l7_http_connection(struct l7_req *r, __u32 vs, __u32 
 static __always_inline int l7_http_field(struct l7_req *r, __u32 vs, __u32 ve)
 {
 	__u32 kind = (r->flags >> L7H_K_SHIFT) & 7, want = r->flags >> L7H_W_SHIFT, i, n;
+	__u32 raw_vs = vs, line_end = ve + 2;   /* the field line: name, ':', value, CRLF */
 	__u64 w, m;
 
 	/* Trim OWS (SP/HT, RFC 9110 5.5); obs-text and other bytes are kept as sent. Done with
@@ -477,6 +511,13 @@ static __always_inline int l7_http_field(struct l7_req *r, __u32 vs, __u32 ve)
 		r->hdr_present |= bit;
 		r->hdr[(want - 1) & (L7_MAX_WANTED - 1)].off = (__u16)vs;
 		r->hdr[(want - 1) & (L7_MAX_WANTED - 1)].len = (__u16)n;
+		/* the whole line, for a mutation that removes it: the name matched a wanted one
+		 * exactly, so it starts that many bytes before the ':' */
+		__u32 k = r->n_wline++ & (L7_MAX_WANTED - 1);
+		__u32 ls = raw_vs - 1 - l7_wanted_len[(want - 1) & (L7_MAX_WANTED - 1)];
+		r->wline[k].off = (__u16)ls;
+		r->wline[k].len = (__u16)(line_end - ls);
+		r->wline_hdr[k] = (__u8)(want - 1);
 	}
 	w = l7_lower8(l7_ld64(r->buf + vs));
 	switch (kind) {
@@ -824,6 +865,9 @@ static __always_inline int l7_http_parse_head(struct l7_req *req, __u32 len)
 	req->flags = 0;
 	req->n_headers = 0;
 	req->hdr_present = 0;
+	req->n_wline = 0;
+	l7_st64(req->wline_hdr, 0x1f1f1f1f1f1f1f1fULL);   /* 31: no wanted header (mutate.h) */
+	l7_st64(req->wline_hdr + 8, 0x1f1f1f1f1f1f1f1fULL);
 	req->method_s.off = req->method_s.len = 0;
 	req->target = req->method_s;
 	req->path = req->method_s;

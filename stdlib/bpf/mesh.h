@@ -24,6 +24,7 @@
 #include "compat.h"
 #include "l7/mesh.h"
 #include "mesh_resp.h"
+#include "mutate.h"
 #if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
 #include "http.h"
 #endif
@@ -230,40 +231,26 @@ static __always_inline __u32 l7_mesh_bind(struct l7_mesh_conn *c, const struct l
 	return cl.found;
 }
 
-/* Insert the policy's header lines before the final CRLF of the head (at `at`). Returns the
- * number of bytes inserted. Staged in the scratch buffer: the parsed request is done with. */
-static __always_inline __u32 l7_mesh_insert(struct sk_msg_md *msg, struct l7_req *scratch,
-					    const struct l7_decision *d, __u32 at)
+/* The policy's header mutations of the request whose head (`head` bytes) starts this message:
+ * lines before its final CRLF, the client's lines of removed names cut. Returns the bytes
+ * added (negative: cut) or L7_EDIT_FAILED. Staged in the scratch buffer: the parsed head is
+ * done with (the spans of its lines live outside buf). */
+static __always_inline int l7_mesh_mutate(struct sk_msg_md *msg, struct l7_req *scratch,
+					  const struct l7_decision *d, __u32 head)
 {
-	__u32 total = 0;
+	struct l7_edit *e = l7_edit_of(scratch);
 
-	for (int i = 0; i < L7_MAX_SET; i++) {
-		if (i >= (int)d->n_set)
-			break;
-		__u16 off = 0, len = 0;
-		__u32 m = d->set[i] & (L7_MAX_MUT - 1);
-		bpf_probe_read_kernel(&off, sizeof(off), &l7_mut_off[m]);
-		bpf_probe_read_kernel(&len, sizeof(len), &l7_mut_len[m]);
-		if (len == 0 || total + len > L7_MAX_INSERT || off >= L7_MUT_BYTES)
-			break;
-		bpf_probe_read_kernel(&scratch->buf[total & (L7_MAX_INSERT - 1)], len & (L7_MAX_INSERT - 1),
-				      &l7_mut_bytes[off]);
-		total += len;
-	}
-	if (!total || total > L7_MAX_INSERT)
-		return 0;
-	if (bpf_msg_push_data(msg, at, total, 0))
-		return 0;
-	if (bpf_msg_pull_data(msg, at, at + total, 0))
-		return total;   /* pushed but not writable: cannot happen for a fresh push */
-	__u8 *p = msg->data, *e = msg->data_end;
-	for (__u32 i = 0; i < L7_MAX_INSERT; i++) {
-		if (i >= total || p + i + 1 > e)
-			break;
-		p[i] = scratch->buf[i & (L7_MAX_INSERT - 1)];
-	}
-	l7_mesh_stat(L7_STAT_HDR_INSERT);
-	return total;
+	e->cut_mask = d->del;
+	e->n_del = 0;
+	e->n_set = d->n_set;
+	__builtin_memcpy(e->set, d->set, sizeof(e->set));
+	e->ins = head - 2;
+	e->shift = 0;
+	e->size = msg->size;
+	int delta = l7g_msg_edit(msg, scratch);
+	if (delta != L7_EDIT_FAILED)
+		l7_mesh_stat(L7_STAT_HDR_INSERT);
+	return delta;
 }
 
 /* Into the receive queue of l7run's end of this connection. Always an explicit redirect, never
@@ -400,13 +387,18 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
 	if (!s)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
-	/* the no-body bits are a ring of L7_MESH_NOBODY_DEPTH: never wrap while one is set */
+	/* the no-body bits are a ring of L7_MESH_NOBODY_DEPTH: never wrap while one is set (nor,
+	 * when rules mutate responses, the ring of their mutations, l7_mesh_rmut) */
 	__u64 nb = s->no_body, ri = s->req_cnt;
-	if ((nb | head_req) && ri - s->resp_cnt >= L7_MESH_NOBODY_DEPTH - 1)
+	if ((nb | head_req | l7_resp_mut) && ri - s->resp_cnt >= L7_MESH_NOBODY_DEPTH - 1)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
 	__u32 total = head + body;
-	if (d.n_set)
-		total += l7_mesh_insert(msg, req, &d, head - 2);
+	if (d.n_set || d.del) {
+		int delta = l7_mesh_mutate(msg, req, &d, head);
+		if (delta == L7_EDIT_FAILED)   /* never sent half-edited: l7run answers and closes */
+			return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 500, 0, seq);
+		total += delta;
+	}
 
 	/* In order when nothing is with l7run and either nothing is in flight or what is in flight
 	 * goes to the same connection (a connection answers in order). */
@@ -418,6 +410,16 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	 * under its socket lock); the response side only reads them */
 	__u64 bit = 1ull << (ri & (L7_MESH_NOBODY_DEPTH - 1));
 	s->no_body = (nb & ~bit) | (bit & -(__u64)head_req);
+	if (l7_resp_mut) {   /* what its response gets, by its number on the connection */
+		__u32 si = b - 1;
+		struct l7_mesh_rring *rr = bpf_map_lookup_elem(&l7_mesh_rmut, &si);
+		if (rr) {
+			struct l7_mesh_rmut *m = &rr->r[ri & (L7_MESH_NOBODY_DEPTH - 1)];
+			m->n_set = (__u8)d.n_rset;
+			m->del = (__u8)d.rdel;
+			__builtin_memcpy(m->set, d.rset, sizeof(m->set));
+		}
+	}
 	__sync_fetch_and_add(&s->req_cnt, 1);
 	if (req->flags & L7_REQ_CHUNKED)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CHUNKED, 0, total, b - 1, seq);
@@ -440,13 +442,39 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 
 /* ---- responses ------------------------------------------------------------------------ */
 
+/* The mutations rm of a response whose head (h bytes, scanned into hs) starts this message. */
+static __always_inline int l7_mesh_edit_response(struct sk_msg_md *msg, struct l7_req *r,
+						 const struct l7_mesh_rmut *rm, const struct l7_mesh_rscan *hs, __u32 h)
+{
+	struct l7_edit *e = l7_edit_of(r);
+
+	if (hs->cut_over)
+		return L7_EDIT_FAILED;   /* more separate lines to cut than an edit holds */
+	e->ins = h - 2;
+	e->n_set = rm->n_set;
+	__builtin_memcpy(e->set, rm->set, sizeof(e->set));
+	e->n_del = hs->n_cut < L7_MAX_SET ? hs->n_cut : L7_MAX_SET;
+	__builtin_memcpy(e->del, hs->cut, sizeof(e->del));
+	e->cut_mask = 0;
+	e->shift = 0;
+	e->size = msg->size;
+	int delta = l7g_msg_edit(msg, r);
+	if (delta != L7_EDIT_FAILED)
+		l7_mesh_stat(L7_STAT_HDR_INSERT);
+	return delta;
+}
+
 /* Frame the response bytes at the start of this message. Returns how many of them belong to
  * the current piece (the rest is framed by the next run, via apply_bytes), 0 to wait for more;
- * *final says whether the piece ends a response. */
+ * *final says whether the piece ends a response. rm: the mutations of a response head that
+ * starts here (NULL: none); *delta gets the bytes they added (negative: cut), to be added to
+ * the length returned, or L7_EDIT_FAILED (the head must not reach the client). */
 static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struct l7_mesh_conn *c,
-						     struct l7_req *r, __u32 size, int *final, __u32 no_body)
+						     struct l7_req *r, __u32 size, int *final, __u32 no_body,
+						     const struct l7_mesh_rmut *rm, int *delta)
 {
 	*final = 0;
+	*delta = 0;
 	if (c->body == L7_MB_RAW)
 		return size;
 	if (c->body == L7_MB_LEN || c->body == L7_MB_CHUNK_DATA) {
@@ -494,7 +522,7 @@ static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struc
 		goto raw;
 	if (bpf_msg_pull_data(msg, 0, n, 0) || bpf_probe_read_kernel(r->buf, n, msg->data))
 		goto raw;
-	int h = l7_mesh_scan_response(r, n, &hs);
+	int h = l7_mesh_scan_response(r, n, &hs, rm ? rm->del : 0);
 	if (h == 0)
 		return 0;
 	if (h < 0)
@@ -502,6 +530,8 @@ static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struc
 	__u32 st = hs->status;
 	if (st >= 100 && st < 200)
 		return (__u32)h;                           /* interim: the exchange goes on */
+	if (rm)   /* the final response: its request's rules' mutations */
+		*delta = l7_mesh_edit_response(msg, r, rm, hs, (__u32)h);
 	/* a response to HEAD ends with its head, whatever its Content-Length says */
 	if (no_body || st == 204 || st == 304 || (hs->has_clen && hs->clen == 0)) {
 		*final = 1;
@@ -522,6 +552,8 @@ static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struc
 		return size;
 	}
 raw:
+	if (rm)
+		*delta = L7_EDIT_FAILED;   /* a head to edit that cannot be framed */
 	c->body = L7_MB_RAW;   /* close-delimited or unframeable: the connection ends with it */
 	return size;
 }
@@ -537,10 +569,28 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	if (!r || !s || s->gen != c->gen || size == 0)
 		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it */
 	__u32 no_body = (__u32)(s->no_body >> (s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1))) & 1;
-	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final, no_body);
+	const struct l7_mesh_rmut *rm = 0;
+	if (l7_resp_mut && c->body == L7_MB_HEAD) {
+		/* a head: the mutations its request's rules chose, if any */
+		__u32 si = c->index;
+		struct l7_mesh_rring *rr = bpf_map_lookup_elem(&l7_mesh_rmut, &si);
+		if (rr) {
+			rm = &rr->r[s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1)];
+			if (!rm->n_set && !rm->del)
+				rm = 0;
+		}
+	}
+	int delta = 0, edit_failed = 0;
+	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final, no_body, rm, &delta);
 	if (len == 0) {
 		bpf_msg_cork_bytes(msg, size + 1);
 		return SK_PASS;
+	}
+	if (delta == L7_EDIT_FAILED)
+		edit_failed = 1;
+	else {
+		len += delta;
+		size += delta;
 	}
 	if (len < size)
 		bpf_msg_apply_bytes(msg, len);
@@ -550,9 +600,10 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	struct l7_mesh_conn *oc = NULL;
 	if (s->state == L7_MS_BUSY)
 		oc = bpf_map_lookup_elem(&l7_mesh_conns, &owner);
-	if (oc && ((oc->flags & L7_MC_OVER) || l7_mesh_client_full(oc, len))) {
+	if (oc && (edit_failed || (oc->flags & L7_MC_OVER) || l7_mesh_client_full(oc, len))) {
 		/* the client stopped reading: no more into its queue; the rest of what this
-		 * connection owes it is dropped (l7run's end discards it) and l7run resets it */
+		 * connection owes it is dropped (l7run's end discards it) and l7run resets it.
+		 * So for a response whose head could not be edited: never sent as it is. */
 		oc->flags |= L7_MC_OVER | L7_MC_BROKEN;
 		__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, L7_MS_ORPHAN);
 		oc = NULL;

@@ -7,6 +7,7 @@
 
 #include "compat.h"
 #include "l7/abi.h"
+#include "http.h"   /* l7_rhdr_match: the response names a policy sets or removes */
 
 #define L7_RS_MAXHEAD 2048    /* response heads framed here; longer ones are passed raw */
 
@@ -16,6 +17,10 @@ struct l7_mesh_rscan {
 	__u64 clen;           /* Content-Length, valid when has_clen */
 	__u32 has_clen;
 	__u32 kind;           /* L7_RS_* of the current field */
+	/* Field lines a response mutation cuts (names l7_rhdr_name[i], bits i of rmask), adjacent
+	 * ones merged; past L7_MAX_SET spans, cut_over. */
+	__u32 rmask, cut_cur, n_cut, cut_over;
+	struct l7_span cut[L7_MAX_SET];
 };
 
 struct l7_mesh_rctx {
@@ -67,6 +72,20 @@ static __always_inline void l7_rs_eol(struct l7_mesh_rscan *s, const struct l7_r
 	} else if (s->kind == L7_RS_CLEN && !s->pad) {
 		s->bad = 1;   /* empty Content-Length */
 	}
+	if (s->cut_cur) {
+		__u32 n = s->n_cut;
+		struct l7_span *last = &s->cut[(n - 1) & (L7_MAX_SET - 1)];
+		if (n && last->off + last->len == l)
+			last->len = (__u16)(p + 1 - last->off);   /* right after the last cut line */
+		else if (n >= L7_MAX_SET)
+			s->cut_over = 1;
+		else {
+			s->cut[n & (L7_MAX_SET - 1)].off = (__u16)l;
+			s->cut[n & (L7_MAX_SET - 1)].len = (__u16)(p + 1 - l);
+			s->n_cut = n + 1;
+		}
+		s->cut_cur = 0;
+	}
 	s->line = p + 1;
 	s->colon = 0;
 	s->kind = 0;
@@ -102,6 +121,10 @@ L7_LOOP_CB(l7_rs_cb)
 			return 0;
 		__u32 n = p - s->line;
 		s->colon = p;
+		if (l7_n_rhdr && s->rmask) {
+			__u32 m = l7_rhdr_match(r, s->line, n);
+			s->cut_cur = m && (s->rmask >> ((m - 1) & 31) & 1);
+		}
 		if (n == 14 && l7_rs_is(r, s->line, "content-length", 14)) {
 			if (s->has_clen)
 				s->bad = 1;   /* two lengths: ambiguous framing */
@@ -123,13 +146,15 @@ L7_LOOP_CB(l7_rs_cb)
 	return 0;
 }
 
-/* Scan r->buf[0, len). Returns head length, 0 if incomplete, -1 if unframeable. */
-static __always_inline int l7_mesh_scan_response(struct l7_req *r, __u32 len, struct l7_mesh_rscan **out)
+/* Scan r->buf[0, len), finding the lines of the response names in rmask. Returns head length,
+ * 0 if incomplete, -1 if unframeable. */
+static __always_inline int l7_mesh_scan_response(struct l7_req *r, __u32 len, struct l7_mesh_rscan **out, __u32 rmask)
 {
 	struct l7_mesh_rscan *s = l7_rs_state(r);
 	struct l7_mesh_rctx ctx = { .r = r };
 
 	__builtin_memset(s, 0, sizeof(*s));
+	s->rmask = rmask;
 	s->len = len;
 	s->first = 1;
 	l7_loop(L7_RS_MAXHEAD, l7_rs_cb, &ctx);

@@ -296,3 +296,50 @@ L7_INLINE int l7_regex_match(const struct l7_req *req, const struct l7_span *f, 
 	l7_loop((len + L7_RE_CHUNK - 1) / L7_RE_CHUNK, l7_re_cb, &r);
 	return r.state >= re->accept_lo;
 }
+
+/* Header mutations, in the order the policy reaches them (see struct l7_decision). The
+ * request's and the response's lists are alike; `response` is a constant after inlining. */
+
+/* SET or REMOVE of a name: the sender's lines of it go (bit of d->del / d->rdel), and so do
+ * lines added for it before (`same`: the l7_mut_* lines of this name, as a bit mask; 0 when
+ * the compiler saw that no line of the name can have been added before). */
+L7_INLINE void l7_mut_drop(struct l7_decision *d, __u32 response, __u64 same, __u32 bit)
+{
+	__u8 *set = response ? d->rset : d->set;
+	__u32 n = response ? d->n_rset : d->n_set, k = 0;
+
+	if (response)
+		d->rdel |= bit;
+	else
+		d->del |= bit;
+	if (!same)
+		return;
+	for (__u32 i = 0; i < L7_MAX_SET; i++) {
+		if (i >= n)
+			break;
+		__u8 m = set[i];
+		if (!(same >> (m & 63) & 1))
+			set[k++ & (L7_MAX_SET - 1)] = m;
+	}
+	if (response)
+		d->n_rset = k;
+	else
+		d->n_set = k;
+}
+
+/* SET or ADD: one more line (l7_mut_* index m). ir_lower bounds how many one request can
+ * collect by L7_MAX_SET, so the check never refuses one. */
+L7_INLINE void l7_mut_add(struct l7_decision *d, __u32 response, __u32 m)
+{
+	__u32 n = response ? d->n_rset : d->n_set;
+
+	if (n >= L7_MAX_SET)
+		return;
+	if (response) {
+		d->rset[n] = (__u8)m;
+		d->n_rset = n + 1;
+	} else {
+		d->set[n] = (__u8)m;
+		d->n_set = n + 1;
+	}
+}

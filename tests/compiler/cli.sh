@@ -45,7 +45,7 @@ check unwritable 2 "$l7c" "$ex" -o /nonexistent-dir/x.o;  contains unwritable "c
 ev=$src/tests/compiler/eval
 check eval-api 0 "$l7c" --eval="$ev/api-get.http" "$ex"
 contains eval-api '^verdict: forward api$'; contains eval-api-rule '^rule: 2 \(line 17\)$'
-contains eval-api-set '^set-header: x-l7-route: api$'
+contains eval-api-set '^request-remove: x-l7-route$'; contains eval-api-add '^request-add: x-l7-route: api$'
 check eval-host 0 "$l7c" --eval="$ev/api-post-static-host.http" "$ex";   contains eval-host '^verdict: forward web$'
 check eval-admin 0 "$l7c" --eval="$ev/admin.http" "$ex";                 contains eval-admin '^verdict: deny 403$'
 check eval-default 0 "$l7c" --eval="$ev/unmatched.http" "$ex";           contains eval-default '^verdict: deny 404$'

@@ -161,7 +161,9 @@ static int check_policy(const char *path)
 			ir_eval_with(p0, &r0, &env, &d0);
 			ir_eval_with(p1, &r1, &env, &d1);
 			cr_assert(d0.term == d1.term && d0.upstream == d1.upstream && d0.status == d1.status &&
-					  d0.nset == d1.nset && !memcmp(d0.set, d1.set, sizeof(int) * (size_t)d0.nset),
+					  d0.nset == d1.nset && !memcmp(d0.set, d1.set, sizeof(int) * (size_t)d0.nset) &&
+					  d0.del == d1.del && d0.rdel == d1.rdel && d0.nrset == d1.nrset &&
+					  !memcmp(d0.rset, d1.rset, sizeof(int) * (size_t)d0.nrset),
 				  "%s: the passes changed the decision for\n%s(service %u): %d/%d/%d vs %d/%d/%d", path, req, svc,
 				  d0.term, d0.upstream, d0.status, d1.term, d1.upstream, d1.status);
 			decided++;

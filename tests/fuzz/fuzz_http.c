@@ -22,6 +22,11 @@ static void *bpf_map_lookup_elem(void *map, const void *key)
 
 #include "gw_head.h"
 
+/* The response names a policy sets or removes (gw_head.h cuts their lines). */
+const __u32 l7_n_rhdr = 2;
+const __u8 l7_rhdr_len[L7_MAX_RHDR] = { 6, 10 };
+const char l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME] = { "server", "set-cookie" };
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct l7_req req;     /* 17 KB: not on the stack */
@@ -59,7 +64,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (mode & 2) {
 		memset(&scan, 0, sizeof scan);
-		(void)l7_scan_response(&scan, &req, (__u32)n);
+		(void)l7_scan_response(&scan, &req, (__u32)n, mode >> 2);
 		return 0;
 	}
 	int h = l7_http_parse_head(&req, (__u32)size);

@@ -15,7 +15,8 @@
 #define L7_MAX_HEADERS   128    /* header fields per request */
 #define L7_MAX_WANTED    16     /* distinct header names one policy reads */
 #define L7_MAX_NAME      32     /* bytes of a header name a policy reads */
-#define L7_MAX_SET       8      /* header mutations applied to one request */
+#define L7_MAX_SET       8      /* header mutations of one request, and of its response */
+#define L7_MAX_RHDR      8      /* distinct response field names one policy file sets or removes */
 #define L7_MAX_JWT       4      /* JWT configurations one policy file declares */
 #define L7_MAX_CLAIMS    8      /* JWT claims one policy file reads */
 #define L7_JWT_JSON      2048   /* bytes of decoded JWT payload kept for claim predicates */
@@ -73,6 +74,11 @@ struct l7_req {
 	struct l7_span query;  /* after '?', without it */
 	struct l7_span host;   /* Host field value, trimmed */
 	struct l7_span hdr[L7_MAX_WANTED]; /* values of the wanted headers, trimmed */
+	/* The whole field lines (name to CRLF) of the wanted headers present, in the order they
+	 * came, and which wanted header each is: what removing one cuts out, front to back. */
+	__u32 n_wline;
+	struct l7_span wline[L7_MAX_WANTED];
+	__u8 wline_hdr[L7_MAX_WANTED];
 	__u32 src_ip4;         /* client address, network byte order (set by the machinery) */
 	__u32 dst_port;        /* port the client connected to, host order (set by the machinery) */
 	/* JWT (see l7_jwt_check below); reset by the machinery before l7_policy_decide */
@@ -156,14 +162,21 @@ enum l7_verdict {
 	L7_FALLBACK = 3,  /* hand to the userspace fallback proxy (slow path) */
 };
 
+/* Header mutations are decided in full before anything is sent: the lines to add (after the
+ * last field line, in order) and the names whose lines the sender's message loses. A SET of a
+ * name both removes (del) and adds; lines added earlier for the name are dropped from set[]. */
 struct l7_decision {
 	__u32 verdict;         /* enum l7_verdict */
 	__u32 upstream;        /* backend slot (an endpoint: l7.config `upstream SLOT ...`), chosen
 	                        * by the upstream's balance policy for a set */
 	__u32 status;          /* HTTP status for L7_DENY */
 	__u32 rule;            /* id of the rule that decided (0 = default), for stats and --explain */
-	__u32 n_set;           /* mutations to apply */
-	__u32 set[L7_MAX_SET]; /* indices into l7_mut_* */
+	__u32 n_set;           /* request: lines to add */
+	__u32 del;             /* request: bit i = remove the client's lines of wanted header i */
+	__u32 n_rset;          /* response: lines to add */
+	__u32 rdel;            /* response: bit i = remove the upstream's lines of l7_rhdr_name[i] */
+	__u8 set[L7_MAX_SET];  /* request lines: indices into l7_mut_* */
+	__u8 rset[L7_MAX_SET]; /* response lines: indices into l7_mut_* */
 };
 
 /* Symbols the generated code defines and the machinery uses (all resolved at link time
@@ -177,6 +190,10 @@ struct l7_decision {
  *   const __u32 l7_n_mut;                            header mutations, as full field lines
  *   const __u16 l7_mut_off[], l7_mut_len[];          into l7_mut_bytes: "name: value\r\n"
  *   const char  l7_mut_bytes[];
+ *   const __u32 l7_n_rhdr;                           response field names SET/REMOVE act on
+ *   const __u8  l7_rhdr_len[L7_MAX_RHDR];
+ *   const char  l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME];      lower case
+ *   const __u32 l7_resp_mut;                         1 if any rule mutates a response
  *   const __u32 l7_n_jwt;                            JWT configurations
  *   const struct l7_jwt_cfg l7_jwt_cfg[L7_MAX_JWT];
  *   const __u32 l7_n_claims;                         JWT claims rules read

@@ -9,7 +9,11 @@
  *   l7_txq    the current sender of requests on a pool socket: the client verdict while its
  *             client is on the kernel path, l7run while it is not (then the socket is quiet)
  *   l7_txport l7run only: pool socket local port -> cookie, because SK_MSG programs cannot
- *             call bpf_get_socket_cookie (l7run keeps local ports of pool sockets unique) */
+ *             call bpf_get_socket_cookie (l7run keeps local ports of pool sockets unique)
+ *   l7_rxq    response mutations for a client: records written by the pool socket serving it
+ *             (its parser stages one, its verdict publishes it), applied and counted by the
+ *             client socket's SK_MSG; l7run creates and deletes the entry
+ *   l7_rxport l7run only: client 4-tuple -> cookie (for the client's SK_MSG, as l7_txport) */
 #ifndef L7_DATAPLANE_H
 #define L7_DATAPLANE_H
 
@@ -19,7 +23,8 @@
 #define L7_TXQ_DEPTH     8     /* requests in flight on one pool socket (power of two) */
 #define L7_MAX_MUT       64    /* entries of l7_mut_off/l7_mut_len (codegen pads to this) */
 #define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */
-#define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request */
+#define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request (or response) */
+#define L7_RXQ_DEPTH     16    /* responses with mutations framed but not yet sent to a client */
 #define L7_SCAN_STATE    256   /* bytes of scanner state per CPU (l7_scan): kept out of the stack,
                                 * where the verifier would enumerate its values per bpf_loop step */
 
@@ -67,7 +72,8 @@ struct l7_conn {
 	__u32 resp_final;    /* the current response message ends an exchange */
 	__u32 flags;         /* L7_CONN_* */
 	__u32 service;       /* clients: index of the service (listener) they connected to */
-	__u32 pad;
+	__u32 rx_staged;     /* pool sockets: the parser staged a response-mutation record for
+	                      * the current message in the client's l7_rxq; the verdict publishes it */
 	/* Clients: response bytes redirected to this client by pool sockets. A redirect is queued
 	 * on the client's psock and sent later by a worker, so l7run waits until the socket has
 	 * taken these bytes (TCP_INFO bytes_acked + SIOCOUTQ) before it writes an answer itself:
@@ -85,6 +91,9 @@ struct l7_conn {
 struct l7_ctl {
 	__u64 done_seq;                   /* l7_pass records fully handled (sent on or answered) */
 	__u64 bind[L7_MAX_UPSTREAMS];     /* pool socket cookie per upstream index (0 = none) */
+	__u64 own_bytes;                  /* bytes l7run wrote to the client itself (its answers):
+	                                   * with l7_conn.resp_bytes, where a response starts in
+	                                   * what the client is sent (l7_rx_rec.at) */
 };
 
 /* A message handed to l7run (SK_PASS). Key: {client cookie, seq}, seq = 1, 2, ... */
@@ -119,19 +128,30 @@ struct l7_pass {
 	__u32 why;         /* enum l7_why */
 	__u32 flags;       /* L7_PASSF_* */
 	__u32 head_len;
-	__u32 n_set;       /* header mutations for l7run to queue for SK_MSG */
+	__u32 n_set;       /* header mutations for l7run to queue for SK_MSG (as l7_tx_rec) */
 	__u8  set[L7_MAX_SET];
+	__u8  n_del;
+	__u8  n_rset;
+	__u8  rdel;
+	__u8  pad;
+	__u8  rset[L7_MAX_SET];
+	struct l7_span del[L7_MAX_SET];
 };
 
-/* One request queued on a pool socket, for the SK_MSG program (header insertion) and the
- * response parser (HEAD responses have no body). */
+/* One request queued on a pool socket, for the SK_MSG program (header mutations) and the
+ * response parser (HEAD responses have no body; the response's own mutations). */
 struct l7_tx_rec {
 	__u32 len;         /* bytes of the request as the client sent it */
 	__u32 ins_off;     /* where to insert header lines (head_len - 2); ignored if n_set = 0 */
-	__u8  n_set;
+	__u8  n_set;       /* lines to insert: set[] (l7_mut_* indices) */
 	__u8  no_body;     /* response carries no body (HEAD) */
+	__u8  n_del;       /* the client's field lines to cut out: del[] */
+	__u8  n_rset;      /* the response's: lines to add (rset[]) ... */
+	__u8  rdel;        /* ... and names whose lines go (bit i: l7_rhdr_name[i]) */
+	__u8  pad[3];
 	__u8  set[L7_MAX_SET];
-	__u8  pad[6];
+	__u8  rset[L7_MAX_SET];
+	struct l7_span del[L7_MAX_SET];   /* ascending, from the request's first byte */
 };
 
 struct l7_txq {
@@ -140,6 +160,33 @@ struct l7_txq {
 	__u32 ms_pos;      /* bytes of record ms_idx passed so far */
 	__u32 pad;
 	struct l7_tx_rec rec[L7_TXQ_DEPTH];
+};
+
+/* A response whose head gets mutations, in what its client is sent (l7_rxq). */
+struct l7_rx_rec {
+	__u64 at;          /* bytes the client was sent before this head (redirected + l7run's) */
+	__u32 head_len;
+	__u8  n_set;       /* lines to add before the head's final CRLF */
+	__u8  n_del;       /* field lines to cut out */
+	__u8  bad;         /* the head could not be edited (too many lines to cut): fail closed */
+	__u8  pad;
+	__u8  set[L7_MAX_SET];
+	struct l7_span del[L7_MAX_SET];   /* ascending, from the head's first byte */
+};
+
+struct l7_rxq {
+	__u64 wr;          /* records published (the verdict of the pool socket serving the client) */
+	__u64 rd;          /* records applied in full (the client's SK_MSG) */
+	__u64 pos;         /* bytes the client's SK_MSG has passed, as they were before its edits */
+	__s64 delta;       /* bytes its edits added (negative: cut): l7run's delivered check */
+	struct l7_rx_rec rec[L7_RXQ_DEPTH];
+};
+
+/* l7_rxport key: a client socket as its SK_MSG program sees it. */
+struct l7_rx_key {
+	__u32 rip;         /* the client's address (network order) */
+	__u32 rport;       /* the client's port (host order) */
+	__u32 lport;       /* the service port (host order) */
 };
 
 enum l7_stat {
@@ -152,7 +199,7 @@ enum l7_stat {
 	L7_STAT_PASSED,       /* heads handed to l7run for any reason */
 	L7_STAT_ORDER_WAIT,   /* passed to keep responses in order */
 	L7_STAT_RESPONSES,    /* final responses redirected to clients */
-	L7_STAT_HDR_INSERT,   /* requests that got header lines inserted by SK_MSG */
+	L7_STAT_HDR_INSERT,   /* requests (and responses) SK_MSG edited: lines added or cut */
 	L7_STAT_JWT_HIT,      /* JWT checks answered from l7_jwt_cache (no SHA-256) */
 	L7_STAT_JWT_VERIFY,   /* JWT checks that ran the full verification (HMAC) */
 	L7_STAT_JWT_REJECT,   /* JWT checks that failed (any reason) */

@@ -13,6 +13,8 @@
  *                  with compare-and-swap and keeps the counters
  *   l7_mesh_pass   BPF writes, l7run reads and deletes
  *   l7_mesh_ctl    l7run only
+ *   l7_mesh_rmut   BPF: the request path writes entry n of a pool connection before request n
+ *                  is counted, the response path reads it when response n is framed
  *
  * The map rows in l7/maps.def carry these sizes as numbers (that file is also read where
  * this header is not included); the asserts below keep them in step. */
@@ -122,6 +124,19 @@ struct l7_mesh_slot {
 };
 #define L7_MESH_NOBODY_DEPTH 64
 
+/* l7_mesh_rmut value, index = pool slot: per request n on the connection (entry n & 63, the
+ * depth of the no-body bits) the header mutations its rules chose for its response. Written
+ * for every request when a rule mutates responses. */
+struct l7_mesh_rmut {
+	__u8 n_set;           /* lines to add (l7_mut_* indices) */
+	__u8 del;             /* bit i: cut the lines of l7_rhdr_name[i] */
+	__u8 pad[6];
+	__u8 set[8];          /* = L7_MAX_SET */
+};
+struct l7_mesh_rring {
+	struct l7_mesh_rmut r[L7_MESH_NOBODY_DEPTH];
+};
+
 /* A message handed to l7run (SK_PASS on the client's socket). Key: {client key, seq}. */
 struct l7_mesh_pass_key {
 	struct l7_mesh_key client;
@@ -158,6 +173,7 @@ struct l7_mesh_ctl {
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
+#define L7_MESH_RRING_SIZE 1024
 #define L7_MESH_POOL_SIZE  (L7_MESH_UPSTREAMS * L7_MESH_SLOTS)
 _Static_assert(sizeof(struct l7_mesh_key) == L7_MESH_KEY_SIZE, "maps.def: l7_mesh_* key size");
 _Static_assert(sizeof(struct l7_mesh_conn) == L7_MESH_CONN_SIZE, "maps.def: l7_mesh_conns value size");
@@ -165,6 +181,7 @@ _Static_assert(sizeof(struct l7_mesh_slot) == L7_MESH_SLOT_SIZE, "maps.def: l7_m
 _Static_assert(sizeof(struct l7_mesh_pass_key) == L7_MESH_PKEY_SIZE, "maps.def: l7_mesh_pass key size");
 _Static_assert(sizeof(struct l7_mesh_pass) == L7_MESH_PASS_SIZE, "maps.def: l7_mesh_pass value size");
 _Static_assert(sizeof(struct l7_mesh_ctl) == L7_MESH_CTL_SIZE, "maps.def: l7_mesh_ctl value size");
+_Static_assert(sizeof(struct l7_mesh_rring) == L7_MESH_RRING_SIZE, "maps.def: l7_mesh_rmut value size");
 
 /* Program and map names l7run looks up. */
 #define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
