@@ -158,6 +158,11 @@ __attribute__((noinline)) int l7g_msg_edit(struct sk_msg_md *msg, struct l7_req 
 	struct l7_cut_ctx cx = { .msg = msg, .del = e->del, .n = e->n_del, .shift = e->shift, .size = e->size };
 	__s64 ins = e->ins, from = e->shift;
 
+	/* A message that was corked keeps the cork size asked for last time (msg->cork_bytes is not
+	 * reset between runs); if cutting makes it shorter than that, the kernel corks it again
+	 * and it waits for bytes that never come. Measured with a head written 5 bytes at a time. */
+	bpf_msg_cork_bytes(msg, 0);
+
 	if (e->n_set && ins >= from && ins < from + e->size) {
 		__u32 total = l7_mut_stage(scratch->buf, e->set, e->n_set), at = (__u32)(ins - from);
 		if (total) {

@@ -9,10 +9,13 @@
  *   diff_eval POLICY.l7               reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
  *                                     and prints, per record, one line with the decision for each
  *                                     request of the stream (pipelining), separated by " ; ":
- *                                       forward UP [MUT,...] | fallback UP [MUT,...] | deny STATUS
+ *                                       forward UP MUTS DELS | fallback UP MUTS DELS | deny STATUS
  *                                       | refuse STATUS | incomplete | body
  *                                     UP is a backend slot; a round-robin set adds "any=S,S,.."
  *                                     (its slots: which one has the turn is the kernel's)
+ *                                     MUTS: the lines added (mutation ids, comma-separated, or
+ *                                     -), DELS: the header names whose lines the client's head
+ *                                     loses (hex, comma-separated, or -)
  *                                     each followed by "#RULE" ("rbac", "default" or the rule id)
  *
  * The policy is lowered and optimised exactly as l7c does. JWTs count as invalid and rate
@@ -178,6 +181,15 @@ static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src
 			for (int i = 0; i < d.nset; i++)
 				printf("%s%d", i ? "," : "", d.set[i]);
 			if (!d.nset)
+				putchar('-');
+			putchar(' ');
+			for (int i = 0, any = 0; i < p->nheaders; i++)
+				if (d.del >> i & 1) {
+					if (any++)
+						putchar(',');
+					hex(p->headers[i], strlen(p->headers[i]));
+				}
+			if (!d.del)
 				putchar('-');
 			if (d.slot < 0)   /* round robin: whichever slot of the set has the turn */
 				for (int i = 0; i < t->nendpoints; i++)

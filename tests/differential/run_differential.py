@@ -16,7 +16,8 @@ requests reached which backend with which head.
 
 Compared, per request:
   forward UP   200 from the backend, and backend UP logged exactly this request once: the head
-               sent, plus exactly the evaluator's set-header lines, nothing else changed. UP is a
+               sent, without the lines of the names the evaluator removed, plus exactly the
+               lines it added, nothing else changed. UP is a
                backend slot: the endpoint a hashed set's Ketama ring picks, exactly; for a
                round-robin set any endpoint of the set (the turn is the kernel's counter)
   fallback UP  the same, at the fallback backend
@@ -377,6 +378,7 @@ def parse_decisions(line):
         if w[0] in ("forward", "fallback"):
             d["up"] = int(w[1])
             d["muts"] = [] if w[2] == "-" else [int(m) for m in w[2].split(",")]
+            d["dels"] = [] if w[3] == "-" else [bytes.fromhex(h) for h in w[3].split(",")]
         elif w[0] in ("deny", "refuse"):
             d["status"] = int(w[1])
         out.append(d)
@@ -633,7 +635,7 @@ def check_case(c, n, pi, data, decs, resp, closed, seen, known, counts):
                 if bname not in names:
                     problems.append("%s %s: went to backend %s" % (kind, "|".join(names), bname))
                 sent = data[d["off"]:data.find(b"\r\n\r\n", d["off"])]
-                why = head_diff(sent, head, [c.mutations[m] for m in d["muts"]])
+                why = head_diff(sent, head, [c.mutations[m] for m in d["muts"]], d["dels"])
                 if why:
                     problems.append("%s %s: the backend saw a different head (%s): %s" % (kind, upname, why, show(head)))
         elif kind == "deny":
@@ -677,10 +679,11 @@ def check_case(c, n, pi, data, decs, resp, closed, seen, known, counts):
     return problems
 
 
-def head_diff(sent, got, muts):
-    """'' if got is sent with exactly the mutation lines added (in order, anywhere after the
-    request line), else what differs."""
-    want_lines = sent.split(b"\r\n")
+def head_diff(sent, got, muts, dels=()):
+    """'' if got is sent without its lines of the removed names (dels) and with exactly the
+    mutation lines added (in order, anywhere after the request line), else what differs."""
+    want_lines = [l for i, l in enumerate(sent.split(b"\r\n"))
+                  if i == 0 or l.partition(b":")[0].lower() not in dels]
     lines = got.split(b"\r\n")
     mut_lines = [n + b": " + v for n, v in muts]
     rest, found = [], []

@@ -3,7 +3,8 @@
 requests its `// test:` lines describe — real HTTP over loopback through the kernel.
 
   // test: [N x] [from IP] METHOD PATH [H:name:value]... [jwt|jwt-expired|jwt-badsig|jwt-alg-none:CLAIMS]
-  //       -> STATUS [UPSTREAM] [+name:value]...         (what the client and the backend see)
+  //       -> STATUS [UPSTREAM] [+name:value]... [-name[:value]]...   (what the client and the
+  //                                                                    backend see, or not)
   //       -> STATUS [UPSTREAM] xK, STATUS [UPSTREAM] xK  (for N repeated requests, in order)
   // test: sleep SECONDS                                 (for policies with timers)
   // counters: NAME=VALUE ...                             (l7run --metrics after the tests)
@@ -204,6 +205,10 @@ def check(expect, got):
         if w.startswith("+"):
             if ("header=" + w[1:]).lower() not in body.lower().replace(": ", ":"):
                 return False, "backend did not see %s: %r" % (w[1:], body[:400])
+        elif w.startswith("-"):   # -name: no line of it; -name:value: not that line
+            seen = body.lower().replace(": ", ":")
+            if ("header=" + w[1:]).lower() + ("" if ":" in w else ":") in seen:
+                return False, "backend saw %s: %r" % (w[1:], body[:400])
         elif "backend=%s\n" % w not in body:
             return False, "expected backend %s: %r" % (w, body[:300])
     return True, ""

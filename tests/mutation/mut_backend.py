@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Backend of the header-mutation tests: answers every HTTP/1.1 request (keep-alive, pipelined,
+in order) with what it received, and with response fields a policy edits.
+
+usage: mut_backend.py PORT LOG
+Response head: Server: one, X-Frame-Options: SAMEORIGIN, X-Keep: k, Server: two (a name sent
+twice), then Content-Type and Content-Length. Body: "target=...", one "line=<raw field line>"
+per received field line, "body=<len> <sha256 of the request body>", then `size=N` in the query
+pads it with a pattern to N more bytes; last "sha=<sha256 of everything before>" so the client
+can check the body arrived intact. Every request is also logged to LOG (one line: target and
+its raw field lines), so the test can tell what never reached the backend."""
+import hashlib
+import socket
+import sys
+import threading
+import urllib.parse
+
+PORT, LOG = int(sys.argv[1]), sys.argv[2]
+log_lock = threading.Lock()
+
+
+def respond(conn, target, lines, body):
+    info = [b"target=" + target] + [b"line=" + l for l in lines]
+    info.append(b"body=%d %s" % (len(body), hashlib.sha256(body).hexdigest().encode()))
+    payload = b"\n".join(info) + b"\n"
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(target.decode()).query)
+    if "size" in q:
+        pat = hashlib.sha256(target).hexdigest().encode()
+        n = int(q["size"][0])
+        payload += (pat * (n // len(pat) + 1))[:n]
+    out = payload + b"\nsha=" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
+    head = (b"HTTP/1.1 200 OK\r\nServer: one\r\nX-Frame-Options: SAMEORIGIN\r\nX-Keep: k\r\n"
+            b"Server: two\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(out))
+    conn.sendall(head + out)
+
+
+def handle(conn):
+    buf = b""
+    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                d = conn.recv(65536)
+                if not d:
+                    return
+                buf += d
+            head, buf = buf.split(b"\r\n\r\n", 1)
+            lines = head.split(b"\r\n")
+            target = lines[0].split(b" ")[1]
+            clen = 0
+            for l in lines[1:]:
+                k, _, v = l.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    clen = int(v)
+            while len(buf) < clen:
+                d = conn.recv(65536)
+                if not d:
+                    return
+                buf += d
+            body, buf = buf[:clen], buf[clen:]
+            with log_lock, open(LOG, "ab") as f:
+                f.write(target + b" " + b" | ".join(lines[1:]) + b"\n")
+            respond(conn, target, lines[1:], body)
+    except OSError:
+        pass
+    finally:
+        conn.close()
+
+
+def main():
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind(("127.0.0.1", PORT))
+    s.listen(1024)
+    while True:
+        c, _ = s.accept()
+        threading.Thread(target=handle, args=(c,), daemon=True).start()
+
+
+if __name__ == "__main__":
+    main()
