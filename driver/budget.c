@@ -9,6 +9,7 @@
  *                + (bound - 1) * len(body) for each bounded loop
  *                + CALLBACK_PASSES * min(paths reaching the call, CALLBACK_STATES) * processed(cb)
  *                  for each bpf_loop callback cb
+ *                + processed(g) for each global function g it calls (verified once, on its own)
  *
  * A bounded loop's bound is the constant of its back edge's compare, else the largest constant
  * a branch leaving the loop compares with (capped at LOOP_CAP). Callbacks are verified at each
@@ -311,16 +312,20 @@ void budget_analyse(struct budget *b, const char *asm_text, const char *l7_base,
 			in->imm = imm;
 		in->slots = strstr(buf, " ll") ? 2 : 1;   /* a 64-bit immediate load is two slots */
 		cur->insns += in->slots;
-		/* a callback named as an immediate: bpf_loop(n, callback, ...) */
+		/* a callback named as an immediate: bpf_loop(n, callback, ...); or a global function
+		 * of the machinery called directly */
 		char sym[64];
 		in->callee = -1;
-		if (sscanf(buf, "\tr%*d = %63s ll", sym) == 1 && (sym[0] < '0' || sym[0] > '9') && sym[0] != '-') {
+		bool global = sscanf(buf, "\tcall %63s", sym) == 1 && !strncmp(sym, "l7g_", 4);
+		if (global || (sscanf(buf, "\tr%*d = %63s ll", sym) == 1 && (sym[0] < '0' || sym[0] > '9') && sym[0] != '-')) {
 			int k = 0;
 			while (k < cur->ncallees && strcmp(cur->callees[k], sym))
 				k++;
-			if (k == cur->ncallees && k < BUDGET_MAX_CALLEES)
+			if (k == cur->ncallees && k < BUDGET_MAX_CALLEES) {
+				cur->callee_global[k] = global;
 				snprintf(cur->callees[cur->ncallees++], sizeof(cur->callees[0]), "%s", sym);
-			in->callee = k < BUDGET_MAX_CALLEES ? k : -1;
+			}
+			in->callee = k < BUDGET_MAX_CALLEES && !global ? k : -1;
 		}
 		const char *st = strstr(buf, "(r10 - ");
 		if (st && atoi(st + 7) > cur->stack)
@@ -349,14 +354,21 @@ void budget_analyse(struct budget *b, const char *asm_text, const char *l7_base,
 			b->funcs[k++] = b->funcs[i];
 		}
 	b->nfuncs = k;
+	/* subprograms first (a global function's estimate includes its callbacks), then the
+	 * programs that call them */
+	for (int round = 0; round < 2; round++)
 	for (int i = 0; i < b->nfuncs; i++) {
 		struct budget_func *f = &b->funcs[i];
+		if (f->is_subprog != (round == 0))
+			continue;
 		f->estimate = f->paths_estimate;
 		if (getenv("L7C_BUDGET_DEBUG"))
 			fprintf(stderr, "budget: %s walk %ld callees %d\n", f->name, f->paths_estimate, f->ncallees);
 		for (int c = 0; c < f->ncallees; c++)
 			for (int j = 0; j < b->nfuncs; j++)
-				if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c])) {
+				if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c]) && f->callee_global[c]) {
+					f->estimate += b->funcs[j].estimate;   /* verified once, on its own */
+				} else if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c])) {
 					/* verified once per distinct caller state: the paths reaching its
 					 * loops, capped like the blocks' */
 					double p = site_paths[i][c];

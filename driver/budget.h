@@ -11,10 +11,11 @@
 struct budget_func {
 	char name[64], section[64];
 	int insns, stack, policy_insns;
-	bool is_subprog;                 /* a bpf_loop callback (in .text) */
+	bool is_subprog;                 /* a bpf_loop callback or a global function (in .text) */
 	long paths_estimate;             /* this function's own walk */
 	long estimate;                   /* with the callbacks it reaches */
 	char callees[BUDGET_MAX_CALLEES][64];
+	bool callee_global[BUDGET_MAX_CALLEES];   /* called directly: a global function (l7g_*) */
 	int ncallees;
 };
 

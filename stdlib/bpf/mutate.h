@@ -25,25 +25,41 @@ extern const char l7_mut_bytes[];
 
 #define L7_EDIT_FAILED (-(1 << 30))
 
-/* The lines set[0..n) (l7_mut_* indices) into buf, one after the other. Returns their bytes. */
+/* The lines set[0..n) (l7_mut_* indices) into buf, one after the other, one line per bpf_loop
+ * step (a loop with a bpf_probe_read per line does not unroll). Returns their bytes. */
+struct l7_stage_ctx {
+	__u8 *buf;
+	const __u8 *set;
+	__u32 n, total;
+};
+
+L7_LOOP_CB(l7_stage_cb)
+{
+	struct l7_stage_ctx *x = l7_ctx;
+	__u32 i = (__u32)l7_idx, total = x->total;
+	__u16 off = 0, len = 0;
+
+	if (i >= x->n || i >= L7_MAX_SET)
+		return 1;
+	__u32 m = x->set[i & (L7_MAX_SET - 1)] & (L7_MAX_MUT - 1);
+	bpf_probe_read_kernel(&off, sizeof(off), &l7_mut_off[m]);
+	bpf_probe_read_kernel(&len, sizeof(len), &l7_mut_len[m]);
+	/* ir_lower bounds the lines of one message by L7_MAX_INSERT: never stops early */
+	if (len == 0 || total + len > L7_MAX_INSERT || off >= L7_MUT_BYTES) {
+		x->total = L7_MAX_INSERT + 1;   /* refused below: no partial set of lines */
+		return 1;
+	}
+	bpf_probe_read_kernel(&x->buf[total & (L7_MAX_INSERT - 1)], len & (L7_MAX_INSERT - 1), &l7_mut_bytes[off]);
+	x->total = total + len;
+	return 0;
+}
+
 static __always_inline __u32 l7_mut_stage(__u8 *buf, const __u8 *set, __u32 n)
 {
-	__u32 total = 0;
+	struct l7_stage_ctx x = { .buf = buf, .set = set, .n = n };
 
-	for (int i = 0; i < L7_MAX_SET; i++) {
-		if (i >= (int)n)
-			break;
-		__u16 off = 0, len = 0;
-		__u32 m = set[i] & (L7_MAX_MUT - 1);
-		bpf_probe_read_kernel(&off, sizeof(off), &l7_mut_off[m]);
-		bpf_probe_read_kernel(&len, sizeof(len), &l7_mut_len[m]);
-		/* ir_lower bounds the lines of one message by L7_MAX_INSERT: never stops early */
-		if (len == 0 || total + len > L7_MAX_INSERT || off >= L7_MUT_BYTES)
-			break;
-		bpf_probe_read_kernel(&buf[total & (L7_MAX_INSERT - 1)], len & (L7_MAX_INSERT - 1), &l7_mut_bytes[off]);
-		total += len;
-	}
-	return total > L7_MAX_INSERT ? 0 : total;
+	l7_loop(L7_MAX_SET, l7_stage_cb, &x);
+	return x.total > L7_MAX_INSERT ? 0 : x.total;
 }
 
 /* Copying the staged bytes into the message, 8 a step in a bpf_loop callback: a plain loop of

@@ -64,7 +64,7 @@ contains eval-lb-source2 '^endpoint: sessions#1 '
 check eval-bad-source 2 "$l7c" --eval="$ev/lb-session.http" --eval-source=localhost "$lb"
 check ir-lb 0 "$l7c" --emit=ir "$lb"
 contains ir-lb '^upstream 2 users#2 127\.0\.0\.1:9003 weight 2$'
-contains ir-lb-ring '^balance users over slots 0-2: hash\(header\[0:x-user\]\), ketama ring of 1024 points \(2048 with padding\)$'
+contains ir-lb-ring '^balance users over slots 0-2: hash\(header\[1:x-user\]\), ketama ring of 1024 points \(2048 with padding\)$'
 contains ir-lb-rr '^balance web over slots 7-8: round robin, 3 turns$'
 
 # --explain in its three formats (the kernel's own numbers: tests/kernel/explain.sh)
