@@ -4,7 +4,7 @@ in order) with what it received, and with response fields a policy edits.
 
 usage: mut_backend.py PORT LOG
 Response head: Server: one, X-Frame-Options: SAMEORIGIN, X-Keep: k, Server: two (a name sent
-twice), then Content-Type and Content-Length. Body: "target=...", one "line=<raw field line>"
+twice), then Content-Type and Content-Length; a target with "many" gets 9 Server lines apart. Body: "target=...", one "line=<raw field line>"
 per received field line, "body=<len> <sha256 of the request body>", then `size=N` in the query
 pads it with a pattern to N more bytes; last "sha=<sha256 of everything before>" so the client
 can check the body arrived intact. Every request is also logged to LOG (one line: target and
@@ -31,6 +31,8 @@ def respond(conn, target, lines, body):
     out = payload + b"\nsha=" + hashlib.sha256(payload).hexdigest().encode() + b"\n"
     head = (b"HTTP/1.1 200 OK\r\nServer: one\r\nX-Frame-Options: SAMEORIGIN\r\nX-Keep: k\r\n"
             b"Server: two\r\nContent-Type: text/plain\r\nContent-Length: %d\r\n\r\n" % len(out))
+    if b"many" in target:   # 9 Server lines apart from each other: more cuts than an edit holds
+        head = head.replace(b"X-Keep: k\r\n", b"".join(b"X-Keep: k\r\nServer: s%d\r\n" % i for i in range(8)))
     conn.sendall(head + out)
 
 

@@ -309,8 +309,33 @@ def t_deny():
     s.close()
 
 
+def t_uneditable():
+    """A response head with more separate lines to cut than an edit holds is never sent as it
+    is: the connection ends without it (gateway: closed, mesh: reset); others go on."""
+    s = connect()
+    r = Reader(s)
+    s.sendall(req("/r/many", CLIENT_FIELDS))
+    got = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except (ConnectionResetError, socket.timeout):
+        pass
+    check(b"Server:" not in got and b"server:" not in got.lower(), "unedited head reached the client: %r" % got[:200])
+    check(not got.startswith(b"HTTP/1.1 200"), "a response came: %r" % got[:200])
+    s.close()
+    s = connect()
+    r = Reader(s)
+    s.sendall(req("/r/after-it", CLIENT_FIELDS))
+    check_request("/r/after-it", *r.response())
+    s.close()
+
+
 CHECKS = [t_keepalive, t_absent, t_duplicate_refused, t_bodies, t_pipelined, t_large_responses, t_small_writes,
-          t_deny]
+          t_deny, t_uneditable]
 
 
 def gateway_stats():
