@@ -190,15 +190,16 @@ def bpf_progs(pin_dir, map_name):
 
 # ------------------------------------------------------------------------------------ the peers
 def backend_conf(ports):
-    """Fast static backend; the body names the upstream and echoes x-processed-by, so a sanity
-    request shows both the route and the header mutation."""
+    """Fast static backend; the body names the upstream and echoes x-processed-by (and x-m0,
+    which Mutate[c] removes), so a sanity request shows both the route and the header
+    mutation."""
     return """daemon off; worker_processes 1; pid %(t)s/backend.pid; error_log %(t)s/backend.err;
 events { worker_connections 8192; }
 http { access_log off; keepalive_requests 100000000; keepalive_timeout 300s;
   client_header_buffer_size 4k; large_client_header_buffers 8 32k;
-  server { listen 127.0.0.1:%(u0)d; location / { return 200 "u0 $http_x_processed_by\\n"; } }
-  server { listen 127.0.0.1:%(u1)d; location / { return 200 "u1 $http_x_processed_by\\n"; } }
-  server { listen 127.0.0.1:%(u2)d; location / { return 200 "u2 $http_x_processed_by\\n"; } } }
+  server { listen 127.0.0.1:%(u0)d; location / { return 200 "u0 $http_x_processed_by$http_x_m0\\n"; } }
+  server { listen 127.0.0.1:%(u1)d; location / { return 200 "u1 $http_x_processed_by$http_x_m0\\n"; } }
+  server { listen 127.0.0.1:%(u2)d; location / { return 200 "u2 $http_x_processed_by$http_x_m0\\n"; } } }
 """ % dict(ports, t=tmp)
 
 
@@ -348,6 +349,25 @@ def hotel():
         "nginx_loc": "      proxy_set_header x-processed-by l7bench;",
         "path": "/recommendations?hotelId=1&lat=38.0&lon=-122.0", "expect": "u0 l7bench\n",
         "deny": None,
+    }
+
+
+def mutate_policy(c):
+    """Mutate[c]: requests carry gen.MUTATE_HEADERS headers of ~120 bytes, the policy removes
+    round(c·N) of them (x-m0 first) and routes to api; HAProxy `http-request del-header`, nginx
+    `proxy_set_header NAME ""` (nginx does not pass a header set to the empty string)."""
+    k = int(round(c * gen.MUTATE_HEADERS))
+    names = gen.mutate_header_names()[:k]
+    src = os.path.join(tmp, "mutate-c%g.l7" % c)
+    with open(src, "w") as f:
+        f.write(gen.mutate(c))
+    return {
+        "name": "mutate-c", "l7": src, "upstreams": ["api", "web"],
+        "haproxy": "".join("  http-request del-header %s\n" % n for n in names) + "  use_backend u0",
+        "nginx_http": "  map $uri $l7_route { default u0; }",
+        "nginx_loc": "\n".join('      proxy_set_header %s "";' % n for n in names),
+        "path": "/", "expect": "u0 \n", "deny": None,
+        "headers": [(n, "v" * 110) for n in gen.mutate_header_names()],
     }
 
 
@@ -823,7 +843,7 @@ def main():
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-mesh", dest="mesh", action="store_false")
-    ap.add_argument("--only", help="comma-separated sections: main,hdr,cx")
+    ap.add_argument("--only", help="comma-separated sections: main,hdr,cx,mut")
     ap.add_argument("--src", default=REPO, help="source tree that was built (examples/ come from it)")
     ap.add_argument("--commit", default="?")
     ap.add_argument("--report-only", metavar="RESULTS_JSON")
@@ -846,7 +866,7 @@ def main():
     main_secs = args.secs or (2 if args.quick else 5)
     sweep_rounds = args.rounds or (1 if args.quick else 3)
     sweep_secs = args.secs or (2 if args.quick else 3)
-    only = set((args.only or "main,hdr,cx").split(","))
+    only = set((args.only or "main,hdr,cx,mut").split(","))
     if args.report_only:          # re-render the page from a saved results.json
         with open(args.report_only) as fh:
             saved = json.load(fh)
@@ -954,6 +974,12 @@ def main():
                 pol["headers"] = [("Authorization", "Bearer " + tok)]
                 pol["deny_headers"] = [("Authorization", "Bearer " + tok[:-3] + "AAA")]
                 point("cx-jwt", "JWT c=%g (%d-byte token)" % (c, len(tok)), c, pol)
+        if "mut" in only:
+            # Mutate[c]: every point, quick or not (each is one short policy)
+            for c in (0.25, 0.5, 0.75, 1.0):
+                pol = mutate_policy(c)
+                point("cx-mutate", "Mutate c=%g (%d of %d headers removed)" % (
+                    c, int(round(c * gen.MUTATE_HEADERS)), gen.MUTATE_HEADERS), c, pol)
     finally:
         for p, _ in list(procs):
             stop(p)

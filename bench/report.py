@@ -127,7 +127,10 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
 - **Sweeps** (L7FP §5.3/5.4; 1 kB = 1000 bytes so that 16 kB fits l7c's 16 KiB head limit):
   - header size 1–16 kB on the *Route only* policy, one big header or many 1 kB headers;
   - complexity c: *Route[c]* = find and match one header of c·16 kB (minus 210 B) and route; *RBAC[c]* = Route[c] +
-    100·c RBAC rules, the last one matching.
+    100·c RBAC rules, the last one matching; *Mutate[c]* = the request carries 8 headers `x-m0`…`x-m7` of
+    ~120 B, the policy removes round(8·c) of them and routes (l7c `RemoveHeader`, HAProxy
+    `http-request del-header`, nginx `proxy_set_header x-mN ""`; the backend echoes `x-m0`, so the sanity
+    check sees it removed).
 """ % {"n": os.cpu_count(), "t": args.threads, "c": args.conns, "mr": main_rounds, "ms": main_secs,
        "sr": sweep_rounds, "ss": sweep_secs})
     w("Exact commands:\n")
@@ -169,7 +172,8 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
         subtitles = {"hdr-single": "One header of n kB", "hdr-multi": "n headers of 1 kB each",
                      "cx-rbac": "RBAC[c]: 100·c rules (the last matches) + one header of c·16 kB",
                      "cx-route": "Route[c]: one header of c·16 kB found and matched, route by path",
-                     "cx-jwt": "JWT[c]: Social Network with a token of 3·c kB (the same token each request)"}
+                     "cx-jwt": "JWT[c]: Social Network with a token of 3·c kB (the same token each request)",
+                     "cx-mutate": "Mutate[c]: the request carries 8 headers of ~120 B, the policy removes round(8·c) of them"}
         for sub in sorted(set(r[0] for r in secs)):
             rs = [r for r in secs if r[0] == sub]
             w("### %s\n" % subtitles.get(sub, sub))

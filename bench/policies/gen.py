@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generates the benchmark policies that examples/ does not have, in the language as it is today
-(if/else, starts_with, ==, in [..], Deny, Route, SetHeader). bench/perf.py calls these functions
+(if/else, starts_with, ==, in [..], Deny, Route, SetHeader, RemoveHeader). bench/perf.py calls these functions
 for the complexity sweep; run this file to rewrite the committed copies in bench/policies/.
 
 Addresses are placeholders: perf.py rewrites `service`/`upstream` lines to its own ports."""
@@ -86,6 +86,30 @@ policy route (
   Route(request, web);
 }
 """ % header
+
+
+MUTATE_HEADERS = 8        # Mutate[c]: the request carries this many x-mN headers
+
+
+def mutate_header_names():
+    return ["x-m%d" % i for i in range(MUTATE_HEADERS)]
+
+
+def mutate(c):
+    """Mutate[c] (L7FP 5.4, "mutation removing bytes"): the request carries MUTATE_HEADERS
+    headers; the policy removes round(c * MUTATE_HEADERS) of them and routes."""
+    k = int(round(c * MUTATE_HEADERS))
+    removes = "".join('  RemoveHeader(request, "%s");\n' % n for n in mutate_header_names()[:k])
+    return ("// Mutate[c=%g] (L7FP 5.4): remove %d of the request's %d x-m headers, route.\n"
+            % (c, k, MUTATE_HEADERS)) + HEAD + """
+policy mutate (
+  act (HttpRequest request)
+  context ('.*->frontend')
+) {
+  [Ingress]
+""" + removes + """  Route(request, api);
+}
+"""
 
 
 if __name__ == "__main__":

@@ -96,15 +96,22 @@ L7_LOOP_CB(l7_fill_cb)
 /* The field lines a decision cuts from a parsed request (bit i of `del`: wanted header i), in
  * the order they came, into out[]. Returns how many. Branch-free (the parser leaves unused
  * wline_hdr entries at 31, a bit no decision sets): a data-dependent branch per entry made the
- * verifier walk every combination. */
+ * verifier walk every combination. Every entry is stored at out[k], the one taken and the
+ * others writing back what is there: once out[] is full (k = L7_MAX_SET, masked to 0) the
+ * entries not taken must not overwrite the first (found by the Mutate[c=1] benchmark, eight
+ * lines cut). Spans are stored as one 32-bit word each. */
 static __always_inline __u32 l7_cut_lines(const struct l7_req *req, __u32 del, struct l7_span *out)
 {
-	__u32 k = 0;
+	_Static_assert(sizeof(struct l7_span) == sizeof(__u32), "a span is one word");
+	__u32 k = 0, *o = (__u32 *)out;
 
 	L7_UNROLL
 	for (int i = 0; i < L7_MAX_WANTED; i++) {
-		out[l7_mask(k, L7_MAX_SET - 1)] = req->wline[i];
-		k += (del >> (req->wline_hdr[i] & 31)) & 1;
+		__u32 take = (del >> (req->wline_hdr[i] & 31)) & 1, at = l7_mask(k, L7_MAX_SET - 1);
+		__u32 keep = take - 1;   /* all ones when not taken */
+		l7_barrier_var(keep);    /* arithmetic, not a select: no branch per entry */
+		o[at] = (*(const __u32 *)&req->wline[i] & ~keep) | (o[at] & keep);
+		k += take;
 	}
 	return k < L7_MAX_SET ? k : L7_MAX_SET;   /* ir_lower: never more than L7_MAX_SET */
 }
@@ -189,8 +196,19 @@ __attribute__((noinline)) int l7g_msg_edit(struct sk_msg_md *msg, struct l7_req 
 			cx.delta = (int)total;
 		}
 	}
-	if (e->n_del)
+	if (e->n_del) {
 		l7_loop(L7_MAX_SET, l7_cut_cb, &cx);
+		/* Every cut splits a scatterlist element: with a few heads of eight cuts in one
+		 * message the ring wraps, and an ingress redirect of it delivered only its first two
+		 * elements (measured, mesh mode: the third pipelined request lost its tail). One
+		 * element again for the edited head's part in this message. */
+		__s64 lo = from < 0 ? -from : 0, hi = ins + 2 - from + cx.delta;
+		__s64 end = (__s64)e->size + cx.delta;
+		if (hi > end)
+			hi = end;
+		if (cx.delta != L7_EDIT_FAILED && lo < hi)
+			bpf_msg_pull_data(msg, (__u32)lo, (__u32)hi, 0);
+	}
 	return cx.delta;
 }
 

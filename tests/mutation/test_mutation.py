@@ -42,6 +42,10 @@ policy edit (
   if (starts_with(request.path, "/deny")) {
     Deny(request, 403);
   }
+  if (starts_with(request.path, "/c/")) {   // the most lines one request can lose
+%s
+    Route(request, echo);
+  }
   SetHeader(request, "x-set", "new");
   AddHeader(request, "x-add", "added");
   RemoveHeader(request, "x-rm");
@@ -53,7 +57,7 @@ policy edit (
   }
   Route(request, echo);
 }
-""" % (SVC, BE)
+""" % (SVC, BE, "\n".join('    RemoveHeader(request, "x-c%d");' % i for i in range(8)))
 
 procs = {}
 failures = []
@@ -309,6 +313,24 @@ def t_deny():
     s.close()
 
 
+def t_eight_cuts():
+    """Eight lines cut from one head (the limit), between lines that stay; pipelined too."""
+    extra = b"".join(b"X-C%d: c%d\r\nX-Stay%d: s\r\n" % (i, i, i) for i in range(8))
+    s = connect()
+    r = Reader(s)
+    for rnd in range(3):
+        paths = ["/c/eight%d-%d" % (rnd, i) for i in range(4)]
+        s.sendall(b"".join(req(p, extra) for p in paths))
+        for p in paths:
+            st, _, body = r.response()
+            target, lines, _ = backend_saw(body)
+            check(st == 200 and target == p, "%s: %d %s" % (p, st, target))
+            check(not any(l.lower().startswith(b"x-c") for l in lines), "%s: an x-cN line left: %s" % (p, lines))
+            check([l for l in lines if l.lower().startswith(b"x-stay")] == [b"X-Stay%d: s" % i for i in range(8)],
+                  "%s: the lines between changed: %s" % (p, lines))
+    s.close()
+
+
 def t_uneditable():
     """A response head with more separate lines to cut than an edit holds is never sent as it
     is: the connection ends without it (gateway: closed, mesh: reset); others go on."""
@@ -335,7 +357,7 @@ def t_uneditable():
 
 
 CHECKS = [t_keepalive, t_absent, t_duplicate_refused, t_bodies, t_pipelined, t_large_responses, t_small_writes,
-          t_deny, t_uneditable]
+          t_deny, t_eight_cuts, t_uneditable]
 
 
 def gateway_stats():
