@@ -11,6 +11,7 @@
 
 struct cg {
 	const struct ir_program *p;
+	const struct codegen_split *split;   /* never NULL (all zero: nothing split) */
 	LLVMContextRef ctx;
 	LLVMModuleRef mod;
 	LLVMBuilderRef b;
@@ -23,6 +24,9 @@ struct cg {
 	unsigned dbg_kind;
 	/* load balancing: per upstream, its ring points and slot table (tables.c), made on use */
 	LLVMValueRef *lb_tab;
+	/* rule chunks of split programs to inline into their decide programs after optimisation
+	 * (the others stay subprograms, one copy for the gateway's and the mesh's chain) */
+	unsigned char chunk_inline[CODEGEN_MAX_CHUNKS];
 	/* globals that must survive optimisation although nothing references them */
 	LLVMValueRef *used;
 	int nused;
@@ -40,11 +44,14 @@ void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, 
 int cg_tables(struct cg *g);
 void cg_maps(struct cg *g);
 void cg_programs(struct cg *g);
-int cg_is_program(const char *name);
 void cg_balance_tables(struct cg *g, int upstream, LLVMValueRef *points, LLVMValueRef *slots);
+int cg_is_program(const struct cg *g, const char *name);
 
-/* policy.c: l7_policy_decide */
+/* policy.c: l7_policy_decide, and for split programs l7_policy_step and its rule chunks
+ * l7_policy_chunk_<k> (BPF subprograms when there are several: each is optimised, and verified,
+ * on its own) */
 void cg_policy(struct cg *g);
+#define CG_CHUNK_PREFIX "l7_policy_chunk_"
 
 /* helpers */
 LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, int internal);

@@ -3,7 +3,8 @@
  *   1. tables      header names the parser extracts, header mutations, l7.config, license
  *   2. maps        BTF-defined maps of l7/maps.def
  *   3. policy      l7_policy_decide(): the rules as control flow, with .l7 line info
- *   4. programs    one wrapper per entry of l7/progs.def, calling the machinery
+ *   4. programs    one wrapper per entry of l7/progs.def, calling the machinery (and, for a
+ *                  split host program, one per decide program of its tail-call chain)
  *   5. link        the stdlib bitcode (machinery + comparisons), internalise, inline
  *   6. optimise    LLVM's -O1/-O2 pipeline for BPF CPU v3
  *   7. emit        LLVM IR text, BPF assembly or the ELF object
@@ -17,15 +18,34 @@ struct ir_program;
 
 enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 
+#define CODEGEN_MAX_CHUNKS 33   /* decide programs one chain holds (l7/abi.h L7_MAX_TAILS) */
+
+/* How the programs that hold the policy are split (driver/split.c decides it from the verifier
+ * budget model; docs/architecture.md). A split host ends its parse half with a tail call into
+ * a chain of decide programs; decide program k runs rule chunk k. */
+struct codegen_split {
+	int gw, mesh;              /* split the gateway client parser / the mesh SK_MSG program */
+	int nchunks;               /* rule chunks = decide programs per chain (1: the whole policy) */
+	int chunk_first[CODEGEN_MAX_CHUNKS];   /* first rule of each chunk, as an index into the
+	                                        * rules of all policies in file order */
+};
+
 struct codegen_opts {
 	int opt_level;              /* 1 or 2 */
 	enum codegen_output output;
 	const char *out_path;       /* "-" for stdout; NULL: into *out_buf (malloc'd), *out_len */
 	char **out_buf;
 	size_t *out_len;
+	const struct codegen_split *split;   /* NULL: nothing split */
 };
 
 /* Returns 0 on success; on failure prints "l7c: error: ..." to stderr and returns -1. */
 int codegen_emit(const struct ir_program *p, const struct codegen_opts *o);
+
+struct ir_rule;
+/* An upper estimate of the BPF instructions rule r becomes (its tests, actions and decision),
+ * so that rule chunks can be cut before anything is compiled: a function far over the 32K-insn
+ * reach of a CPU v3 jump cannot be emitted at all. */
+int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r);
 
 #endif

@@ -44,8 +44,12 @@ LLVMMetadataRef cg_di_function(struct cg *g, LLVMValueRef fn, const char *name, 
 	for (int i = 0; i < nparams; i++)
 		types[i + 1] = g->di_ptr;
 	LLVMMetadataRef sty = LLVMDIBuilderCreateSubroutineType(g->di, g->file, types, (unsigned)nparams + 1, LLVMDIFlagZero);
+	/* local to the unit (BTF_FUNC_STATIC) when the function is: the kernel verifies a global
+	 * BPF function on its own, with typed arguments only, and a static one in its caller's
+	 * context (the rule chunks of split programs are static subprograms) */
+	int local = LLVMGetLinkage(fn) == LLVMInternalLinkage;
 	LLVMMetadataRef sp = LLVMDIBuilderCreateFunction(g->di, g->file, name, strlen(name), name, strlen(name), g->file,
-							 line, sty, 0, 1, line, LLVMDIFlagPrototyped, 1);
+							 line, sty, local, 1, line, LLVMDIFlagPrototyped, 1);
 	LLVMSetSubprogram(fn, sp);
 	for (int i = 0; i < nparams; i++)
 		LLVMDIBuilderCreateParameterVariable(g->di, sp, param_names[i], strlen(param_names[i]), (unsigned)i + 1,

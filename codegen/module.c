@@ -93,13 +93,19 @@ static int internalise(struct cg *g)
 			}
 			continue;
 		}
-		if (cg_is_program(name))
+		if (cg_is_program(g, name))
 			continue;
 		if (!strncmp(name, "l7g_", 4))
 			continue;   /* a global function of the machinery: verified once by the kernel */
 		LLVMSetLinkage(f, LLVMInternalLinkage);
 		unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
 		unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+		if (g->split->nchunks > 1 && !strncmp(name, CG_CHUNK_PREFIX, strlen(CG_CHUNK_PREFIX))) {
+			/* rule chunks of a decide chain are optimised on their own (compile time grows
+			 * faster than a function's size); see inline_chunks */
+			LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, noinline, 0));
+			continue;
+		}
 		LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
 		LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
 	}
@@ -169,6 +175,42 @@ static int optimise(struct cg *g, int level)
 	return 0;
 }
 
+/* After optimisation: each decide program calls its rule chunk, optimised on its own. A chunk
+ * that checks a JWT is inlined there now: as a BPF subprogram its frame would add to the
+ * decide program's and JWT's callbacks', past the 512-byte combined stack (inlined, the backend
+ * shares stack slots of disjoint lifetimes). The others stay static subprograms: one copy
+ * serves both chains, which halves the backend's work for large rule sets. */
+static int inline_chunks(struct cg *g)
+{
+	if (g->split->nchunks <= 1)
+		return 0;
+	unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
+	unsigned always = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
+	size_t np = strlen(CG_CHUNK_PREFIX);
+	int any = 0;
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f)) {
+		const char *name = LLVMGetValueName(f);
+		int k = atoi(name + np);
+		if (strncmp(name, CG_CHUNK_PREFIX, np) || k < 0 || k >= CODEGEN_MAX_CHUNKS || !g->chunk_inline[k])
+			continue;
+		LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
+		LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, always, 0));
+		any = 1;
+	}
+	if (!any)
+		return 0;
+	LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
+	LLVMErrorRef err = LLVMRunPasses(g->mod, "always-inline,globaldce", g->tm, o);
+	LLVMDisposePassBuilderOptions(o);
+	if (err) {
+		char *m = LLVMGetErrorMessage(err);
+		fprintf(stderr, "l7c: error: inlining rule chunks failed: %s\n", m);
+		LLVMDisposeErrorMessage(m);
+		return -1;
+	}
+	return 0;
+}
+
 static int write_out(const struct codegen_opts *o, const char *data, size_t n)
 {
 	const char *path = o->out_path;
@@ -215,7 +257,13 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 
 int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 {
-	struct cg g = { .p = p };
+	static const struct codegen_split none = { 0 };
+	struct cg g = { .p = p, .split = o->split ? o->split : &none };
+	if ((g.split->gw || g.split->mesh) && (g.split->nchunks < 1 || g.split->nchunks > CODEGEN_MAX_CHUNKS ||
+					       (g.split->nchunks > 1 && (!g.split->gw || !g.split->mesh)))) {
+		fprintf(stderr, "l7c: internal error: split plan with %d chunks\n", g.split->nchunks);
+		return -1;
+	}
 	int rc = -1;
 	g.ctx = LLVMContextCreate();
 	LLVMContextSetDiagnosticHandler(g.ctx, on_diagnostic, NULL);
@@ -250,7 +298,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 		goto out;
 	}
 	LLVMDisposeMessage(msg);
-	if (optimise(&g, o->opt_level))
+	if (optimise(&g, o->opt_level) || inline_chunks(&g))
 		goto out;
 	attribute_comparisons_to_policy(&g);
 	if (emit(&g, o))

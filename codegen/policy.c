@@ -7,15 +7,24 @@
  * without allowing denies 403, else the remembered route decides, else the default (404) —
  * the semantics of ir_eval, which the tests hold this code to.
  *
- * Conditions are lowered with short-circuit branches; leaves are calls into
- * stdlib/bpf/policy.c (and l7_jwt_check of the machinery) that inline to compares against
- * constants. Every instruction carries the .l7 line it came from. */
+ * Conditions are lowered with short-circuit branches; leaves are compares emitted here (string
+ * compares up to L7_UNROLL_CMP bytes, unrolled) or calls into stdlib/bpf/policy.c (and
+ * l7_jwt_check of the machinery) that inline. Every instruction carries the .l7 line it came
+ * from.
+ *
+ * Split programs (codegen_split): the rules of all policies, in file order, are cut into
+ * chunks; l7_policy_chunk_<k>(req, st) runs chunk k with the decision and the combination
+ * state (routed, allowed, an ALLOW policy applied, the first unfinished policy) in st, the
+ * per-CPU l7_chain value the decide programs pass along. A chunk returns the verdict when it
+ * decides (a Deny, or the last chunk's combination), 0 when the next chunk must go on. A policy
+ * cut in two resumes in the next chunk only if the first part did not match (first match). */
 #include "cg.h"
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "l7/abi.h"
@@ -23,15 +32,16 @@
 struct pcx {
 	struct cg *g;
 	LLVMValueRef fn, req, d;
+	LLVMValueRef st;                               /* chunks: struct l7_chain *, else NULL */
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, claim_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty, drop_ty, add_ty;
-	LLVMValueRef eq_fn, prefix_fn, claim_eq_fn, claim_prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
+	LLVMTypeRef cmp_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty, drop_ty, add_ty;
+	LLVMValueRef eq_fn, prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
+	LLVMValueRef drop_fn, add_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
-	LLVMValueRef drop_fn, add_fn;
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -131,6 +141,46 @@ static LLVMValueRef regex_desc(struct pcx *c, const struct ir_regex *re)
 	return c->re_desc[re->index];
 }
 
+/* field == str, starts_with(field, str): what l7_field_equals/_prefix and l7_claim_* of
+ * stdlib/bpf/policy.c compute (ir/eval.c is the reference), emitted already unrolled for
+ * constants up to L7_UNROLL_CMP bytes (longer field compares call l7_field_*, one bpf_strncmp;
+ * claims always compare bytes, as there): the span's length decides first, then the bytes at
+ * masked offsets (the mask is what bounds the index for the verifier) are compared without a
+ * branch per byte. Leaving the unrolling to LLVM cost most of the optimisation time of large
+ * policies (LoopFullUnroll, one loop per compare), and every byte's branch was a state for the
+ * verifier to keep. */
+#define L7_UNROLL_CMP 64   /* stdlib/bpf/policy.c */
+static void str_match(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	struct cg *g = c->g;
+	bool claim = k->field == IR_F_CLAIM;
+	size_t span = claim ? offsetof(struct l7_req, claim) + (size_t)(k->header & (L7_MAX_CLAIMS - 1)) * sizeof(struct l7_span)
+			    : span_offset(k->field, k->header);
+	size_t base = claim ? offsetof(struct l7_req, jwt_json) : offsetof(struct l7_req, buf);
+	unsigned mask = claim ? L7_JWT_JSON - 1 : L7_MAX_HEAD - 1;
+	LLVMValueRef off = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->i16, at_offset(c, c->req, span + offsetof(struct l7_span, off)), ""),
+					 g->i32, "");
+	LLVMValueRef len = LLVMBuildZExt(g->b, LLVMBuildLoad2(g->b, g->i16, at_offset(c, c->req, span + offsetof(struct l7_span, len)), ""),
+					 g->i32, "");
+	LLVMValueRef fits = LLVMBuildICmp(g->b, k->kind == IR_C_STR_EQ ? LLVMIntEQ : LLVMIntUGE, len, u32c(c, k->len), "");
+	if (!k->len) {
+		LLVMBuildCondBr(g->b, fits, yes, no);
+		return;
+	}
+	LLVMBasicBlockRef bytes = block(c, "bytes");
+	LLVMBuildCondBr(g->b, fits, bytes, no);
+	LLVMPositionBuilderAtEnd(g->b, bytes);
+	LLVMValueRef diff = NULL;
+	for (size_t i = 0; i < k->len; i++) {
+		LLVMValueRef idx = LLVMBuildAnd(g->b, LLVMBuildAdd(g->b, off, u32c(c, i), ""), u32c(c, mask), "");
+		LLVMValueRef at = LLVMBuildAdd(g->b, LLVMBuildZExt(g->b, idx, g->i64, ""), LLVMConstInt(g->i64, base, 0), "");
+		LLVMValueRef byte = LLVMBuildLoad2(g->b, g->i8, LLVMBuildInBoundsGEP2(g->b, g->i8, c->req, &at, 1, ""), "");
+		LLVMValueRef x = LLVMBuildXor(g->b, byte, LLVMConstInt(g->i8, (unsigned char)k->str[i], 0), "");
+		diff = diff ? LLVMBuildOr(g->b, diff, x, "") : x;
+	}
+	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, diff, LLVMConstInt(g->i8, 0, 0), ""), yes, no);
+}
+
 /* Branches to yes or no on k. */
 static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
@@ -155,16 +205,13 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	}
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX: {
-		bool eq = k->kind == IR_C_STR_EQ;
-		LLVMValueRef r;
-		if (k->field == IR_F_CLAIM) {
-			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->header), cg_string(g, k->str, k->len), u32c(c, k->len) };
-			r = call(c, c->claim_ty, eq ? c->claim_eq_fn : c->claim_prefix_fn, args, 4);
-		} else {
-			LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
-						cg_string(g, k->str, k->len), u32c(c, k->len) };
-			r = call(c, c->cmp_ty, eq ? c->eq_fn : c->prefix_fn, args, 4);
+		if (k->field == IR_F_CLAIM || k->len <= L7_UNROLL_CMP) {
+			str_match(c, k, yes, no);
+			return;
 		}
+		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
+					cg_string(g, k->str, k->len), u32c(c, k->len) };
+		LLVMValueRef r = call(c, c->cmp_ty, k->kind == IR_C_STR_EQ ? c->eq_fn : c->prefix_fn, args, 4);
 		v = LLVMBuildICmp(g->b, LLVMIntNE, r, u32c(c, 0), "");
 		break;
 	}
@@ -368,147 +415,360 @@ static void remember_route(struct pcx *c, const struct ir_rule *r, LLVMBasicBloc
 	LLVMBuildBr(g->b, next);
 }
 
-void cg_policy(struct cg *g)
+static void declare_leaves(struct pcx *c)
 {
-	struct pcx c = { .g = g };
+	struct cg *g = c->g;
 	const struct ir_program *p = g->p;
-	LLVMTypeRef pp[] = { g->ptr, g->ptr };
-	LLVMTypeRef fty = LLVMFunctionType(g->i32, pp, 2, 0);
-	c.fn = LLVMAddFunction(g->mod, "l7_policy_decide", fty);
-	LLVMAddTargetDependentFunctionAttr(c.fn, "target-cpu", "v3");
-	/* req and d never alias: lets LLVM keep compared request bytes in registers across the
-	 * decision stores, and share a leaf that several rules test. */
-	unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
-	LLVMAddAttributeAtIndex(c.fn, 1, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
-	LLVMAddAttributeAtIndex(c.fn, 2, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
-	c.req = LLVMGetParam(c.fn, 0);
-	c.d = LLVMGetParam(c.fn, 1);
-
 	LLVMTypeRef cp[] = { g->ptr, g->ptr, g->ptr, g->i32 };
-	c.cmp_ty = LLVMFunctionType(g->i32, cp, 4, 0);
-	c.eq_fn = declare(&c, "l7_field_equals", c.cmp_ty);
-	c.prefix_fn = declare(&c, "l7_field_prefix", c.cmp_ty);
-	LLVMTypeRef clp[] = { g->ptr, g->i32, g->ptr, g->i32 };
-	c.claim_ty = LLVMFunctionType(g->i32, clp, 4, 0);
-	c.claim_eq_fn = declare(&c, "l7_claim_equals", c.claim_ty);
-	c.claim_prefix_fn = declare(&c, "l7_claim_prefix", c.claim_ty);
+	c->cmp_ty = LLVMFunctionType(g->i32, cp, 4, 0);
+	c->eq_fn = declare(c, "l7_field_equals", c->cmp_ty);
+	c->prefix_fn = declare(c, "l7_field_prefix", c->cmp_ty);
 	LLVMTypeRef jp[] = { g->ptr, g->i32 };
-	c.jwt_ty = LLVMFunctionType(g->i32, jp, 2, 0);
-	c.jwt_fn = p->njwts ? declare(&c, "l7_jwt_check", c.jwt_ty) : NULL;
-	c.set_fn = p->ncidr_sets ? declare(&c, "l7_source_in_set", c.jwt_ty) : NULL;
-	c.u_ty = LLVMFunctionType(g->i32, &g->i32, 1, 0);
+	c->jwt_ty = LLVMFunctionType(g->i32, jp, 2, 0);
+	c->jwt_fn = p->njwts ? declare(c, "l7_jwt_check", c->jwt_ty) : NULL;
+	c->set_fn = p->ncidr_sets ? declare(c, "l7_source_in_set", c->jwt_ty) : NULL;
+	c->u_ty = LLVMFunctionType(g->i32, &g->i32, 1, 0);
 	LLVMTypeRef uup[] = { g->i32, g->i32 };
-	c.uu_ty = LLVMFunctionType(g->i32, uup, 2, 0);
-	c.ident_ty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
-	c.ident_fn = declare(&c, "l7_identity_of", c.ident_ty);
-	c.count_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), &g->i32, 1, 0);
-	c.count_fn = declare(&c, "l7_count", c.count_ty);
+	c->uu_ty = LLVMFunctionType(g->i32, uup, 2, 0);
+	c->ident_ty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
+	c->ident_fn = declare(c, "l7_identity_of", c->ident_ty);
+	c->count_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), &g->i32, 1, 0);
+	c->count_fn = declare(c, "l7_count", c->count_ty);
 	LLVMTypeRef tp[] = { g->ptr, g->i32, g->ptr, g->i32, g->i32 };
-	c.take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
-	c.take_fn = declare(&c, "l7_bucket_take", c.take_ty);
+	c->take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
+	c->take_fn = declare(c, "l7_bucket_take", c->take_ty);
 	LLVMTypeRef tbp[] = { g->ptr, g->i32, g->i32 };
-	c.table_ty = LLVMFunctionType(g->i32, tbp, 3, 0);
-	c.table_fn = declare(&c, "l7_table_match", c.table_ty);
+	c->table_ty = LLVMFunctionType(g->i32, tbp, 3, 0);
+	c->table_fn = declare(c, "l7_table_match", c->table_ty);
 	LLVMTypeRef hp[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->i32 };
-	c.hash_ty = LLVMFunctionType(g->i32, hp, 5, 0);
-	c.hash_fn = declare(&c, "l7_lb_pick_hash", c.hash_ty);
+	c->hash_ty = LLVMFunctionType(g->i32, hp, 5, 0);
+	c->hash_fn = declare(c, "l7_lb_pick_hash", c->hash_ty);
 	LLVMTypeRef rp[] = { g->i32, g->ptr, g->i32 };
-	c.rr_ty = LLVMFunctionType(g->i32, rp, 3, 0);
-	c.rr_fn = declare(&c, "l7_lb_pick_rr", c.rr_ty);
+	c->rr_ty = LLVMFunctionType(g->i32, rp, 3, 0);
+	c->rr_fn = declare(c, "l7_lb_pick_rr", c->rr_ty);
 	LLVMTypeRef rep[] = { g->ptr, g->ptr, g->i32, g->ptr };
-	c.re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
-	c.re_fn = p->nregexes ? declare(&c, "l7_regex_match", c.re_ty) : NULL;
-	c.re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
+	c->re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
+	c->re_fn = p->nregexes ? declare(c, "l7_regex_match", c->re_ty) : NULL;
+	c->re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
 	LLVMTypeRef dp[] = { g->ptr, g->i32, g->i64, g->i32 };
-	c.drop_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), dp, 4, 0);
-	c.drop_fn = declare(&c, "l7_mut_drop", c.drop_ty);
+	c->drop_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), dp, 4, 0);
+	c->drop_fn = declare(c, "l7_mut_drop", c->drop_ty);
 	LLVMTypeRef ap[] = { g->ptr, g->i32, g->i32 };
-	c.add_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), ap, 3, 0);
-	c.add_fn = declare(&c, "l7_mut_add", c.add_ty);
+	c->add_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), ap, 3, 0);
+	c->add_fn = declare(c, "l7_mut_add", c->add_ty);
+}
 
-	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
-	const char *params[] = { "req", "decision" };
-	c.sp = cg_di_function(g, c.fn, "l7_policy_decide", first_line, params, 2);
+/* A generated function: i32 name(ptr, ptr[, i32]) with its DISubprogram; the builder at its
+ * entry block. */
+static LLVMValueRef function(struct pcx *c, const char *name, int nparams, const char *const *params, unsigned line)
+{
+	struct cg *g = c->g;
+	LLVMTypeRef pp[] = { g->ptr, g->ptr, g->i32 };
+	LLVMValueRef fn = LLVMAddFunction(g->mod, name, LLVMFunctionType(g->i32, pp, (unsigned)nparams, 0));
+	LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", "v3");
+	/* req and d (or st) never alias: lets LLVM keep compared request bytes in registers across
+	 * the decision stores, and share a leaf that several rules test. */
+	unsigned noalias = LLVMGetEnumAttributeKindForName("noalias", 7);
+	LLVMAddAttributeAtIndex(fn, 1, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
+	LLVMAddAttributeAtIndex(fn, 2, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
+	c->fn = fn;
+	if (!strncmp(name, CG_CHUNK_PREFIX, strlen(CG_CHUNK_PREFIX)))
+		LLVMSetLinkage(fn, LLVMInternalLinkage);   /* a static subprogram (module.c internalise) */
+	c->sp = cg_di_function(g, fn, name, line, params, nparams);
+	LLVMPositionBuilderAtEnd(g->b, block(c, "entry"));
+	cg_di_at(g, c->sp, line);
+	return fn;
+}
 
-	LLVMPositionBuilderAtEnd(g->b, block(&c, "entry"));
-	cg_di_at(g, c.sp, first_line);
-	c.routed = LLVMBuildAlloca(g->b, g->i1, "routed");
-	c.allowed = LLVMBuildAlloca(g->b, g->i1, "allowed");
-	c.allow_applies = LLVMBuildAlloca(g->b, g->i1, "allow_applies");
-	LLVMValueRef no = LLVMConstInt(g->i1, 0, 0);
-	LLVMBuildStore(g->b, no, c.routed);
-	LLVMBuildStore(g->b, no, c.allowed);
-	LLVMBuildStore(g->b, no, c.allow_applies);
-	store32(&c, c.d, offsetof(struct l7_decision, n_set), u32c(&c, 0));
-	store32(&c, c.d, offsetof(struct l7_decision, del), u32c(&c, 0));
-	store32(&c, c.d, offsetof(struct l7_decision, n_rset), u32c(&c, 0));
-	store32(&c, c.d, offsetof(struct l7_decision, rdel), u32c(&c, 0));
+static LLVMValueRef flag_bit(struct pcx *c, LLVMValueRef flags, unsigned bit)
+{
+	struct cg *g = c->g;
+	return LLVMBuildICmp(g->b, LLVMIntNE, LLVMBuildAnd(g->b, flags, u32c(c, bit), ""), u32c(c, 0), "");
+}
 
-	for (int i = 0; i < p->npolicies; i++) {
+static LLVMValueRef flag_val(struct pcx *c, LLVMValueRef flag, unsigned bit)
+{
+	struct cg *g = c->g;
+	return LLVMBuildSelect(g->b, LLVMBuildLoad2(g->b, g->i1, flag, ""), u32c(c, bit), u32c(c, 0), "");
+}
+
+static void store_resume(struct pcx *c, int policy)
+{
+	store32(c, c->st, offsetof(struct l7_chain, next_policy), u32c(c, (unsigned)policy));
+}
+
+/* The rules [first, last) of all policies in file order (total in all), into c->fn. init: the
+ * first chunk (or the whole policy): nothing decided yet; else the state comes from c->st.
+ * combine: the last chunk: Meshlib's combination ends it. A chunk that does not combine leaves
+ * its state in c->st and returns 0. */
+static void emit_rules(struct pcx *c, int first, int last, int total, bool init, bool combine)
+{
+	struct cg *g = c->g;
+	const struct ir_program *p = g->p;
+
+	c->routed = LLVMBuildAlloca(g->b, g->i1, "routed");
+	c->allowed = LLVMBuildAlloca(g->b, g->i1, "allowed");
+	c->allow_applies = LLVMBuildAlloca(g->b, g->i1, "allow_applies");
+	if (init) {
+		LLVMValueRef no = LLVMConstInt(g->i1, 0, 0);
+		LLVMBuildStore(g->b, no, c->routed);
+		LLVMBuildStore(g->b, no, c->allowed);
+		LLVMBuildStore(g->b, no, c->allow_applies);
+		store32(c, c->d, offsetof(struct l7_decision, n_set), u32c(c, 0));
+		store32(c, c->d, offsetof(struct l7_decision, del), u32c(c, 0));
+		store32(c, c->d, offsetof(struct l7_decision, n_rset), u32c(c, 0));
+		store32(c, c->d, offsetof(struct l7_decision, rdel), u32c(c, 0));
+	} else {
+		LLVMValueRef flags = load32(c, c->st, offsetof(struct l7_chain, flags));
+		LLVMBuildStore(g->b, flag_bit(c, flags, L7_CHAIN_ROUTED), c->routed);
+		LLVMBuildStore(g->b, flag_bit(c, flags, L7_CHAIN_ALLOWED), c->allowed);
+		LLVMBuildStore(g->b, flag_bit(c, flags, L7_CHAIN_APPLIES), c->allow_applies);
+	}
+	LLVMBasicBlockRef out = combine ? NULL : block(c, "chunk.out");
+
+	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
 		const struct ir_policy *pol = &p->policies[i];
-		LLVMBasicBlockRef next_policy = block(&c, "policy.next");
-		if (pol->has_allow) {   /* does this ALLOW policy apply? */
-			LLVMBasicBlockRef yes = block(&c, "allow.applies"), rules = block(&c, "rules");
-			cond_br(&c, pol->applies, yes, rules);
+		int pe = pf + pol->nrules;
+		/* a policy without rules (an ALLOW policy can have none) goes where its position is */
+		bool here = pol->nrules ? pf < last && pe > first : pf >= first && (pf < last || (combine && pf == total));
+		if (!here)
+			continue;
+		int a = pf > first ? pf : first, b = pe < last ? pe : last;
+		bool continued = a > pf, continues = b < pe;
+		LLVMBasicBlockRef next_policy = block(c, "policy.next"), rules = block(c, "rules");
+		LLVMBasicBlockRef matched = next_policy;
+		if (continues)   /* its other rules come in the next chunk: a match here skips them */
+			matched = block(c, "policy.matched");
+		if (continued) {   /* an earlier chunk holds its first rules: did one of them match? */
+			LLVMValueRef resume = load32(c, c->st, offsetof(struct l7_chain, next_policy));
+			LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntUGT, resume, u32c(c, (unsigned)i), ""), matched, rules);
+		} else if (pol->has_allow) {   /* does this ALLOW policy apply? */
+			LLVMBasicBlockRef yes = block(c, "allow.applies");
+			cond_br(c, pol->applies, yes, rules);
 			LLVMPositionBuilderAtEnd(g->b, yes);
-			set_flag(&c, c.allow_applies);
+			set_flag(c, c->allow_applies);
 			LLVMBuildBr(g->b, rules);
-			LLVMPositionBuilderAtEnd(g->b, rules);
+		} else {
+			LLVMBuildBr(g->b, rules);
 		}
-		for (int r = 0; r < pol->nrules; r++) {
+		LLVMPositionBuilderAtEnd(g->b, rules);
+		for (int r = a - pf; r < b - pf; r++) {
 			const struct ir_rule *rule = &pol->rules[r];
 			char name[32];
 			snprintf(name, sizeof(name), "rule%d", rule->id);
-			LLVMBasicBlockRef match = block(&c, name), next = block(&c, "rule.next");
-			cond_br(&c, rule->cond, match, next);
+			LLVMBasicBlockRef match = block(c, name), next = block(c, "rule.next");
+			cond_br(c, rule->cond, match, next);
 			LLVMPositionBuilderAtEnd(g->b, match);
-			cg_di_at(g, c.sp, rule->line);
-			count(&c, (unsigned)(p->ncounters + rule->id));
-			for (int a = 0; a < rule->nactions; a++) {
-				const struct ir_action *act = &rule->actions[a];
-				cg_di_at(g, c.sp, act->line);
+			cg_di_at(g, c->sp, rule->line);
+			count(c, (unsigned)(p->ncounters + rule->id));
+			for (int k = 0; k < rule->nactions; k++) {
+				const struct ir_action *act = &rule->actions[k];
+				cg_di_at(g, c->sp, act->line);
 				if (act->kind == IR_A_MUTATE)
-					mutation(&c, i, rule, a);
+					mutation(c, i, rule, k);
 				else if (act->kind == IR_A_COUNT) {
-					count(&c, (unsigned)act->counter);
+					count(c, (unsigned)act->counter);
 					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
-						state_call(&c, "l7_counter_add", (unsigned)act->counter);
+						state_call(c, "l7_counter_add", (unsigned)act->counter);
 				} else if (act->kind == IR_A_COUNTER_RESET) {
 					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
-						state_call(&c, "l7_counter_reset", (unsigned)act->counter);
+						state_call(c, "l7_counter_reset", (unsigned)act->counter);
 				} else if (act->kind == IR_A_TIMER_RESTART)
-					state_call(&c, "l7_timer_restart", (unsigned)act->timer);
+					state_call(c, "l7_timer_restart", (unsigned)act->timer);
 				else
-					limit(&c, act, rule);
+					limit(c, act, rule);
 			}
-			cg_di_at(g, c.sp, rule->line);
+			cg_di_at(g, c->sp, rule->line);
 			switch (rule->term) {
-			case IR_DENY: deny_now(&c, rule->status, rule->id); break;
-			case IR_ALLOW: set_flag(&c, c.allowed); LLVMBuildBr(g->b, next_policy); break;
+			case IR_DENY: deny_now(c, rule->status, rule->id); break;
+			case IR_ALLOW: set_flag(c, c->allowed); LLVMBuildBr(g->b, matched); break;
 			case IR_FORWARD:
-			case IR_FALLBACK: remember_route(&c, rule, next_policy); break;
-			case IR_CONTINUE: LLVMBuildBr(g->b, next_policy); break;
+			case IR_FALLBACK: remember_route(c, rule, matched); break;
+			case IR_CONTINUE: LLVMBuildBr(g->b, matched); break;
 			}
 			LLVMPositionBuilderAtEnd(g->b, next);
+		}
+		if (continues) {   /* the last policy of this chunk: no match yet, resume in it */
+			store_resume(c, i);
+			LLVMBuildBr(g->b, out);
+			LLVMPositionBuilderAtEnd(g->b, matched);
+			store_resume(c, i + 1);
+			LLVMBuildBr(g->b, out);
+			LLVMDeleteBasicBlock(next_policy);
+			break;
 		}
 		LLVMBuildBr(g->b, next_policy);
 		LLVMPositionBuilderAtEnd(g->b, next_policy);
 	}
 
+	if (!combine) {   /* the next chunk goes on: hand it the state */
+		if (LLVMGetBasicBlockTerminator(LLVMGetInsertBlock(g->b)) == NULL)
+			LLVMBuildBr(g->b, out);
+		LLVMPositionBuilderAtEnd(g->b, out);
+		LLVMValueRef flags = LLVMBuildOr(g->b, flag_val(c, c->routed, L7_CHAIN_ROUTED),
+						 LLVMBuildOr(g->b, flag_val(c, c->allowed, L7_CHAIN_ALLOWED),
+							     flag_val(c, c->allow_applies, L7_CHAIN_APPLIES), ""), "");
+		store32(c, c->st, offsetof(struct l7_chain, flags), flags);
+		LLVMBuildRet(g->b, u32c(c, 0));
+		return;
+	}
 	/* combine: an ALLOW policy that applied without allowing, then the route, then 404 */
-	cg_di_at(g, c.sp, p->npolicies ? p->policies[p->npolicies - 1].line : 1);
-	LLVMBasicBlockRef rbac = block(&c, "rbac.deny"), routing = block(&c, "routing");
-	LLVMValueRef applies = LLVMBuildLoad2(g->b, g->i1, c.allow_applies, "");
-	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c.allowed, "");
+	cg_di_at(g, c->sp, p->npolicies ? p->policies[p->npolicies - 1].line : 1);
+	LLVMBasicBlockRef rbac = block(c, "rbac.deny"), routing = block(c, "routing");
+	LLVMValueRef applies = LLVMBuildLoad2(g->b, g->i1, c->allow_applies, "");
+	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c->allowed, "");
 	LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, applies, LLVMBuildNot(g->b, allowed, ""), ""), rbac, routing);
 	LLVMPositionBuilderAtEnd(g->b, rbac);
-	deny_now(&c, p->rbac_rule.status, 0);
+	deny_now(c, p->rbac_rule.status, 0);
 	LLVMPositionBuilderAtEnd(g->b, routing);
-	LLVMBasicBlockRef routed = block(&c, "routed"), none = block(&c, "default");
-	LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->i1, c.routed, ""), routed, none);
+	LLVMBasicBlockRef routed = block(c, "routed"), none = block(c, "default");
+	LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->i1, c->routed, ""), routed, none);
 	LLVMPositionBuilderAtEnd(g->b, routed);
-	LLVMBuildRet(g->b, load32(&c, c.d, offsetof(struct l7_decision, verdict)));
+	LLVMBuildRet(g->b, load32(c, c->d, offsetof(struct l7_decision, verdict)));
 	LLVMPositionBuilderAtEnd(g->b, none);
-	deny_now(&c, p->default_rule.status, 0);
-	free(c.re_desc);
+	deny_now(c, p->default_rule.status, 0);
+}
+
+/* A function the machinery references but this object never runs (its branch folds away):
+ * it denies, should it ever be reached. */
+static void stub(struct pcx *c, const char *name, int nparams, const char *const *params)
+{
+	function(c, name, nparams, params, 1);
+	LLVMBuildRet(c->g->b, u32c(c, L7_DENY));
+}
+
+static int rules_in_all(const struct ir_program *p)
+{
+	int n = 0;
+	for (int i = 0; i < p->npolicies; i++)
+		n += p->policies[i].nrules;
+	return n;
+}
+
+static bool cond_jwt(const struct ir_cond *k)
+{
+	return k && (k->kind == IR_C_JWT_VALID || ((k->kind == IR_C_STR_EQ || k->kind == IR_C_STR_PREFIX) && k->field == IR_F_CLAIM) ||
+		     cond_jwt(k->a) || cond_jwt(k->b));
+}
+
+/* Does anything in rules [first, last) (or an ALLOW policy's context there) check a JWT? */
+static bool checks_jwt(const struct ir_program *p, int first, int last)
+{
+	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
+		const struct ir_policy *pol = &p->policies[i];
+		if (pol->has_allow && pf >= first && pf < last && cond_jwt(pol->applies))
+			return true;
+		for (int r = 0; r < pol->nrules; r++)
+			if (pf + r >= first && pf + r < last && cond_jwt(pol->rules[r].cond))
+				return true;
+	}
+	return false;
+}
+
+/* The .l7 line of the rule at index `at` of the file order (for a chunk's debug info). */
+static unsigned line_at(const struct ir_program *p, int at)
+{
+	for (int i = 0; i < p->npolicies; at -= p->policies[i++].nrules)
+		if (at < p->policies[i].nrules)
+			return p->policies[i].rules[at].line;
+	return p->npolicies ? p->policies[p->npolicies - 1].line : 1;
+}
+
+void cg_policy(struct cg *g)
+{
+	struct pcx c = { .g = g };
+	const struct ir_program *p = g->p;
+	const struct codegen_split *s = g->split;
+	unsigned first_line = p->npolicies ? p->policies[0].line : 1;
+	int total = rules_in_all(p);
+	declare_leaves(&c);
+
+	const char *params[] = { "req", "decision" };
+	if (!s->gw || !s->mesh) {   /* some host decides in one piece */
+		function(&c, "l7_policy_decide", 2, params, first_line);
+		c.req = LLVMGetParam(c.fn, 0);
+		c.d = LLVMGetParam(c.fn, 1);
+		c.st = NULL;
+		emit_rules(&c, 0, total, total, true, true);
+	} else {
+		stub(&c, "l7_policy_decide", 2, params);
+	}
+
+	const char *step_params[] = { "req", "state", "chunk" };
+	if (!s->gw && !s->mesh) {
+		stub(&c, "l7_policy_step", 3, step_params);
+		return;
+	}
+	/* the chunks, then l7_policy_step(req, st, chunk): a switch that folds to one chunk in each
+	 * decide program, where chunk is a constant */
+	LLVMValueRef chunks[CODEGEN_MAX_CHUNKS];
+	const char *chunk_params[] = { "req", "state" };
+	for (int k = 0; k < s->nchunks; k++) {
+		int first = s->chunk_first[k], last = k + 1 < s->nchunks ? s->chunk_first[k + 1] : total;
+		char name[48];
+		snprintf(name, sizeof(name), CG_CHUNK_PREFIX "%d", k);
+		chunks[k] = function(&c, name, 2, chunk_params, line_at(p, first));
+		g->chunk_inline[k] = s->nchunks > 1 && checks_jwt(p, first, last);
+		c.req = LLVMGetParam(c.fn, 0);
+		c.st = LLVMGetParam(c.fn, 1);
+		c.d = at_offset(&c, c.st, offsetof(struct l7_chain, d));
+		emit_rules(&c, first, last, total, k == 0, k + 1 == s->nchunks);
+	}
+	function(&c, "l7_policy_step", 3, step_params, first_line);
+	LLVMValueRef chunk = LLVMGetParam(c.fn, 2);
+	LLVMBasicBlockRef bad = block(&c, "no.chunk");
+	LLVMValueRef sw = LLVMBuildSwitch(g->b, chunk, bad, (unsigned)s->nchunks);
+	LLVMTypeRef cty = LLVMGlobalGetValueType(chunks[0]);
+	for (int k = 0; k < s->nchunks; k++) {
+		LLVMBasicBlockRef bb = block(&c, "chunk");
+		LLVMAddCase(sw, u32c(&c, (unsigned)k), bb);
+		LLVMPositionBuilderAtEnd(g->b, bb);
+		LLVMValueRef args[] = { LLVMGetParam(c.fn, 0), LLVMGetParam(c.fn, 1) };
+		LLVMBuildRet(g->b, LLVMBuildCall2(g->b, cty, chunks[k], args, 2, ""));
+	}
+	LLVMPositionBuilderAtEnd(g->b, bad);   /* no such chunk: deny */
+	c.d = at_offset(&c, LLVMGetParam(c.fn, 1), offsetof(struct l7_chain, d));
+	deny_now(&c, 500, 0);
+}
+
+/* ---- sizes, for cutting chunks before compiling (codegen_rule_size) ----
+ * Upper estimates in BPF instructions, measured with 200-rule policies of each kind (what LLVM
+ * makes of them, per rule: a header compare of 5 bytes 28, a source prefix 13, a claim 57, a
+ * Limit 113): an unrolled byte compare is up to 7 instructions a byte before LLVM shares loads
+ * between rules; a claim or auth.valid inlines l7_jwt_check's cached path. */
+
+static int cond_size(const struct ir_cond *k)
+{
+	switch (k->kind) {
+	case IR_C_TRUE:
+	case IR_C_FALSE: return 0;
+	case IR_C_AND:
+	case IR_C_OR: return cond_size(k->a) + cond_size(k->b) + 1;
+	case IR_C_NOT: return cond_size(k->a);
+	case IR_C_STR_EQ:
+	case IR_C_STR_PREFIX:
+		return k->field == IR_F_CLAIM ? 30 + 5 * (int)k->len : k->len <= L7_UNROLL_CMP ? 6 + 5 * (int)k->len : 30;
+	case IR_C_METHOD_IS:
+	case IR_C_HAS_HEADER:
+	case IR_C_SOURCE_IN:
+	case IR_C_PORT_IN: return 6;
+	case IR_C_SERVICE_IN: return 10;
+	case IR_C_JWT_VALID: return 40;
+	case IR_C_IDENTITY: return 30;
+	case IR_C_TABLE: return 150;
+	case IR_C_SOURCE_SET: return 30;
+	case IR_C_COUNTER_IN:
+	case IR_C_TIMER_ELAPSED: return 20;
+	case IR_C_REGEX: return 60;
+	}
+	return 0;
+}
+
+int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r)
+{
+	(void)p;
+	int n = cond_size(r->cond) + 12 + 10;   /* the hit counter, the decision */
+	for (int a = 0; a < r->nactions; a++)
+		n += r->actions[a].kind == IR_A_MUTATE ? 24 : r->actions[a].kind == IR_A_LIMIT ? 120 : 24;
+	return n;
 }

@@ -299,6 +299,9 @@ int cg_tables(struct cg *g)
 	wanted_headers(g);
 	response_fields(g);
 	jwt_tables(g);
+	/* which hosts are split: the machinery tests these, and the other branch folds away */
+	cg_const_global(g, "l7_split_gw", u32c(g, g->split->gw ? 1 : 0), 0);
+	cg_const_global(g, "l7_split_mesh", u32c(g, g->split->mesh ? 1 : 0), 0);
 	if (mutations(g) || identity_tables(g))
 		return -1;
 	config_section(g);
@@ -352,33 +355,66 @@ static const struct { const char *name, *section, *entry; } programs[] = {
 #undef L7_PROG
 };
 
-int cg_is_program(const char *name)
+/* The decide chains of split hosts: name_<k> for k < nchunks, in the host's section. */
+static const struct { const char *name, *section, *entry, *host; } chains[] = {
+#define L7_PROG(name, section, entry, map)
+#define L7_TAIL(name, section, entry, prog_array, host) { #name, section, #entry, #host },
+#include "l7/progs.def"
+#undef L7_TAIL
+#undef L7_PROG
+};
+
+static int chain_on(const struct cg *g, size_t i)
+{
+	return !strcmp(chains[i].host, "l7_client_parser") ? g->split->gw : g->split->mesh;
+}
+
+int cg_is_program(const struct cg *g, const char *name)
 {
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
 		if (!strcmp(name, programs[i].name))
 			return 1;
+	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++) {
+		size_t n = strlen(chains[i].name);
+		if (chain_on(g, i) && !strncmp(name, chains[i].name, n) && name[n] == '_' && name[n + 1] >= '0' &&
+		    name[n + 1] <= '9')
+			return 1;
+	}
 	return 0;
 }
 
-/* int NAME(void *ctx) { return ENTRY(ctx); } in the program's section. The machinery entry
- * is linked in from the stdlib bitcode and inlined. Line info: the first policy's line. */
-void cg_programs(struct cg *g)
+static void wrapper(struct cg *g, const char *name, const char *section, const char *entry_name, int chunk)
 {
 	LLVMTypeRef fty = LLVMFunctionType(g->i32, &g->ptr, 1, 0);
+	LLVMTypeRef ety = chunk < 0 ? fty : LLVMFunctionType(g->i32, (LLVMTypeRef[]){ g->ptr, g->i32 }, 2, 0);
 	unsigned line = g->p->npolicies ? g->p->policies[0].line : 1;
-	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++) {
-		LLVMValueRef entry = LLVMGetNamedFunction(g->mod, programs[i].entry);
-		if (!entry)
-			entry = LLVMAddFunction(g->mod, programs[i].entry, fty);
-		LLVMValueRef fn = LLVMAddFunction(g->mod, programs[i].name, fty);
-		LLVMSetSection(fn, programs[i].section);
-		LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", "v3");
-		const char *params[] = { "ctx" };
-		LLVMMetadataRef sp = cg_di_function(g, fn, programs[i].name, line, params, 1);
-		LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-		cg_di_at(g, sp, line);
-		LLVMValueRef rc = LLVMBuildCall2(g->b, fty, entry, (LLVMValueRef[]){ LLVMGetParam(fn, 0) }, 1, "");
-		LLVMBuildRet(g->b, rc);
-		cg_keep(g, fn);
-	}
+	LLVMValueRef entry = LLVMGetNamedFunction(g->mod, entry_name);
+	if (!entry)
+		entry = LLVMAddFunction(g->mod, entry_name, ety);
+	LLVMValueRef fn = LLVMAddFunction(g->mod, name, fty);
+	LLVMSetSection(fn, section);
+	LLVMAddTargetDependentFunctionAttr(fn, "target-cpu", "v3");
+	const char *params[] = { "ctx" };
+	LLVMMetadataRef sp = cg_di_function(g, fn, name, line, params, 1);
+	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
+	cg_di_at(g, sp, line);
+	LLVMValueRef args[] = { LLVMGetParam(fn, 0), LLVMConstInt(g->i32, (unsigned)(chunk < 0 ? 0 : chunk), 0) };
+	LLVMValueRef rc = LLVMBuildCall2(g->b, ety, entry, args, chunk < 0 ? 1 : 2, "");
+	LLVMBuildRet(g->b, rc);
+	cg_keep(g, fn);
+}
+
+/* int NAME(void *ctx) { return ENTRY(ctx); } in the program's section, and for a split host
+ * int NAME_k(void *ctx) { return ENTRY(ctx, k); } per decide program. The machinery entry is
+ * linked in from the stdlib bitcode and inlined. Line info: the first policy's line. */
+void cg_programs(struct cg *g)
+{
+	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
+		wrapper(g, programs[i].name, programs[i].section, programs[i].entry, -1);
+	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
+		for (int k = 0; chain_on(g, i) && k < g->split->nchunks; k++) {
+			char name[64];
+			snprintf(name, sizeof(name), "%s_%d", chains[i].name, k);
+			wrapper(g, name, chains[i].section, chains[i].entry, k);
+		}
 }

@@ -9,11 +9,15 @@
  *                + (bound - 1) * len(body) for each bounded loop
  *                + CALLBACK_PASSES * min(paths reaching the call, CALLBACK_STATES) * processed(cb)
  *                  for each bpf_loop callback cb
+ *
+ *                + min(paths reaching the call, CALLBACK_STATES) * processed(sub)
+ *                  for each subprogram sub called directly (a split program's rule chunk)
  *                + processed(g) for each global function g it calls (verified once, on its own)
  *
  * A bounded loop's bound is the constant of its back edge's compare, else the largest constant
  * a branch leaving the loop compares with (capped at LOOP_CAP). Callbacks are verified at each
- * call site in each distinct state, more than once until the loop state converges.
+ * call site in each distinct state, more than once until the loop state converges; a called
+ * subprogram once per distinct state at its call.
  * The constants are calibrated on the examples against the kernel: mean error 39%, but the
  * verifier's state explosion in the large parsers (mesh SK_MSG with JWT: 660K processed vs
  * 113K estimated) is beyond this model; `--verify` gives the real numbers, and
@@ -25,30 +29,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bpfobj.h"
+
 static long STATES = 2, CALLBACK_PASSES = 2, CALLBACK_STATES = 4;
 #define LOOP_CAP 8192
 
 struct insn {
-	char label[32];        /* label defined right before this instruction */
-	char target[32];       /* branch target */
 	bool cond, jump, exit;
 	int slots;
 	long imm;              /* the constant a conditional branch compares with, or -1 */
-	int callee;            /* index into the function's callees when it loads a callback, or -1 */
+	int callee;            /* index into the function's callees when it names one, or -1 */
+	int target;            /* the branch target (index into the function's insns), or -1 */
 };
 
 struct fn_code {
 	struct insn *v;
-	int n, cap;
+	int n;
 };
-
-static int find_label(const struct fn_code *c, const char *l)
-{
-	for (int i = 0; i < c->n; i++)
-		if (c->v[i].label[0] && !strcmp(c->v[i].label, l))
-			return i;
-	return -1;
-}
 
 static int block_of(const int *start, int nb, int insn)
 {
@@ -82,9 +79,7 @@ static long walk_estimate(const struct fn_code *c, double *site_paths)
 	int *target = malloc(sizeof(int) * (size_t)n);
 	leader[0] = true;
 	for (int i = 0; i < n; i++) {
-		target[i] = c->v[i].jump || c->v[i].cond ? find_label(c, c->v[i].target) : -1;
-		if (c->v[i].label[0])
-			leader[i] = true;
+		target[i] = c->v[i].jump || c->v[i].cond ? c->v[i].target : -1;
 		if ((c->v[i].jump || c->v[i].cond || c->v[i].exit) && i + 1 < n)
 			leader[i + 1] = true;
 		if (target[i] >= 0)
@@ -210,7 +205,65 @@ static long walk_estimate(const struct fn_code *c, double *site_paths)
 	return total;
 }
 
-void budget_analyse(struct budget *b, const char *asm_text, const char *l7_base, unsigned nlines)
+/* The instructions of f as the model sees them, with the per-function facts in bf. */
+static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc, const struct bpfobj *o,
+		   const struct bpfobj_fn *f, const char *l7_base)
+{
+	int *at = malloc(sizeof(int) * (size_t)(f->n + 1));   /* slot -> index */
+	cc->v = calloc((size_t)f->n + 1, sizeof(*cc->v));
+	for (int i = 0; i < f->n; i++) {
+		const struct bpf_insn *in = &f->insns[i];
+		struct insn *x = &cc->v[cc->n];
+		at[i] = cc->n++;
+		int cls = BPF_CLASS(in->code), op = BPF_OP(in->code);
+		bool jmp = cls == BPF_JMP || cls == BPF_JMP32;
+		x->slots = in->code == (BPF_LD | BPF_IMM | BPF_DW) ? 2 : 1;   /* 64-bit immediate: two slots */
+		x->exit = jmp && op == BPF_EXIT;
+		x->jump = jmp && op == BPF_JA;
+		x->cond = jmp && op != BPF_JA && op != BPF_CALL && op != BPF_EXIT;
+		x->imm = x->cond && BPF_SRC(in->code) == BPF_K ? in->imm : -1;
+		x->target = x->jump || x->cond ? i + in->off + 1 : -1;   /* a slot, mapped below */
+		x->callee = -1;
+		bf->insns += x->slots;
+		/* a callback named as an immediate: bpf_loop(n, callback, ...), maps too; or a
+		 * subprogram called by name (helpers are called by number) */
+		bool call = jmp && op == BPF_CALL && in->src_reg == BPF_PSEUDO_CALL;
+		const char *sym = x->slots == 2 || call ? bpfobj_reloc(o, f, i) : NULL;
+		if (sym) {
+			int k = 0;
+			while (k < bf->ncallees && strcmp(bf->callees[k], sym))
+				k++;
+			if (k == bf->ncallees && k < BUDGET_MAX_CALLEES)
+				snprintf(bf->callees[bf->ncallees++], sizeof(bf->callees[0]), "%s", sym);
+			if (k < BUDGET_MAX_CALLEES && call)
+				bf->called[k] = true;
+			x->callee = k < BUDGET_MAX_CALLEES ? k : -1;
+		}
+		/* stack: memory operands based on r10 */
+		int base = cls == BPF_LDX ? in->src_reg : cls == BPF_ST || cls == BPF_STX ? in->dst_reg : -1;
+		if (base == BPF_REG_10 && in->off < 0 && -in->off > bf->stack)
+			bf->stack = -in->off;
+		const char *file;
+		unsigned line = bpfobj_line(o, f, i, &file);
+		if (line > 0 && line < b->nlines && !strcmp(file, l7_base)) {
+			bf->policy_insns += x->slots;
+			b->line_insns[line] += x->slots;
+			if (b->line_func[line] < 0)
+				b->line_func[line] = (int)(bf - b->funcs);
+		}
+		if (x->slots == 2)
+			i++;
+	}
+	at[f->n] = cc->n;
+	for (int i = 0; i < cc->n; i++) {
+		struct insn *x = &cc->v[i];
+		if (x->target >= 0)
+			x->target = x->target <= f->n ? at[x->target] : -1;
+	}
+	free(at);
+}
+
+int budget_analyse(struct budget *b, const char *obj, size_t len, const char *l7_base, unsigned nlines)
 {
 	if (getenv("L7C_BUDGET_STATES"))
 		STATES = atol(getenv("L7C_BUDGET_STATES"));
@@ -225,119 +278,26 @@ void budget_analyse(struct budget *b, const char *asm_text, const char *l7_base,
 	b->line_func = malloc(nlines * sizeof(int));
 	for (unsigned i = 0; i < nlines; i++)
 		b->line_func[i] = -1;
-
-	struct fn_code code[BUDGET_MAX_FUNCS] = { 0 };
-	int l7_file = -1, cur_file = -1;
-	unsigned cur_line = 0;
-	struct budget_func *cur = NULL;
-	struct fn_code *cc = NULL;
-	char section[64] = "", fn_name[64] = "", pending_label[32] = "";
-	for (const char *line = asm_text; *line;) {
-		const char *eol = strchr(line, '\n');
-		size_t len = eol ? (size_t)(eol - line) : strlen(line);
-		char buf[512];
-		snprintf(buf, sizeof(buf), "%.*s", (int)(len < 511 ? len : 511), line);
-		line = eol ? eol + 1 : line + len;
-
-		int fno;
-		unsigned ln;
-		char dir[256], base[128];
-		if (sscanf(buf, "\t.file\t%d \"%255[^\"]\" \"%127[^\"]\"", &fno, dir, base) == 3) {
-			if (!strcmp(base, l7_base))
-				l7_file = fno;
-			continue;
-		}
-		if (sscanf(buf, "\t.loc\t%d %u", &fno, &ln) == 2) {
-			cur_file = fno;
-			cur_line = ln;
-			continue;
-		}
-		if (!strncmp(buf, "\t.section\t", 10)) {   /* quoted when the name has a '/' */
-			const char *s = buf + 10;
-			size_t k = 0;
-			if (*s == '"')
-				s++;
-			while (s[k] && s[k] != '"' && s[k] != ',' && k < sizeof(section) - 1)
-				k++;
-			snprintf(section, sizeof(section), "%.*s", (int)k, s);
-			continue;
-		}
-		if (!strncmp(buf, "\t.text", 6)) {
-			snprintf(section, sizeof(section), ".text");
-			continue;
-		}
-		if (strstr(buf, ",@function") && sscanf(buf, "\t.type\t%63[^,]", fn_name) == 1)
-			continue;
-		size_t bl = strlen(buf);
-		if (bl > 1 && buf[bl - 1] == ':' && buf[0] != '\t' && buf[0] != '.') {
-			buf[bl - 1] = 0;
-			if (strcmp(buf, fn_name)) {   /* a basic block label */
-				snprintf(pending_label, sizeof(pending_label), "%s", buf);
-				continue;
-			}
-			if (b->nfuncs == BUDGET_MAX_FUNCS) {
-				cur = NULL;
-				continue;
-			}
-			cc = &code[b->nfuncs];
-			cur = &b->funcs[b->nfuncs++];
-			snprintf(cur->name, sizeof(cur->name), "%s", buf);
-			snprintf(cur->section, sizeof(cur->section), "%s", section);
-			cur->is_subprog = !strcmp(section, ".text");
-			fn_name[0] = 0;
-			continue;
-		}
-		if (!cur || buf[0] != '\t' || buf[1] == '.' || buf[1] == 0)
-			continue;
-		if (!strncmp(buf, "\t.Lfunc_end", 11) || !strncmp(buf, ".Lfunc_end", 10))
-			continue;
-		if (cc->n == cc->cap) {
-			cc->cap = cc->cap ? cc->cap * 2 : 256;
-			cc->v = realloc(cc->v, sizeof(*cc->v) * (size_t)cc->cap);
-		}
-		struct insn *in = &cc->v[cc->n++];
-		memset(in, 0, sizeof(*in));
-		snprintf(in->label, sizeof(in->label), "%s", pending_label);
-		pending_label[0] = 0;
-		const char *g = strstr(buf, "goto ");
-		in->cond = !strncmp(buf, "\tif ", 4);
-		in->jump = !in->cond && g;
-		in->exit = !strcmp(buf, "\texit");
-		if (g)
-			snprintf(in->target, sizeof(in->target), "%s", g + 5);
-		char op[4];
-		long imm;
-		in->imm = -1;
-		if (in->cond && sscanf(buf, "\tif %*s %3s %ld goto", op, &imm) == 2)
-			in->imm = imm;
-		in->slots = strstr(buf, " ll") ? 2 : 1;   /* a 64-bit immediate load is two slots */
-		cur->insns += in->slots;
-		/* a callback named as an immediate: bpf_loop(n, callback, ...); or a global function
-		 * of the machinery called directly */
-		char sym[64];
-		in->callee = -1;
-		bool global = sscanf(buf, "\tcall %63s", sym) == 1 && !strncmp(sym, "l7g_", 4);
-		if (global || (sscanf(buf, "\tr%*d = %63s ll", sym) == 1 && (sym[0] < '0' || sym[0] > '9') && sym[0] != '-')) {
-			int k = 0;
-			while (k < cur->ncallees && strcmp(cur->callees[k], sym))
-				k++;
-			if (k == cur->ncallees && k < BUDGET_MAX_CALLEES) {
-				cur->callee_global[k] = global;
-				snprintf(cur->callees[cur->ncallees++], sizeof(cur->callees[0]), "%s", sym);
-			}
-			in->callee = k < BUDGET_MAX_CALLEES && !global ? k : -1;
-		}
-		const char *st = strstr(buf, "(r10 - ");
-		if (st && atoi(st + 7) > cur->stack)
-			cur->stack = atoi(st + 7);
-		if (cur_file == l7_file && cur_line > 0 && cur_line < nlines) {
-			cur->policy_insns += in->slots;
-			b->line_insns[cur_line] += in->slots;
-			if (b->line_func[cur_line] < 0)
-				b->line_func[cur_line] = (int)(cur - b->funcs);
-		}
+	struct bpfobj o;
+	if (bpfobj_open(&o, obj, len)) {
+		bpfobj_close(&o);
+		return -1;
 	}
-	double site_paths[BUDGET_MAX_FUNCS][BUDGET_MAX_CALLEES] = { { 0 } };
+	static struct fn_code code[BUDGET_MAX_FUNCS];
+	memset(code, 0, sizeof(code));
+	for (int pass = 0; pass < 2; pass++)   /* programs first, then subprograms (.text) */
+		for (int i = 0; i < o.nfns && b->nfuncs < BUDGET_MAX_FUNCS; i++) {
+			if ((strcmp(o.fns[i].section, ".text") == 0) != (pass == 1))
+				continue;
+			struct budget_func *bf = &b->funcs[b->nfuncs];
+			snprintf(bf->name, sizeof(bf->name), "%s", o.fns[i].name);
+			snprintf(bf->section, sizeof(bf->section), "%s", o.fns[i].section);
+			bf->is_subprog = pass == 1;
+			decode(b, bf, &code[b->nfuncs++], &o, &o.fns[i], l7_base);
+		}
+	bpfobj_close(&o);
+	static double site_paths[BUDGET_MAX_FUNCS][BUDGET_MAX_CALLEES];
+	memset(site_paths, 0, sizeof(site_paths));
 	for (int i = 0; i < b->nfuncs; i++) {
 		b->funcs[i].paths_estimate = walk_estimate(&code[i], site_paths[i]);
 		free(code[i].v);
@@ -354,26 +314,42 @@ void budget_analyse(struct budget *b, const char *asm_text, const char *l7_base,
 			b->funcs[k++] = b->funcs[i];
 		}
 	b->nfuncs = k;
-	/* subprograms first (a global function's estimate includes its callbacks), then the
-	 * programs that call them */
-	for (int round = 0; round < 2; round++)
-	for (int i = 0; i < b->nfuncs; i++) {
-		struct budget_func *f = &b->funcs[i];
-		if (f->is_subprog != (round == 0))
-			continue;
-		f->estimate = f->paths_estimate;
-		if (getenv("L7C_BUDGET_DEBUG"))
-			fprintf(stderr, "budget: %s walk %ld callees %d\n", f->name, f->paths_estimate, f->ncallees);
-		for (int c = 0; c < f->ncallees; c++)
-			for (int j = 0; j < b->nfuncs; j++)
-				if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c]) && f->callee_global[c]) {
-					f->estimate += b->funcs[j].estimate;   /* verified once, on its own */
-				} else if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c])) {
-					/* verified once per distinct caller state: the paths reaching its
-					 * loops, capped like the blocks' */
-					double p = site_paths[i][c];
-					long states = (long)(p < CALLBACK_STATES ? (p < 1 ? 1 : p) : CALLBACK_STATES);
-					f->estimate += CALLBACK_PASSES * states * b->funcs[j].paths_estimate;
+	for (int i = 0; i < b->nfuncs; i++) {   /* subprograms called by name: rule chunks */
+		b->funcs[i].caller = -1;
+		for (int c = 0; c < b->funcs[i].ncallees; c++)
+			for (int j = 0; b->funcs[i].called[c] && j < b->nfuncs; j++)
+				if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, b->funcs[i].callees[c])) {
+					b->funcs[j].is_global = !strncmp(b->funcs[j].name, "l7g_", 4);
+					b->funcs[j].is_chunk = !b->funcs[j].is_global;
 				}
 	}
+	for (int i = 0; i < b->nfuncs; i++)
+		for (int c = 0; !b->funcs[i].is_subprog && c < b->funcs[i].ncallees; c++)
+			for (int j = 0; j < b->nfuncs; j++)
+				if (b->funcs[j].is_chunk && b->funcs[j].caller < 0 && !strcmp(b->funcs[j].name, b->funcs[i].callees[c]))
+					b->funcs[j].caller = i;
+	/* subprograms first (a rule chunk's or a global function's estimate includes the callbacks it
+	 * reaches), then the programs that call them */
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < b->nfuncs; i++) {
+			struct budget_func *f = &b->funcs[i];
+			if (f->is_subprog != (pass == 0))
+				continue;
+			f->estimate = f->paths_estimate;
+			if (getenv("L7C_BUDGET_DEBUG"))
+				fprintf(stderr, "budget: %s walk %ld callees %d\n", f->name, f->paths_estimate, f->ncallees);
+			for (int c = 0; c < f->ncallees; c++)
+				for (int j = 0; j < b->nfuncs; j++)
+					if (b->funcs[j].is_subprog && !strcmp(b->funcs[j].name, f->callees[c])) {
+						/* verified once per distinct caller state: the paths reaching
+						 * its loops, capped like the blocks' */
+						double p = site_paths[i][c];
+						long states = (long)(p < CALLBACK_STATES ? (p < 1 ? 1 : p) : CALLBACK_STATES);
+						const struct budget_func *sub = &b->funcs[j];
+						f->estimate += sub->is_global ? sub->estimate   /* verified once, on its own */
+							       : f->called[c] ? states * sub->estimate
+									      : CALLBACK_PASSES * states * sub->paths_estimate;
+					}
+		}
+	return 0;
 }

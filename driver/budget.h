@@ -1,21 +1,27 @@
-/* The verifier budget model: reads the BPF assembly l7c emits and estimates, per function,
- * what the kernel verifier will process. */
+/* The verifier budget model: reads the BPF object l7c emits and estimates, per function, what
+ * the kernel verifier will process. */
 #ifndef L7_BUDGET_H
 #define L7_BUDGET_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
-#define BUDGET_MAX_FUNCS 32
-#define BUDGET_MAX_CALLEES 32   /* symbols loaded as immediates: maps and callbacks */
+#define BUDGET_MAX_FUNCS 192    /* programs, callbacks, and split programs' decide chains */
+#define BUDGET_MAX_CALLEES 32   /* symbols loaded as immediates (maps, callbacks) or called */
 
 struct budget_func {
 	char name[64], section[64];
 	int insns, stack, policy_insns;
-	bool is_subprog;                 /* a bpf_loop callback or a global function (in .text) */
+	bool is_subprog;                 /* a bpf_loop callback, a global function or a rule chunk
+	                                  * (in .text) */
+	bool is_global;                  /* a global function of the machinery (l7g_*), verified once */
+	bool is_chunk;                   /* a rule chunk: a static subprogram called directly */
+	int caller;                      /* chunks: the first program calling it, -1 if none */
 	long paths_estimate;             /* this function's own walk */
 	long estimate;                   /* with the callbacks it reaches */
 	char callees[BUDGET_MAX_CALLEES][64];
-	bool callee_global[BUDGET_MAX_CALLEES];   /* called directly: a global function (l7g_*) */
+	bool called[BUDGET_MAX_CALLEES]; /* a direct call (a subprogram or a global function), not a
+	                                  * callback's address */
 	int ncallees;
 };
 
@@ -27,7 +33,8 @@ struct budget {
 	unsigned nlines;
 };
 
-/* Fills b from asm text; nlines sizes the per-line arrays (caller frees them). */
-void budget_analyse(struct budget *b, const char *asm_text, const char *l7_basename, unsigned nlines);
+/* Fills b from a BPF ELF object; nlines sizes the per-line arrays (the caller frees them).
+ * Returns 0, or -1 if the object cannot be read. */
+int budget_analyse(struct budget *b, const char *obj, size_t len, const char *l7_basename, unsigned nlines);
 
 #endif

@@ -2,11 +2,12 @@
  * --verify, actual processed instructions, stack, tail calls); per rule, the program it landed
  * in, its share of the budget and its .l7 line; and what goes to the slow path and why.
  *
- * The numbers come from the compiled code itself: the BPF assembly carries `.loc` line
- * directives, so every instruction is attributed to the .l7 line it implements. */
+ * The numbers come from the compiled object itself: its line info (.BTF.ext) attributes every
+ * instruction to the .l7 line it implements. */
 #include "explain.h"
 
 #include "budget.h"
+#include "split.h"
 
 #include <bpf/libbpf.h>
 #include <cmark.h>
@@ -30,11 +31,51 @@ struct prog {                     /* a function of the object, with the kernel's
 };
 
 struct report {
-	struct budget b;
+	struct split_build sb;        /* the object as l7c builds it, and its budget model */
+	struct budget b;              /* == sb.b */
 	struct prog progs[BUDGET_MAX_FUNCS];
 	int nprogs;
 	int maps;
 };
+
+/* ---- tail-call chains of split programs ---- */
+
+/* How many tail calls it takes to reach program f: 0 for a host, k + 1 for decide program k. */
+static int tail_depth(const struct budget_func *f)
+{
+	const char *d = strstr(f->name, "_decide_");
+	return d && !f->is_subprog ? atoi(d + 8) + 1 : 0;
+}
+
+/* Prints "host -> name_0 -> ... -> name_<n-1>" for each split host. */
+static void chains(const struct report *r, FILE *o, const char *indent, const char *arrow)
+{
+	const struct codegen_split *s = &r->sb.plan;
+	const char *host[] = { SPLIT_HOST_GW, SPLIT_HOST_MESH }, *chain[] = { SPLIT_CHAIN_GW, SPLIT_CHAIN_MESH };
+	int on[] = { s->gw, s->mesh };
+	for (int h = 0; h < 2; h++) {
+		if (!on[h])
+			continue;
+		fprintf(o, "%s%s", indent, host[h]);
+		for (int k = 0; k < s->nchunks; k++)
+			fprintf(o, " %s %s%d", arrow, chain[h], k);
+		fprintf(o, "  (%d tail call%s of %d)\n", s->nchunks, s->nchunks == 1 ? "" : "s", MAX_TAIL_CALLS);
+	}
+}
+
+/* The program a function's code runs in: a rule chunk runs in the decide programs calling it. */
+static const char *runs_in(const struct report *r, int f, char *buf, size_t n)
+{
+	const struct budget_func *fn = &r->b.funcs[f];
+	if (!fn->is_chunk)
+		return fn->name;
+	buf[0] = 0;
+	for (int i = 0; i < r->b.nfuncs; i++)
+		for (int c = 0; !r->b.funcs[i].is_subprog && c < r->b.funcs[i].ncallees; c++)
+			if (r->b.funcs[i].called[c] && !strcmp(r->b.funcs[i].callees[c], fn->name))
+				snprintf(buf + strlen(buf), n - strlen(buf), "%s%s", buf[0] ? "," : "", r->b.funcs[i].name);
+	return buf[0] ? buf : fn->name;
+}
 
 /* ---- --verify: what the kernel says ---- */
 
@@ -53,6 +94,10 @@ static int silent(enum libbpf_print_level l, const char *f, va_list ap)
 
 static void verify(struct report *r, const char *obj, size_t len)
 {
+	if (!obj) {
+		fprintf(stderr, "l7c: warning: --verify: no object\n");
+		return;
+	}
 	libbpf_set_print(silent);
 	LIBBPF_OPTS(bpf_object_open_opts, oo, .object_name = "l7c-explain");
 	struct bpf_object *o = bpf_object__open_mem(obj, len, &oo);
@@ -168,6 +213,12 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 {
 	printf("%s: %d program%s, %d rule%s, budget %ld processed instructions per program\n\n", p->source_path,
 	       r->nprogs, r->nprogs == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s", o->budget);
+	if (r->sb.plan.gw || r->sb.plan.mesh) {
+		printf("split into tail-call chains (parse half -> decide programs, %d rule chunk%s):\n", r->sb.plan.nchunks,
+		       r->sb.plan.nchunks == 1 ? "" : "s");
+		chains(r, stdout, "  ", "->");
+		printf("\n");
+	}
 	printf("%-22s %-22s %7s %7s %9s %9s %6s %5s %6s  %s\n", "program", "section", "insns", "policy", "est.proc",
 	       "processed", "budget", "stack", "tails", o->verify ? "verifier" : "");
 	for (int i = 0; i < r->nprogs; i++) {
@@ -180,15 +231,20 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 			snprintf(est, sizeof(est), "%ld", g->f->estimate);
 			snprintf(pct, sizeof(pct), "%.1f%%", 100.0 * (double)used / (double)o->budget);
 		}
-		printf("%-22s %-22s %7d %7d %9s %9s %6s %5d %3d/%-2d  %s\n", g->f->name, g->f->is_subprog ? (!strncmp(g->f->name, "l7g_", 4) ? "(global function)" : "(bpf_loop callback)") : g->f->section,
-		       g->f->insns, g->f->policy_insns, est, proc, pct, g->f->stack, 0, MAX_TAIL_CALLS, g->verdict);
+		printf("%-22s %-22s %7d %7d %9s %9s %6s %5d %3d/%-2d  %s\n", g->f->name,
+		       g->f->is_chunk ? "(rule chunk)" : g->f->is_global ? "(global function)" : g->f->is_subprog ? "(bpf_loop callback)"
+												  : g->f->section, g->f->insns,
+		       g->f->policy_insns, est, proc, pct, g->f->stack, tail_depth(g->f), MAX_TAIL_CALLS, g->verdict);
 	}
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct prog *g = &r->progs[i];
 		if (!g->f->is_subprog && g->f->stack > STACK_LIMIT)
 			printf("warning: %s uses %d bytes of stack (limit %d)\n", g->f->name, g->f->stack, STACK_LIMIT);
 		if (!g->f->is_subprog && (g->processed >= 0 ? g->processed : g->f->estimate) > o->budget)
-			printf("warning: %s exceeds the budget; split the policy or move large rule sets to maps\n", g->f->name);
+			printf("warning: %s exceeds the budget%s\n", g->f->name,
+			       g->processed >= 0 && g->f->estimate <= o->budget
+				       ? " (the model estimated it under: l7c did not split it); lower --budget to split"
+				       : "; it cannot be split further: move large rule sets to tables or sets");
 	}
 	if (o->verify) {
 		double err = 0;
@@ -208,7 +264,7 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 			const struct ir_rule *ru = &p->policies[i].rules[k];
 			int prog, n = rule_insns(r, ru, &prog);
 			const struct prog *g = prog >= 0 ? &r->progs[prog] : NULL;
-			char dec[96];
+			char dec[96], where[256];
 			if (ru->term == IR_FORWARD || ru->term == IR_FALLBACK)
 				snprintf(dec, sizeof(dec), "%s %s", term_name(ru->term), p->upstreams[ru->upstream].name);
 			else if (ru->term == IR_DENY)
@@ -216,7 +272,8 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 			else
 				snprintf(dec, sizeof(dec), "continue");
 			printf("%-6d %-5u %-16s %-22s %6d %6.2f%%  %s%s\n", ru->id, ru->line, p->policies[i].name,
-			       g ? g->f->name : "(folded away)", n, g && g->f->insns ? 100.0 * n / g->f->insns : 0.0, dec,
+			       g ? runs_in(r, prog, where, sizeof(where)) : "(folded away)", n,
+			       g && g->f->insns ? 100.0 * n / g->f->insns : 0.0, dec,
 			       ru->nactions ? " + header mutations" : "");
 		}
 	printf("\nslow path (userspace):\n");
@@ -256,12 +313,25 @@ static void json_report(const struct report *r, const struct ir_program *p, cons
 	printf(",\"budget\":%ld,\"programs\":[", o->budget);
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct prog *g = &r->progs[i];
-		printf("%s{\"name\":\"%s\",\"section\":\"%s\",\"subprogram\":%s,\"insns\":%d,\"policy_insns\":%d,"
-		       "\"estimated_processed\":%ld,\"processed\":%ld,\"stack\":%d,\"tail_calls\":0,\"verify_ms\":%.2f,\"verifier\":",
-		       i ? "," : "", g->f->name, g->f->section, g->f->is_subprog ? "true" : "false", g->f->insns, g->f->policy_insns,
-		       g->f->estimate, g->processed, g->f->stack, g->verify_ms);
+		printf("%s{\"name\":\"%s\",\"section\":\"%s\",\"subprogram\":%s,\"rule_chunk\":%s,\"insns\":%d,"
+		       "\"policy_insns\":%d,\"estimated_processed\":%ld,\"processed\":%ld,\"stack\":%d,\"tail_calls\":%d,"
+		       "\"verify_ms\":%.2f,\"verifier\":",
+		       i ? "," : "", g->f->name, g->f->section, g->f->is_subprog ? "true" : "false", g->f->is_chunk ? "true" : "false",
+		       g->f->insns, g->f->policy_insns, g->f->estimate, g->processed, g->f->stack, tail_depth(g->f), g->verify_ms);
 		json_str(stdout, g->verdict);
 		printf("}");
+	}
+	printf("],\"max_tail_calls\":%d,\"chains\":[", MAX_TAIL_CALLS);
+	const struct codegen_split *sp = &r->sb.plan;
+	const char *host[] = { SPLIT_HOST_GW, SPLIT_HOST_MESH }, *chain[] = { SPLIT_CHAIN_GW, SPLIT_CHAIN_MESH };
+	int on[] = { sp->gw, sp->mesh }, nc = 0;
+	for (int h = 0; h < 2; h++) {
+		if (!on[h])
+			continue;
+		printf("%s{\"host\":\"%s\",\"tail_calls\":%d,\"programs\":[", nc++ ? "," : "", host[h], sp->nchunks);
+		for (int k = 0; k < sp->nchunks; k++)
+			printf("%s\"%s%d\"", k ? "," : "", chain[h], k);
+		printf("]}");
 	}
 	printf("],\"rules\":[");
 	int first = 1;
@@ -272,7 +342,8 @@ static void json_report(const struct report *r, const struct ir_program *p, cons
 			printf("%s{\"id\":%d,\"line\":%u,\"policy\":\"%s\",\"program\":", first ? "" : ",", ru->id, ru->line,
 			       p->policies[i].name);
 			first = 0;
-			json_str(stdout, prog >= 0 ? r->progs[prog].f->name : NULL);
+			char where[256];
+			json_str(stdout, prog >= 0 ? runs_in(r, prog, where, sizeof(where)) : NULL);
 			printf(",\"insns\":%d,\"decision\":\"%s\",\"status\":%d,\"upstream\":", n, term_name(ru->term), ru->status);
 			json_str(stdout, ru->upstream >= 0 && ru->term != IR_DENY ? p->upstreams[ru->upstream].name : "");
 			printf(",\"slow_path\":");
@@ -294,23 +365,30 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 	FILE *f = open_memstream(&md, &len);
 	fprintf(f, "# l7c --explain: `%s`\n\nBudget: %ld processed instructions per program%s.\n\n## Programs\n\n",
 		p->source_path, o->budget, o->verify ? "; *processed* is the kernel verifier's count" : "");
+	if (r->sb.plan.gw || r->sb.plan.mesh) {
+		fprintf(f, "Split into tail-call chains (parse half, then decide programs; %d rule chunk%s):\n\n",
+			r->sb.plan.nchunks, r->sb.plan.nchunks == 1 ? "" : "s");
+		chains(r, f, "- ", "&rarr;");
+		fprintf(f, "\n");
+	}
 	fprintf(f, "<table>\n<tr><th>program</th><th>section</th><th>insns</th><th>est. processed</th><th>processed</th>"
-		   "<th>budget used</th><th>stack</th><th>verifier</th></tr>\n");
+		   "<th>budget used</th><th>stack</th><th>tail calls</th><th>verifier</th></tr>\n");
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct prog *g = &r->progs[i];
 		if (g->f->is_subprog) {
-			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%d</td><td></td><td></td><td></td><td>%d</td><td></td></tr>\n",
-				g->f->name, strncmp(g->f->name, "l7g_", 4) ? "bpf_loop callback" : "global function", g->f->insns,
-				g->f->stack);
+			fprintf(f, "<tr><td>%s</td><td>%s</td><td>%d</td><td></td><td></td><td></td><td>%d</td><td></td><td></td></tr>\n",
+				g->f->name, g->f->is_chunk ? "rule chunk" : g->f->is_global ? "global function" : "bpf_loop callback",
+				g->f->insns, g->f->stack);
 			continue;
 		}
 		long used = g->processed >= 0 ? g->processed : g->f->estimate;
 		double pct = 100.0 * (double)used / (double)o->budget;
 		int w = pct > 100 ? 100 : pct < 0.5 ? 1 : (int)pct;
 		fprintf(f, "<tr><td>%s</td><td>%s</td><td>%d</td><td>%ld</td><td>%s%ld</td><td><div style=\"background:#ddd;width:200px\">"
-			   "<div style=\"background:%s;width:%dpx;height:10px\"></div></div>%.2f%%</td><td>%d</td><td>%s</td></tr>\n",
+			   "<div style=\"background:%s;width:%dpx;height:10px\"></div></div>%.2f%%</td><td>%d</td><td>%d/%d</td><td>%s</td></tr>\n",
 			g->f->name, g->f->section, g->f->insns, g->f->estimate, g->processed < 0 ? "-" : "",
-			g->processed < 0 ? 0 : g->processed, pct > 100 ? "#c33" : "#3a3", w * 2, pct, g->f->stack, g->verdict);
+			g->processed < 0 ? 0 : g->processed, pct > 100 ? "#c33" : "#3a3", w * 2, pct, g->f->stack, tail_depth(g->f),
+			MAX_TAIL_CALLS, g->verdict);
 	}
 	fprintf(f, "</table>\n\n## Rules\n\n<table>\n<tr><th>rule</th><th>line</th><th>policy</th><th>program</th><th>insns</th>"
 		   "<th>decision</th></tr>\n");
@@ -318,8 +396,9 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 		for (int k = 0; k < p->policies[i].nrules; k++) {
 			const struct ir_rule *ru = &p->policies[i].rules[k];
 			int prog, n = rule_insns(r, ru, &prog);
+			char where[256];
 			fprintf(f, "<tr><td>%d</td><td>%u</td><td>%s</td><td>%s</td><td>%d</td><td>%s%s%s</td></tr>\n", ru->id,
-				ru->line, p->policies[i].name, prog >= 0 ? r->progs[prog].f->name : "(folded away)", n,
+				ru->line, p->policies[i].name, prog >= 0 ? runs_in(r, prog, where, sizeof(where)) : "(folded away)", n,
 				term_name(ru->term), ru->term == IR_FALLBACK ? ": " : "", ru->term == IR_FALLBACK ? ru->reason : "");
 		}
 	fprintf(f, "</table>\n\n## Slow path\n\n");
@@ -345,38 +424,31 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 
 int explain(const struct ir_program *p, const struct explain_opts *o)
 {
-	struct report r = { 0 };
-	const char *base = strrchr(p->source_path, '/');
-	base = base ? base + 1 : p->source_path;
-	unsigned nlines = 3;
-	for (const char *c = p->src ? p->src->text : ""; *c; c++)
-		nlines += *c == '\n';
-	char *text = NULL, *obj = NULL;
-	size_t tl = 0, ol = 0;
-	struct codegen_opts co = { .opt_level = o->opt_level, .output = CG_EMIT_ASM, .out_buf = &text, .out_len = &tl };
-	if (codegen_emit(p, &co))
-		return 2;
-	budget_analyse(&r.b, text, base, nlines);
+	static struct report r;   /* large: the budget model of every function */
+	memset(&r, 0, sizeof(r));
+	int rc = split_build(p, o->opt_level, o->budget, (enum split_mode)o->split, &r.sb);
+	if (rc)
+		return rc;
+	r.b = r.sb.b;
 	r.nprogs = r.b.nfuncs;
 	for (int i = 0; i < r.nprogs; i++)
 		r.progs[i] = (struct prog){ .f = &r.b.funcs[i], .processed = -1 };
-	if (o->verify) {
-		co.output = CG_EMIT_OBJ;
-		co.out_buf = &obj;
-		co.out_len = &ol;
-		if (codegen_emit(p, &co))
+	if (o->out_path) {   /* the object explained, so that a test loads exactly what it read */
+		FILE *f = fopen(o->out_path, "wb");
+		if (!f || fwrite(r.sb.obj, 1, r.sb.obj_len, f) != r.sb.obj_len || fclose(f)) {
+			fprintf(stderr, "l7c: error: cannot write '%s'\n", o->out_path);
+			split_build_free(&r.sb);
 			return 2;
-		verify(&r, obj, ol);
+		}
 	}
+	if (o->verify)
+		verify(&r, r.sb.obj, r.sb.obj_len);
 	if (o->format == EXPLAIN_JSON)
 		json_report(&r, p, o);
 	else if (o->format == EXPLAIN_HTML)
 		html_report(&r, p, o);
 	else
 		text_report(&r, p, o);
-	free(text);
-	free(obj);
-	free(r.b.line_insns);
-	free(r.b.line_func);
+	split_build_free(&r.sb);
 	return 0;
 }

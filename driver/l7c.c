@@ -14,6 +14,7 @@
 #include "codegen.h"
 #include "explain.h"
 #include "frontend.h"
+#include "split.h"
 #include "ir.h"
 #include "l7/abi.h"
 
@@ -44,8 +45,14 @@ static void usage(FILE *o)
 		"                      processed instructions, stack, tail calls) and, per rule, where it\n"
 		"                      landed and what goes to the slow path\n"
 		"  --verify            with --explain: load into the kernel for the verifier's numbers\n"
+		"                      (--explain -o FILE also writes the object it explained)\n"
 		"  --format=FMT        with --explain: text (default), json or html\n"
-		"  --budget=N          processed-instruction budget per program (default 1000000)\n"
+		"  --budget=N          processed-instruction budget per program (default 1000000): a\n"
+		"                      program the budget model estimates over it is split into a chain\n"
+		"                      of tail calls (see --explain)\n"
+		"  --split=WHEN        auto (default): split what the budget model finds over the\n"
+		"                      budget; none: only rules too big for one program; parse: always\n"
+		"                      end the parse half with a tail call into a decide program\n"
 		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
 		"                      reference evaluator and print the decision\n"
 		"  --eval-source=IP    with --eval: the client's address (default 127.0.0.1)\n"
@@ -138,6 +145,42 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source)
 	return 0;
 }
 
+static int write_file(const char *path, const char *data, size_t n)
+{
+	FILE *f = strcmp(path, "-") ? fopen(path, "wb") : stdout;
+	if (!f) {
+		fprintf(stderr, "l7c: error: cannot write '%s'\n", path);
+		return 2;
+	}
+	size_t w = fwrite(data, 1, n, f);
+	if ((f == stdout ? fflush(f) : fclose(f)) || w != n) {
+		fprintf(stderr, "l7c: error: writing '%s' failed\n", path);
+		return 2;
+	}
+	return 0;
+}
+
+/* The object (or assembly, or LLVM IR), with the programs the budget model finds too big for
+ * the verifier split into tail-call chains (split.c). */
+static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum emit emit,
+		   const char *path)
+{
+	struct split_build sb;
+	int rc = split_build(ir, opt_level, budget, mode, &sb);
+	for (int i = 0; !rc && i < sb.nwarnings; i++)
+		fprintf(stderr, "l7c: warning: %s: %s (l7c --explain --verify shows the kernel's numbers)\n",
+			ir->source_path, sb.warnings[i]);
+	if (!rc && emit != EMIT_OBJ) {   /* the text of the same plan */
+		struct codegen_opts o = { .opt_level = opt_level, .output = emit == EMIT_LLVM ? CG_EMIT_LLVM : CG_EMIT_ASM,
+					  .out_path = path, .split = &sb.plan };
+		rc = codegen_emit(ir, &o) ? 2 : 0;
+	} else if (!rc) {
+		rc = write_file(path, sb.obj, sb.obj_len);
+	}
+	split_build_free(&sb);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	enum emit emit = EMIT_OBJ;
@@ -156,6 +199,7 @@ int main(int argc, char **argv)
 		{ "explain", no_argument, NULL, 'X' }, { "verify", no_argument, NULL, 'Y' },
 		{ "format", required_argument, NULL, 'F' }, { "budget", required_argument, NULL, 'B' },
 		{ "eval-source", required_argument, NULL, 'S' },
+		{ "split", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c;
@@ -209,6 +253,13 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'L':
+			if (!strcmp(optarg, "auto") || !strcmp(optarg, "none") || !strcmp(optarg, "parse")) {
+				ex.split = optarg[0] == 'a' ? SPLIT_AUTO : optarg[0] == 'n' ? SPLIT_NONE : SPLIT_PARSE;
+				break;
+			}
+			fprintf(stderr, "l7c: error: --split=%s: expected auto, none or parse\n", optarg);
+			return 2;
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -251,20 +302,15 @@ int main(int argc, char **argv)
 	ir_optimise(ir, passes, &d, emit == EMIT_IR ? stdout : NULL);
 	if (do_explain) {
 		ex.opt_level = opt_level;
+		ex.out_path = out;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
 		rc = eval(ir, eval_request, eval_source);
 	} else if (emit == EMIT_IR) {
 		/* printed above, after each pass */
 	} else {
-		struct codegen_opts o = {
-			.opt_level = opt_level,
-			.output = emit == EMIT_LLVM ? CG_EMIT_LLVM : emit == EMIT_ASM ? CG_EMIT_ASM : CG_EMIT_OBJ,
-		};
 		char *def = NULL;
-		o.out_path = out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-";
-		if (codegen_emit(ir, &o))
-			rc = 2;
+		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-");
 		free(def);
 	}
 	ir_free(ir);

@@ -196,6 +196,12 @@ int metrics_http_start(const char *addr, metrics_writer write);
 void metrics_http_stop(void);
 int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size_t errlen);   /* tables.c */
 char *config_text(const char *object_path);   /* the l7.config section, malloc'd (load.c) */
+/* tails.c: fill the PROG_ARRAY of each split host of this mode (0 gateway, 1 mesh) before
+ * anything is attached; returns the decide programs put in, -1 with err set. The chains, for
+ * pins and --stats: */
+int fill_tail_calls(struct bpf_object *obj, int mesh, char *err, size_t errlen);
+int tail_chain_count(void);
+const char *tail_chain_name(int i, const char **prog_array);
 
 /* What an epoll event's fd is. */
 enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL, FD_RELOAD };

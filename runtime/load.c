@@ -166,7 +166,8 @@ struct bpf_object *open_policy(const struct policy_file *pf, const char *path, e
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, obj) {
 		const char *n = bpf_program__name(p);
-		int mesh = !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG);
+		int mesh = !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG) ||
+			   !strncmp(n, "l7_mesh_decide_", 15);   /* a split SK_MSG's chain */
 		/* the client sockets' SK_MSG edits responses: not loaded when no rule does */
 		int unused = !strcmp(n, "l7_client_msg") && !cfg->resp_mut;
 		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh && !unused);
@@ -240,7 +241,8 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 	if (jwt_setup(v->obj, &v->cfg, &v->clock_fd, err, errlen) ||   /* keys and callers before any request */
 	    ident_setup(v->obj, &v->cfg, err, errlen))
 		goto fail;
-	if (fill_rule_tables(v->obj, pf.config, err, errlen))   /* before anything is attached */
+	if (fill_rule_tables(v->obj, pf.config, err, errlen) ||   /* before anything is attached */
+	    fill_tail_calls(v->obj, 0, err, errlen) < 0)       /* a split parser's decide programs */
 		goto fail;
 	if ((v->map_clients = map_fd(v, "l7_clients", err, errlen)) < 0 ||
 	    (v->map_upstreams = map_fd(v, "l7_upstreams", err, errlen)) < 0 ||
@@ -333,6 +335,25 @@ void version_pin(struct version *v)
 	}
 	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++)
 		pin_replace(bpf_object__find_map_fd_by_name(v->obj, pinned_maps[i]), "map", pinned_maps[i]);
+	/* a split parser's decide programs (l7run --stats) and its chain (tests empty a slot); a
+	 * version with fewer has the rest of an older one's unpinned */
+	for (int i = 0; i < tail_chain_count(); i++) {
+		const char *array, *name = tail_chain_name(i, &array);
+		if (strncmp(name, "l7_gw_", 6))
+			continue;
+		for (int k = 0; k < L7_MAX_TAILS; k++) {
+			char n[64], p[512];
+			snprintf(n, sizeof n, "%s_%d", name, k);
+			struct bpf_program *bp = bpf_object__find_program_by_name(v->obj, n);
+			if (bp) {
+				pin_replace(bpf_program__fd(bp), "prog", n);
+			} else {
+				snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, n);
+				unlink(p);
+			}
+		}
+		pin_replace(bpf_object__find_map_fd_by_name(v->obj, array), "map", array);
+	}
 }
 
 void version_unpin(void)
@@ -348,6 +369,15 @@ void version_unpin(void)
 	/* every map pinned here: a missed one keeps the directory (rmdir fails) */
 	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
 		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, pinned_maps[i]);
+		unlink(p);
+	}
+	for (int i = 0; i < tail_chain_count(); i++) {
+		const char *array, *name = tail_chain_name(i, &array);
+		for (int k = 0; k < L7_MAX_TAILS; k++) {
+			snprintf(p, sizeof p, "%s/prog_%s_%d", rt.pin_dir, name, k);
+			unlink(p);
+		}
+		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, array);
 		unlink(p);
 	}
 	snprintf(p, sizeof p, "%s/map_l7_reload", rt.pin_dir);

@@ -94,7 +94,8 @@ int mesh_load(const char *path, char *err, size_t errlen, void **out)
 	if (jwt_setup(v->obj, &v->cfg, &v->clock_fd, err, errlen) ||   /* keys and callers before any request */
 	    ident_setup(v->obj, &v->cfg, err, errlen))
 		goto fail;
-	if (fill_rule_tables(v->obj, pf.config, err, errlen))   /* before anything is attached */
+	if (fill_rule_tables(v->obj, pf.config, err, errlen) ||   /* before anything is attached */
+	    fill_tail_calls(v->obj, 1, err, errlen) < 0)       /* a split SK_MSG's decide programs */
 		goto fail;
 	if ((v->socks = map(v, "l7_mesh_socks", err, errlen)) < 0 || (v->conns = map(v, "l7_mesh_conns", err, errlen)) < 0 ||
 	    (v->addrs = map(v, "l7_mesh_addrs", err, errlen)) < 0 || (v->pool = map(v, "l7_mesh_pool", err, errlen)) < 0 ||
@@ -161,20 +162,22 @@ static void pin_replace(int fd, const char *name)
  * maps for tests and bpftool, l7_stats and l7_counters for l7run --stats and --metrics. */
 void mesh_pin(struct mesh_ver *v, int on)
 {
+	/* l7_tail_mesh: the chain of a split SK_MSG program (tests empty a slot) */
 	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool", "map_l7_stats",
-				       "map_l7_counters" };
+				       "map_l7_counters", "l7_tail_mesh" };
 	char p[512];
 
 	if (on) {
 		int fds[] = { v->socks, v->conns, v->pool, v->stats,
-			      bpf_object__find_map_fd_by_name(v->obj, "l7_counters") };
+			      bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
+			      bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh") };
 		mkdir(M.pin_dir, 0700);
-		for (int i = 0; i < 5; i++)
+		for (int i = 0; i < 6; i++)
 			if (fds[i] >= 0)
 				pin_replace(fds[i], names[i]);
 		return;
 	}
-	for (int i = 0; i < 5; i++) {
+	for (int i = 0; i < 6; i++) {
 		snprintf(p, sizeof p, "%s/%s", M.pin_dir, names[i]);
 		unlink(p);
 	}

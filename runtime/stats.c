@@ -18,6 +18,7 @@ static const char *const prog_names[] = {
 static const char *const stat_names[L7_STAT_MAX] = {
 	"requests", "forwarded", "denied", "fallback", "pool_miss", "bad_request",
 	"passed", "order_wait", "responses", "hdr_insert", "jwt_hit", "jwt_verify", "jwt_reject",
+	"chain_fail",
 };
 
 static long sockhash_count(int fd)
@@ -64,11 +65,24 @@ int print_stats(const char *dir)
 	char p[512];
 	int ncpu = libbpf_num_possible_cpus(), found = 0;
 
-	for (size_t i = 0; i < sizeof prog_names / sizeof prog_names[0]; i++) {
-		snprintf(p, sizeof p, "%s/prog_%s", dir, prog_names[i]);
+	/* the programs of progs.def, then the decide programs of split ones (name_0, name_1, ...) */
+	size_t nfixed = sizeof prog_names / sizeof prog_names[0];
+	for (size_t i = 0, k = 0; i < nfixed + (size_t)tail_chain_count();) {
+		char name[64];
+		if (i < nfixed)
+			snprintf(name, sizeof name, "%s", prog_names[i]);
+		else
+			snprintf(name, sizeof name, "%s_%zu", tail_chain_name((int)(i - nfixed), NULL), k);
+		snprintf(p, sizeof p, "%s/prog_%s", dir, name);
 		int fd = bpf_obj_get(p);
+		if (i >= nfixed && (fd < 0 || ++k == L7_MAX_TAILS)) {   /* the end of this chain */
+			i++;
+			k = 0;
+		} else if (i < nfixed) {
+			i++;
+		}
 		if (fd < 0 && errno == ENOENT)
-			continue;   /* a program of the other mode (gateway/mesh) is not pinned */
+			continue;   /* a program of the other mode (gateway/mesh), or of no chain */
 		if (fd < 0) {
 			fprintf(stderr, "l7run: %s: %s\n", p, strerror(errno));
 			return 1;
@@ -78,7 +92,7 @@ int print_stats(const char *dir)
 		uint32_t len = sizeof info;
 		memset(&info, 0, sizeof info);
 		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
-			printf("prog %-20s run_cnt %llu run_time_ns %llu ns_per_run %.1f\n", prog_names[i],
+			printf("prog %-20s run_cnt %llu run_time_ns %llu ns_per_run %.1f\n", name,
 			       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 			       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
 		close(fd);

@@ -30,6 +30,8 @@
 #endif
 
 #define L7_MESH_PULL1 2048     /* first look at a message: most heads fit */
+
+extern const __u32 l7_split_mesh;   /* generated (l7/abi.h): the SK_MSG program is split */
 #define L7_AF_INET    2
 #define L7_TCP_CLOSE  7
 
@@ -312,6 +314,33 @@ static __always_inline int l7_mesh_parse(struct sk_msg_md *msg, struct l7_req *r
 	return l7_http_parse_head(req, n);
 }
 
+static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+				       const struct l7_mesh_key *k, struct l7_req *req,
+				       const struct l7_decision *dp, __u32 h, __u64 seq);
+
+/* Split SK_MSG (l7_split_mesh): hand the parsed request to decide program 0 of l7_tail_mesh. A
+ * tail call that returns found no program there: l7run answers 503 and closes the connection;
+ * the request is never forwarded unchecked. */
+static __always_inline int l7_mesh_chain_start(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					       const struct l7_mesh_key *k, __u32 head, __u64 seq)
+{
+	__u32 zero = 0;
+	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
+
+	if (st) {
+		__builtin_memcpy(st->owner, k, sizeof(*k));
+		st->seq = seq;
+		st->head = head;
+		st->avail = 0;
+		st->next_policy = 0;
+		st->flags = 0;
+		__builtin_memset(&st->d, 0, sizeof(st->d));
+		bpf_tail_call(msg, &l7_tail_mesh, 0);
+	}
+	l7_mesh_stat(L7_STAT_CHAIN_FAIL);
+	return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, seq);
+}
+
 static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh_conn *c,
 					   const struct l7_mesh_key *k)
 {
@@ -352,28 +381,38 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 
 	struct l7_decision d;
 	__builtin_memset(&d, 0, sizeof(d));
-	__u32 head_req = (req->method & 0xffffu) == L7_M_HEAD;   /* high bits: the parser's mark */
 	req->service = c->index;
 	req->src_ip4 = k->lip;      /* the client's own socket: its address, the service's port */
 	req->dst_port = k->rport;
 	req->jwt_done = req->jwt_ok = 0;
+	if (l7_split_mesh)
+		return l7_mesh_chain_start(msg, c, k, (__u32)h, seq);
 	l7_policy_decide(req, &d);
-	__u32 head = (__u32)h, body = req->body_len;
+	return l7_mesh_act(msg, c, k, req, &d, (__u32)h, seq);
+}
+
+/* The action half: apply decision dp to the request whose head (h bytes) is in req. */
+static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+				       const struct l7_mesh_key *k, struct l7_req *req,
+				       const struct l7_decision *dp, __u32 h, __u64 seq)
+{
+	__u32 head_req = (req->method & 0xffffu) == L7_M_HEAD;   /* high bits: the parser's mark */
+	__u32 head = h, body = req->body_len;
 	/* Through a map value, which the verifier does not track: with the constant that each
 	 * Route left in d, it walked everything below once per upstream of the policy. */
-	req->decided_up = d.upstream;
+	req->decided_up = dp->upstream;
 	__u32 up = *(volatile __u32 *)&req->decided_up;
-	if (d.verdict == L7_FALLBACK) {
+	if (dp->verdict == L7_FALLBACK) {
 		struct l7_mesh_addr_key fk = { 0, 0 };
 		struct l7_mesh_addr *fb = bpf_map_lookup_elem(&l7_mesh_addrs, &fk);
 		l7_mesh_stat(L7_STAT_FALLBACK);
 		if (!fb)
 			return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
 		up = fb->index;
-	} else if (d.verdict == L7_DENY) {
+	} else if (dp->verdict == L7_DENY) {
 		l7_mesh_stat(L7_STAT_DENIED);
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, d.status, 0, seq);
-	} else if (d.verdict != L7_FORWARD) {
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, dp->status, 0, seq);
+	} else if (dp->verdict != L7_FORWARD) {
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
 	}
 	if (up >= L7_MESH_UPSTREAMS)
@@ -393,8 +432,8 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	if ((nb | head_req | l7_resp_mut) && ri - s->resp_cnt >= L7_MESH_NOBODY_DEPTH - 1)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
 	__u32 total = head + body;
-	if (d.n_set || d.del) {
-		int delta = l7_mesh_mutate(msg, req, &d, head);
+	if (dp->n_set || dp->del) {
+		int delta = l7_mesh_mutate(msg, req, dp, head);
 		if (delta == L7_EDIT_FAILED)   /* never sent half-edited: l7run answers and closes */
 			return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 500, 0, seq);
 		total += delta;
@@ -415,9 +454,9 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		struct l7_mesh_rring *rr = bpf_map_lookup_elem(&l7_mesh_rmut, &si);
 		if (rr) {
 			struct l7_mesh_rmut *m = &rr->r[ri & (L7_MESH_NOBODY_DEPTH - 1)];
-			m->n_set = (__u8)d.n_rset;
-			m->del = (__u8)d.rdel;
-			__builtin_memcpy(m->set, d.rset, sizeof(m->set));
+			m->n_set = (__u8)dp->n_rset;
+			m->del = (__u8)dp->rdel;
+			__builtin_memcpy(m->set, dp->rset, sizeof(m->set));
 		}
 	}
 	__sync_fetch_and_add(&s->req_cnt, 1);
@@ -628,6 +667,38 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 }
 
 /* ---- entry ----------------------------------------------------------------------------- */
+
+/* Decide program `chunk` of a split SK_MSG: finds the client connection again from the message,
+ * the request in l7_scratch and what the programs before it decided in l7_chain; runs its chunk
+ * of the rules; then either tail-calls the next chunk or, decided, runs the action half. */
+__attribute__((always_inline)) int l7_mesh_decide_prog(struct sk_msg_md *msg, __u32 chunk)
+{
+	struct l7_mesh_key k = {
+		.lip = msg->local_ip4, .rip = msg->remote_ip4,
+		.lport = msg->local_port, .rport = bpf_ntohl(msg->remote_port),
+	};
+	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+	__u32 zero = 0;
+	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
+	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
+
+	if (!c)
+		return SK_DROP;   /* its state vanished since the parse half: the client gets an error */
+	__u64 own[2];
+	_Static_assert(sizeof(own) == sizeof(k), "l7_chain.owner holds a mesh key");
+	__builtin_memcpy(own, &k, sizeof(k));
+	if (!req || !st || st->owner[0] != own[0] || st->owner[1] != own[1]) {
+		l7_mesh_stat(L7_STAT_CHAIN_FAIL);
+		return l7_mesh_to_l7run(msg, c, &k, L7_MP_CLOSE, 0, 503, 0, c->req_seq - 1);
+	}
+	if (!l7_policy_step(req, st, chunk)) {
+		bpf_tail_call(msg, &l7_tail_mesh, chunk + 1);
+		l7_mesh_stat(L7_STAT_CHAIN_FAIL);
+		return l7_mesh_to_l7run(msg, c, &k, L7_MP_CLOSE, 0, 503, 0, st->seq);
+	}
+	return l7_mesh_act(msg, c, &k, req, &st->d, st->head, st->seq);
+}
+
 
 __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 {

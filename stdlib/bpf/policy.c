@@ -1,8 +1,8 @@
 /* Building blocks the generated policy calls (codegen/policy.c): comparisons of a field of the
  * header vector with a constant, the caller's identity, counters, token buckets and the choice
- * of an endpoint of an upstream set. Compiled
- * to BPF bitcode, linked into every policy and inlined; after inlining the string arguments
- * and lengths are constants, so LLVM unrolls short compares.
+ * of an endpoint of an upstream set. Compiled to BPF bitcode, linked into every policy and
+ * inlined. (codegen/policy.c emits the string compares already unrolled, with the semantics of
+ * l7_field_* and l7_claim_* here.)
  *
  * Spans always lie inside their buffer (off + len <= head_len <= L7_MAX_HEAD for buf, and
  * <= L7_JWT_JSON for jwt_json), so masking an index never changes it; the mask is what proves

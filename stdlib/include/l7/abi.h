@@ -28,6 +28,8 @@
 #define L7_IDENT_ENTRIES 65536  /* address prefixes of all identities (l7_idents) */
 #define L7_TABLE_PATH    64     /* bytes of path a rule table (l7_exact, l7_prefix) keys on */
 #define L7_TABLE_ENTRIES 65536  /* entries of all rule tables */
+#define L7_MAX_TAILS     33     /* programs one tail-call chain may reach (the kernel's
+                                 * MAX_TAIL_CALL_CNT): a split program's decide chain */
 
 /* Methods, as the parser classifies them (policy compares with these numbers). */
 enum l7_method {
@@ -179,11 +181,35 @@ struct l7_decision {
 	__u8 rset[L7_MAX_SET]; /* response lines: indices into l7_mut_* */
 };
 
+/* A program too big for the verifier is split (codegen decides it from driver/budget.c): its
+ * parse half ends with bpf_tail_call into a chain of decide programs, each of which runs a chunk
+ * of the rules and either decides or tail-calls the next. What one hands the next lives here,
+ * in the per-CPU map l7_chain (the request itself stays in l7_scratch). */
+struct l7_chain {
+	__u64 owner[2];        /* whose request this is: the socket cookie (gateway), the 4-tuple
+	                        * key (mesh); a program that finds another owner refuses */
+	__u64 seq;             /* mesh: the request's sequence number on its connection */
+	__u32 head;            /* head length: what the gateway parser returns, where mesh inserts */
+	__u32 avail;           /* gateway: bytes of the message (a refusal consumes them all) */
+	__u32 next_policy;     /* the first policy earlier chunks have not finished */
+	__u32 flags;           /* L7_CHAIN_*: Meshlib's combination state across chunks */
+	struct l7_decision d;
+};
+
+#define L7_CHAIN_ROUTED  (1u << 0)  /* a Route/Fallback was remembered in d */
+#define L7_CHAIN_ALLOWED (1u << 1)  /* an Allow was reached */
+#define L7_CHAIN_APPLIES (1u << 2)  /* an ALLOW policy applied */
+
 /* Symbols the generated code defines and the machinery uses (all resolved at link time
  * inside l7c, then internalised and inlined):
  *
  *   int l7_policy_decide(struct l7_req *req, struct l7_decision *d);
  *       fills d, returns d->verdict.
+ *   int l7_policy_step(struct l7_req *req, struct l7_chain *st, __u32 chunk);
+ *       split programs: runs rule chunk `chunk` (a constant in each decide program) on st->d;
+ *       returns d->verdict once decided, 0 when chunk + 1 must go on (st carries the state).
+ *   const __u32 l7_split_gw, l7_split_mesh;          1: that host program is split (the
+ *                                                    machinery tests them; they fold away)
  *   const __u32 l7_n_wanted;                         header names the policy reads
  *   const __u8  l7_wanted_len[L7_MAX_WANTED];
  *   const char  l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];  lower case

@@ -1,0 +1,242 @@
+/* Splitting programs that are too big for the verifier.
+ *
+ * Two programs hold the policy: the gateway client parser and the mesh SK_MSG program. Each
+ * is a parse half (framing, the HTTP parser) and a decide+act half (l7_policy_decide, then
+ * redirect/insert/answer). The plan is made in rounds, each a full compile read by the budget
+ * model (budget.c, which reads the object):
+ *
+ *   0. rules whose code would not fit in one function (a CPU v3 jump reaches 32K
+ *      instructions) are cut into chunks by their sizes (codegen_rule_size) before anything is
+ *      compiled: both hosts split, one decide program per chunk;
+ *   1. a host estimated over the budget is split (split point A): its parse half ends with a
+ *      tail call into decide program 0, which runs the whole policy and the action half;
+ *   2. a decide program estimated over the budget has its chunk cut into pieces (split point
+ *      B): a chain of decide programs, each running a chunk of the first-match rule list and
+ *      tail-calling the next until one decides.
+ *
+ * A chain holds at most 33 programs (the kernel's tail-call limit): past that, an error naming
+ * the rule count. What cannot be split further but is still over the budget (a parse half, one
+ * huge rule) is reported as a warning: the kernel has the last word at load. */
+#include "split.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "frontend.h"
+#include "ir.h"
+
+/* Estimated instructions of one chunk's code (codegen_rule_size, an upper estimate: measured
+ * code is 0.5-0.7 of it). A CPU v3 jump reaches 32K instructions, and the decide program's own
+ * code comes on top; a chunk this size verifies in far less than the kernel's 1M. */
+#define CHUNK_SIZE 24000
+#define MAX_ROUNDS 8
+
+static int rules_of(const struct ir_program *p, const struct ir_rule **out)
+{
+	int n = 0;
+	for (int i = 0; i < p->npolicies; i++)
+		for (int k = 0; k < p->policies[i].nrules; k++) {
+			if (out)
+				out[n] = &p->policies[i].rules[k];
+			n++;
+		}
+	return n;
+}
+
+static const struct budget_func *find(const struct budget *b, const char *name)
+{
+	for (int i = 0; i < b->nfuncs; i++)
+		if (!strcmp(b->funcs[i].name, name))
+			return &b->funcs[i];
+	return NULL;
+}
+
+static long estimate_of(const struct budget *b, const char *prefix, int k)
+{
+	char name[64];
+	snprintf(name, sizeof(name), "%s%d", prefix, k);
+	const struct budget_func *f = find(b, name);
+	return f ? f->estimate : 0;
+}
+
+/* Cuts rules [first, last) into `pieces` runs of about equal size; appends the starts of all
+ * but the first to starts[]. */
+static int cut(const int *size, int first, int last, int pieces, int *starts, int n)
+{
+	long sum = 0, acc = 0;
+	for (int i = first; i < last; i++)
+		sum += size[i];
+	for (int i = first, piece = 1; i < last && piece < pieces; i++) {
+		acc += size[i];
+		if (acc * pieces >= sum * piece && i + 1 < last) {
+			starts[n++] = i + 1;
+			piece++;
+		}
+	}
+	return n;
+}
+
+static void set_chunks(struct codegen_split *plan, const int *starts, int n)
+{
+	plan->nchunks = n;
+	for (int i = 0; i < n && i < CODEGEN_MAX_CHUNKS; i++)
+		plan->chunk_first[i] = starts[i];
+	if (n > 1)
+		plan->gw = plan->mesh = 1;   /* the policy exists only in chunks */
+}
+
+static int too_many(const struct ir_program *p, int total, int n, const char *why)
+{
+	fprintf(stderr,
+		"l7c: error: %s: %d rules need %d decide programs %s, but a tail-call chain holds at most %d "
+		"(the kernel's limit); move method+path rules into tables, source prefixes into sets, or the "
+		"rules into separate policy files\n",
+		p->source_path, total, n, why, CODEGEN_MAX_CHUNKS);
+	return 1;
+}
+
+/* One round of the plan from the model of the last compile. Returns 1 if the plan changed,
+ * 0 if not, -1 if the policy cannot fit. */
+static int refine(const struct ir_program *p, const int *size, int total, long budget, struct split_build *sb)
+{
+	struct codegen_split *plan = &sb->plan;
+	const struct budget_func *gw = find(&sb->b, SPLIT_HOST_GW), *mesh = find(&sb->b, SPLIT_HOST_MESH);
+	int changed = 0;
+	if (gw && !plan->gw && gw->estimate > budget)
+		plan->gw = changed = 1;
+	if (mesh && !plan->mesh && mesh->estimate > budget)
+		plan->mesh = changed = 1;
+	if (changed && !plan->nchunks) {
+		int zero = 0;
+		set_chunks(plan, &zero, 1);
+	}
+	if (changed)
+		return 1;   /* the decide programs' numbers come with the next compile */
+
+	int starts[4 * CODEGEN_MAX_CHUNKS], n = 0;
+	for (int k = 0; k < plan->nchunks; k++) {
+		int first = plan->chunk_first[k], last = k + 1 < plan->nchunks ? plan->chunk_first[k + 1] : total;
+		long est = 0, e;
+		if (plan->gw && (e = estimate_of(&sb->b, SPLIT_CHAIN_GW, k)) > est)
+			est = e;
+		if (plan->mesh && (e = estimate_of(&sb->b, SPLIT_CHAIN_MESH, k)) > est)
+			est = e;
+		starts[n++] = first;
+		if (est > budget && last - first > 1) {
+			/* each piece keeps the machinery's share: aim below the budget */
+			int pieces = (int)((est + budget * 7 / 10 - 1) / (budget * 7 / 10));
+			if (pieces < 2)
+				pieces = 2;
+			n = cut(size, first, last, pieces, starts, n);
+			changed = 1;
+		}
+		if (n > 3 * CODEGEN_MAX_CHUNKS)
+			break;
+	}
+	if (!changed)
+		return 0;
+	if (n > CODEGEN_MAX_CHUNKS) {
+		char why[96];
+		snprintf(why, sizeof(why), "of at most %ld estimated processed instructions each", budget);
+		too_many(p, total, n, why);
+		return -1;
+	}
+	set_chunks(plan, starts, n);
+	return 1;
+}
+
+static void note_over(struct split_build *sb, long budget)
+{
+	for (int i = 0; i < sb->b.nfuncs && sb->nwarnings < 4; i++) {
+		const struct budget_func *f = &sb->b.funcs[i];
+		if (f->is_subprog || f->estimate <= budget)
+			continue;
+		bool host = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH);
+		snprintf(sb->warnings[sb->nwarnings++], sizeof(sb->warnings[0]),
+			 "%s is estimated at %ld processed instructions, over the budget of %ld, and %s", f->name,
+			 f->estimate, budget,
+			 host && (sb->plan.gw || sb->plan.mesh) ? "its parse half cannot be split further"
+			 : host || strstr(f->name, "_decide_") ? "its rules cannot be split further"
+							       : "only the programs holding the policy are split");
+	}
+}
+
+int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, struct split_build *sb)
+{
+	memset(sb, 0, sizeof(*sb));
+	int total = rules_of(p, NULL);
+	const struct ir_rule **rules = malloc(sizeof(*rules) * (size_t)(total + 1));
+	int *size = malloc(sizeof(int) * (size_t)(total + 1));
+	long sum = 0;
+	rules_of(p, rules);
+	for (int i = 0; i < total; i++)
+		sum += size[i] = codegen_rule_size(p, rules[i]);
+	int rc = 0;
+	if (sum > CHUNK_SIZE) {   /* too big for one function whatever the budget */
+		int starts[2 * CODEGEN_MAX_CHUNKS + 1], n = 1;
+		starts[0] = 0;
+		long acc = 0;
+		for (int i = 0; i < total; i++) {
+			if (acc && acc + size[i] > CHUNK_SIZE) {
+				if (n == 2 * CODEGEN_MAX_CHUNKS + 1)
+					break;
+				starts[n++] = i;
+				acc = 0;
+			}
+			acc += size[i];
+		}
+		if (n > CODEGEN_MAX_CHUNKS) {
+			char why[96];
+			snprintf(why, sizeof(why), "(about %ld instructions of rules, at most %d per program)", sum, CHUNK_SIZE);
+			rc = too_many(p, total, n, why);
+			goto out;
+		}
+		set_chunks(&sb->plan, starts, n);
+	} else if (mode == SPLIT_PARSE) {
+		int zero = 0;
+		set_chunks(&sb->plan, &zero, 1);
+		sb->plan.gw = sb->plan.mesh = 1;
+	}
+
+	const char *base = strrchr(p->source_path, '/');
+	base = base ? base + 1 : p->source_path;
+	unsigned nlines = 3;
+	for (const char *c = p->src ? p->src->text : ""; *c; c++)
+		nlines += *c == '\n';
+	for (int round = 0;; round++) {
+		struct codegen_opts co = { .opt_level = opt_level, .output = CG_EMIT_OBJ, .out_buf = &sb->obj,
+					   .out_len = &sb->obj_len, .split = &sb->plan };
+		if (codegen_emit(p, &co)) {
+			rc = 2;
+			goto out;
+		}
+		if (budget_analyse(&sb->b, sb->obj, sb->obj_len, base, nlines)) {
+			fprintf(stderr, "l7c: internal error: the budget model cannot read the object\n");
+			rc = 2;
+			goto out;
+		}
+		int r = round + 1 < MAX_ROUNDS && mode != SPLIT_NONE ? refine(p, size, total, budget, sb) : 0;
+		if (r < 0) {
+			rc = 1;
+			goto out;
+		}
+		if (!r)
+			break;
+		split_build_free(sb);
+	}
+	note_over(sb, budget);
+out:
+	free(rules);
+	free(size);
+	return rc;
+}
+
+void split_build_free(struct split_build *sb)
+{
+	free(sb->obj);
+	free(sb->b.line_insns);
+	free(sb->b.line_func);
+	sb->obj = NULL;
+	sb->b.line_insns = sb->b.line_func = NULL;
+}

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""A 10,000-rule policy the rule tables cannot hold (issue 6, tail-call splitting): every rule
+tests a header value (`request.header("x-tenant") == "tN"`), so l7_policy_decide cannot be one
+program. l7c must cut the first-match rule list into a chain of decide programs; the object
+loads into the kernel (every program accepted, at most 33 in a chain), and real requests in
+gateway and mesh mode get what the reference evaluator (`l7c --eval`) says for the first,
+middle and last rules, for near misses and for a request no rule matches -- including a Deny of
+a second policy after a Route remembered in an earlier program of the chain (deny wins).
+Emptying a middle slot of the chain fails closed exactly the requests that need it.
+Prints the compile time, the chain and the verifier's numbers per program.
+
+Usage: big_split.py L7C L7RUN ECHO_BACKEND MESH_ECHO"""
+import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+
+L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
+N = 10000
+PID = os.getpid()
+BASE = 27000 + (PID % 400) * 4
+SVC, UPS = BASE, [BASE + 1, BASE + 2]
+CG_ROOT = "/sys/fs/cgroup/unified"
+CG = os.path.join(CG_ROOT, "l7bigsplit-%d" % PID)
+WORK = tempfile.mkdtemp(prefix="l7c-bigsplit-")
+procs, failures = [], []
+
+
+def action(i):
+    if i % 3 == 0:
+        return "Route(request, a);"
+    if i % 3 == 1:
+        return "Deny(request, %d);" % (400 + i % 50)
+    return 'SetHeader(request, "x-tenant-rule", "r%d");\n    Route(request, b);' % (i % 60)   # 64 mutations at most
+
+
+def policy():
+    rules = ["  %s (request.header(\"x-tenant\") == \"t%d\") {\n    %s" % ("if" if i == 0 else "} else if", i, action(i))
+             for i in range(N)]
+    return ("service front = 127.0.0.1:%d;\nupstream a = 127.0.0.1:%d;\nupstream b = 127.0.0.1:%d;\n"
+            "policy tenants (act (HttpRequest request) context ('.*->front')) {\n%s\n  }\n}\n"
+            "policy guard (act (HttpRequest request)) {\n  if (starts_with(request.path, \"/admin\")) {\n"
+            "    Deny(request, 451);\n  }\n}\n" % (SVC, UPS[0], UPS[1], "\n".join(rules)))
+
+
+def raw(path, tenant):
+    return ("GET %s HTTP/1.1\r\nHost: front\r\n%s\r\n" % (path, "x-tenant: %s\r\n" % tenant if tenant else "")).encode()
+
+
+def expected(src, path, tenant):
+    f = os.path.join(WORK, "req.http")
+    open(f, "wb").write(raw(path, tenant))
+    out = subprocess.run([L7C, "--eval=" + f, src], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^verdict: (forward|deny) (\S+)", out, re.M)
+    hdr = re.search(r"^set-header: x-tenant-rule: (\S+)", out, re.M)
+    if m.group(1) == "forward":
+        return 200, m.group(2), hdr.group(1) if hdr else None
+    return int(m.group(2)), None, None
+
+
+def send(path, tenant):
+    s = socket.create_connection(("127.0.0.1", SVC), timeout=5)
+    try:
+        s.sendall(raw(path, tenant))
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            d = s.recv(65536)
+            if not d:
+                return 0, ""
+            buf += d
+        head, _, body = buf.partition(b"\r\n\r\n")
+        lines = head.decode(errors="replace").split("\r\n")
+        clen = next((int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:")), 0)
+        while len(body) < clen:
+            d = s.recv(65536)
+            if not d:
+                break
+            body += d
+        return int(lines[0].split()[1]), body.decode(errors="replace").lower()
+    except OSError as e:
+        return 0, str(e)
+    finally:
+        s.close()
+
+
+def check(cond, what):
+    print("%s %s" % ("PASS" if cond else "FAIL", what))
+    sys.stdout.flush()
+    if not cond:
+        failures.append(what)
+
+
+def start(args, cgroup=False, **kw):
+    pre = (lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())) if cgroup else None
+    p = subprocess.Popen(args, preexec_fn=pre, **kw)
+    procs.append(p)
+    return p
+
+
+def stop(p):
+    if p.poll() is None:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def wait_port(port, secs=30):
+    end = time.time() + secs
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
+
+
+def drive(mode, cases, pin, array, chunk_of):
+    for path, tenant, want in cases:
+        st, body = send(path, tenant)
+        m = re.search(r"backend=(\w+)", body)
+        ok = st == want[0] and (st != 200 or (m and m.group(1) == want[1])) and \
+            (want[2] is None or re.search(r"x-tenant-rule[:=] ?%s\n" % want[2], body))
+        check(ok, "%s: %s x-tenant=%s -> %d (l7c --eval: %s)" % (mode, path, tenant, st, want))
+    # empty a middle slot: a deny decided before it still answers, a request that needs it
+    # (every Route: the guard policy runs in the last program) fails closed
+    mid = chunk_of // 2
+    subprocess.run(["bpftool", "map", "delete", "pinned", os.path.join(pin, array), "key"] +
+                   [str(b) for b in mid.to_bytes(4, "little")], check=True)
+    st, _ = send("/x", "t1")
+    check(st == 401, "%s: slot %d empty: rule 2's Deny, decided in program 0, still answers (%d)" % (mode, mid, st))
+    st, body = send("/x", "t0")
+    check(st == 503 and "backend" not in body, "%s: slot %d empty: a routed request fails closed (%d)" % (mode, mid, st))
+
+
+def main():
+    src, obj = os.path.join(WORK, "tenants.l7"), os.path.join(WORK, "tenants.o")
+    open(src, "w").write(policy())
+    t0 = time.time()
+    r = subprocess.run([L7C, "--explain", "--verify", "--format=json", src, "-o", obj], capture_output=True, text=True)
+    secs = time.time() - t0
+    if r.returncode:
+        print(r.stderr)
+        check(False, "l7c --explain --verify compiles the policy")
+        return 1
+    ex = json.loads(r.stdout)
+    progs = [p for p in ex["programs"] if not p["subprogram"]]
+    chains = dict((c["host"], c["programs"]) for c in ex["chains"])
+    print("%d rules: compiled, explained and verified in %.0f s; %d programs; chains: %s" %
+          (N, secs, len(progs), dict((h, len(p)) for h, p in chains.items())))
+    for p in progs:
+        print("  %-22s insns %6d  estimated %7d  processed %7d  %s" % (p["name"], p["insns"], p["estimated_processed"],
+                                                                      p["processed"], p["verifier"]))
+    check(all(p["verifier"] == "accepted" for p in progs), "every program accepted by the kernel")
+    nchunks = len(chains.get("l7_client_parser", []))
+    check(1 < nchunks <= 33 and len(chains.get("l7_mesh_msg_prog", [])) == nchunks,
+          "both hosts split into a decide chain of %d programs (at most 33)" % nchunks)
+    placed = dict((r["id"], r["program"]) for r in ex["rules"])
+    check(placed[1].startswith("l7_gw_decide_0") and placed[N].startswith("l7_gw_decide_%d" % (nchunks - 1)),
+          "--explain places rule 1 in the first decide program, rule %d in the last (%s, %s)" % (N, placed[1], placed[N]))
+
+    picks = [0, 1, 2, N // 2 - 1, N // 2, N // 2 + 1, N - 3, N - 2, N - 1]
+    cases = [("/x", "t%d" % i, None) for i in picks]
+    cases += [("/x", "t%d" % N, None), ("/x", "t", None), ("/x", "t10x", None), ("/x", None, None),   # no rule
+              ("/admin/x", "t0", None), ("/admin/x", "t%d" % (N - 1), None)]                        # deny wins
+    cases = [(p, t, expected(src, p, t)) for p, t, _ in cases]
+    want = dict(((p, t), w) for p, t, w in cases)
+    check(want[("/x", "t0")][:2] == (200, "a") and want[("/x", "t%d" % N)][0] == 404 and want[("/admin/x", "t0")][0] == 451,
+          "the reference evaluator's answers are the policy's (%s)" % [want[("/x", "t0")], want[("/x", "t%d" % N)]])
+
+    os.mkdir(CG)
+    try:
+        for mode in ("gateway", "mesh"):
+            pin = "/sys/fs/bpf/l7c-bigsplit-%d-%s" % (PID, mode)
+            log = open(os.path.join(WORK, mode + ".log"), "w")
+            mesh = mode == "mesh"
+            backends = [start([sys.executable, MESH_ECHO, name, str(port)] if mesh else
+                              [sys.executable, ECHO, str(port), name], cgroup=mesh, stdout=subprocess.DEVNULL, stderr=log)
+                        for name, port in zip(("a", "b"), UPS)]
+            for port in UPS:
+                wait_port(port, 10)
+            args = [L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj] if mesh else [L7RUN, "--pin", pin, obj]
+            l7run = start(args, stdout=log, stderr=log)
+            home = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+            try:
+                if not wait_port(SVC, 60):
+                    raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
+                if mesh:
+                    time.sleep(0.3)
+                    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
+                        f.write("%d\n" % os.getpid())
+                drive(mode, cases, pin, "l7_tail_mesh" if mesh else "map_l7_tail_gw", nchunks)
+            finally:
+                if mesh:
+                    with open(os.path.join(CG_ROOT + home, "cgroup.procs"), "w") as f:
+                        f.write("%d\n" % os.getpid())
+                stop(l7run)
+                for b in backends:
+                    stop(b)
+                shutil.rmtree(pin, ignore_errors=True)
+    finally:
+        for p in procs:
+            stop(p)
+        for _ in range(50):
+            try:
+                os.rmdir(CG)
+                break
+            except OSError:
+                time.sleep(0.1)
+        shutil.rmtree(WORK, ignore_errors=True)
+    print("big_split: %d failure(s)" % len(failures))
+    return 1 if failures or os.path.exists(CG) else 0
+
+
+sys.exit(main())
