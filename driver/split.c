@@ -90,8 +90,8 @@ static int too_many(const struct ir_program *p, int total, int n, const char *wh
 {
 	fprintf(stderr,
 		"l7c: error: %s: %d rules need %d decide programs %s, but a tail-call chain holds at most %d "
-		"(the kernel's limit); move method+path rules into tables, source prefixes into sets, or the "
-		"rules into separate policy files\n",
+		"(the kernel's limit); rules alike in method and path become tables, and source prefixes in one "
+		"`in [...]` list a set, but header and claim tests stay code: fewer or shorter ones fit\n",
 		p->source_path, total, n, why, CODEGEN_MAX_CHUNKS);
 	return 1;
 }

@@ -79,6 +79,32 @@ check explain-html 0 "$l7c" --explain --format=html "$ex"
 contains explain-html '<table>'; contains explain-html-bar 'background:#3a3'
 check explain-fallback 0 "$l7c" --explain "$src/tests/compiler/ir/multi.l7"
 contains explain-fallback 'rule 5 \(line 27\): Fallback\(\) at line 27'
+# split programs (issue 6): the chains in the three formats, tail calls per program against 33
+check explain-split 0 "$l7c" --explain --split=parse "$ex"
+contains explain-split-chain '^  l7_client_parser -> l7_gw_decide_0  \(1 tail call of 33\)$'
+contains explain-split-mesh '^  l7_mesh_msg_prog -> l7_mesh_decide_0  \(1 tail call of 33\)$'
+contains explain-split-tails '^l7_gw_decide_0 +sk_skb/stream_parser .* 1/33 '
+contains explain-split-rule '^2 +17 +edge +l7_gw_decide_0'
+check explain-chain 0 "$l7c" --explain --budget=5000 "$ex"   # every decide program over: one rule each
+contains explain-chain '^  l7_client_parser -> l7_gw_decide_0 -> l7_gw_decide_1 -> .*tail calls of 33\)$'
+contains explain-chain-rule '^2 +17 +edge +l7_gw_decide_1,l7_mesh_decide_1 '
+check explain-chain-json 0 "$l7c" --explain --budget=5000 --format=json "$ex"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=dict((x["host"],x) for x in d["chains"]); g=c["l7_client_parser"]; assert d["max_tail_calls"]==33 and g["tail_calls"]==len(g["programs"])>1 and g["programs"][0]=="l7_gw_decide_0"; assert c["l7_mesh_msg_prog"]["programs"][-1]=="l7_mesh_decide_%d" % (g["tail_calls"]-1); p=dict((x["name"],x) for x in d["programs"]); assert p["l7_gw_decide_1"]["tail_calls"]==2 and p["l7_client_parser"]["tail_calls"]==0; assert d["rules"][1]["program"].startswith("l7_gw_decide_1")' "$tmp/out" \
+  && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-chain-json"; head -c 600 "$tmp/out"; }
+check explain-chain-html 0 "$l7c" --explain --budget=5000 --format=html "$ex"
+contains explain-chain-html '<li>l7_client_parser → l7_gw_decide_0 → l7_gw_decide_1'
+contains explain-chain-html-tails '<td>2/33</td>'
+check split-obj 0 "$l7c" --split=parse "$ex" -o "$tmp/split.o"
+grep -aq l7_gw_decide_0 "$tmp/split.o" && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL split-obj: no decide program"; }
+check split-none 0 "$l7c" --split=none --budget=5000 "$ex" -o "$tmp/nosplit.o"
+grep -aq l7_gw_decide_0 "$tmp/nosplit.o" && { fail=$((fail+1)); echo "FAIL split-none: split"; } || pass=$((pass+1))
+check bad-split 2 "$l7c" --split=sometimes "$ex";        contains bad-split 'expected auto, none or parse'
+# more rules than 33 decide programs hold: an error naming the rule count, before compiling
+python3 -c 'print("service s = 127.0.0.1:1;\nupstream a = 127.0.0.1:2;\npolicy p (act (HttpRequest request)) {")
+for i in range(4000): print("  %s (request.header(\"x-k\") == \"v%038d\") { Route(request, a);" % ("if" if i == 0 else "} else if", i))
+print("  }\n}")' >"$tmp/toomany.l7"
+check too-many-rules 1 "$l7c" "$tmp/toomany.l7" -o "$tmp/toomany.o"
+contains too-many-rules '4000 rules need 3[0-9] decide programs .* a tail-call chain holds at most 33'
 check bad-format 2 "$l7c" --explain --format=xml "$ex"
 check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
 

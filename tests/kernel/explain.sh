@@ -22,10 +22,20 @@ for p in d["programs"]:
         ok = False
 sys.exit(0 if ok else 1)
 '
+run() {   # run NAME L7C-ARGS...
+  local name=$1; shift
+  out=$("$l7c" --explain --verify --format=json "$@") || { echo "FAIL $name: l7c --explain --verify failed"; fail=$((fail+1)); return; }
+  if python3 -c "$check" "$name" "$FACTOR" <<<"$out"
+  then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
+}
 for f in "$dir"/*.l7; do
-  out=$("$l7c" --explain --verify --format=json "$f") || { echo "FAIL $f: l7c --explain --verify failed"; fail=$((fail+1)); continue; }
-  if python3 -c "$check" "$f" "$FACTOR" <<<"$out"
-  then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $f"; fi
+  run "$f" "$f"
 done
+# split programs: every program of the chains accepted, and the model bounds them too
+run "$dir/social_network.l7 (split at parse)" --split=parse "$dir/social_network.l7"
+run "$dir/social_network.l7 (decide chain)" --budget=100000 "$dir/social_network.l7"
+chain=$("$l7c" --explain --budget=100000 "$dir/social_network.l7")
+if grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0 -> l7_mesh_decide_1' <<<"$chain"; then pass=$((pass+1))
+else fail=$((fail+1)); echo "FAIL: no mesh decide chain in --explain:"; head -8 <<<"$chain"; fi
 echo "explain: $pass passed, $fail failed"
 [ "$fail" = 0 ] && [ "$pass" -gt 0 ]
