@@ -185,6 +185,8 @@ static long walk_estimate(const struct fn_code *c, double *site_paths)
 			}
 			if (bound > LOOP_CAP)
 				bound = LOOP_CAP;
+			if (getenv("L7C_BUDGET_DEBUG"))
+				fprintf(stderr, "budget:   loop at insn %d: bound %ld, body %ld\n", start[h], bound, body);
 			total += (bound - 1) * body;
 		}
 	free(in);

@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # l7c --explain --verify on every example: every program is accepted by the running kernel, and
 # the budget model's estimate of processed instructions is within a factor FACTOR of the
-# verifier's count, either way (the measured error is printed; see driver/budget.c).
+# verifier's count, either way, and within MEAN_ERR on average over the examples' programs (the
+# measured errors are printed; see driver/budget.c).
 # Usage: explain.sh L7C EXAMPLES_DIR
 set -u
 l7c=$1 dir=$2
-FACTOR=${FACTOR:-8}   # measured over the examples: mean error 39%, worst 5.9x under (mesh SK_MSG with JWT)
+# measured over the examples (kernel 6.18): mean error 36%, worst 3.9x under (upstream parser),
+# 2.5x over (social_network's client parser), 4.9x over for a JWT decide program of a split one
+FACTOR=${FACTOR:-8}
+MEAN_ERR=${MEAN_ERR:-50}
+errs=$(mktemp)
+trap 'rm -f "$errs"' EXIT
 pass=0 fail=0
 check='
 import json, sys
@@ -17,23 +23,28 @@ for p in d["programs"]:
         continue
     err = (p["estimated_processed"] - p["processed"]) / max(p["processed"], 1)
     print("%s: %s: estimated %d, verifier %d (%+.1f%%), %s" % (name, p["name"], p["estimated_processed"], p["processed"], 100 * err, p["verifier"]))
+    if len(sys.argv) > 3:
+        open(sys.argv[3], "a").write("%f\n" % abs(err))
     ratio = max(p["estimated_processed"], 1) / max(p["processed"], 1)
     if p["verifier"] != "accepted" or p["processed"] <= 0 or not (1 / factor <= ratio <= factor):
         ok = False
 sys.exit(0 if ok else 1)
 '
-run() {   # run NAME L7C-ARGS...
-  local name=$1; shift
+run() {   # run NAME ERRFILE L7C-ARGS...
+  local name=$1 ef=$2; shift 2
   out=$("$l7c" --explain --verify --format=json "$@") || { echo "FAIL $name: l7c --explain --verify failed"; fail=$((fail+1)); return; }
-  if python3 -c "$check" "$name" "$FACTOR" <<<"$out"
+  if python3 -c "$check" "$name" "$FACTOR" $ef <<<"$out"
   then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL $name"; fi
 }
 for f in "$dir"/*.l7; do
-  run "$f" "$f"
+  run "$f" "$errs" "$f"
 done
+# the model's mean error over every program of every example
+if python3 -c 'import sys; e=[float(l) for l in open(sys.argv[1])]; m=100*sum(e)/len(e); print("estimate error over %d programs: mean %.1f%%, max %.1f%% (bound: mean %s%%)" % (len(e), m, 100*max(e), sys.argv[2])); sys.exit(m > float(sys.argv[2]))' "$errs" "$MEAN_ERR"
+then pass=$((pass+1)); else fail=$((fail+1)); echo "FAIL: mean estimate error over $MEAN_ERR%"; fi
 # split programs: every program of the chains accepted, and the model bounds them too
-run "$dir/social_network.l7 (split at parse)" --split=parse "$dir/social_network.l7"
-run "$dir/social_network.l7 (decide chain)" --budget=100000 "$dir/social_network.l7"
+run "$dir/social_network.l7 (split at parse)" "" --split=parse "$dir/social_network.l7"
+run "$dir/social_network.l7 (decide chain)" "" --budget=100000 "$dir/social_network.l7"
 chain=$("$l7c" --explain --budget=100000 "$dir/social_network.l7")
 if grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0 -> l7_mesh_decide_1' <<<"$chain"; then pass=$((pass+1))
 else fail=$((fail+1)); echo "FAIL: no mesh decide chain in --explain:"; head -8 <<<"$chain"; fi
