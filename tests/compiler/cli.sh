@@ -85,18 +85,18 @@ contains explain-split-chain '^  l7_client_parser -> l7_gw_decide_0  \(1 tail ca
 contains explain-split-mesh '^  l7_mesh_msg_prog -> l7_mesh_decide_0  \(1 tail call of 33\)$'
 contains explain-split-tails '^l7_gw_decide_0 +sk_skb/stream_parser .* 1/33 '
 contains explain-split-rule '^2 +17 +edge +l7_gw_decide_0'
-check explain-chain 0 "$l7c" --explain --budget=5000 "$ex"   # every decide program over: one rule each
+check explain-chain 0 "$l7c" --explain --budget=1000 "$ex"   # every decide program over: one rule each
 contains explain-chain '^  l7_client_parser -> l7_gw_decide_0 -> l7_gw_decide_1 -> .*tail calls of 33\)$'
 contains explain-chain-rule '^2 +17 +edge +l7_gw_decide_1,l7_mesh_decide_1 '
-check explain-chain-json 0 "$l7c" --explain --budget=5000 --format=json "$ex"
+check explain-chain-json 0 "$l7c" --explain --budget=1000 --format=json "$ex"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); c=dict((x["host"],x) for x in d["chains"]); g=c["l7_client_parser"]; assert d["max_tail_calls"]==33 and g["tail_calls"]==len(g["programs"])>1 and g["programs"][0]=="l7_gw_decide_0"; assert c["l7_mesh_msg_prog"]["programs"][-1]=="l7_mesh_decide_%d" % (g["tail_calls"]-1); p=dict((x["name"],x) for x in d["programs"]); assert p["l7_gw_decide_1"]["tail_calls"]==2 and p["l7_client_parser"]["tail_calls"]==0; assert d["rules"][1]["program"].startswith("l7_gw_decide_1")' "$tmp/out" \
   && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-chain-json"; head -c 600 "$tmp/out"; }
-check explain-chain-html 0 "$l7c" --explain --budget=5000 --format=html "$ex"
+check explain-chain-html 0 "$l7c" --explain --budget=1000 --format=html "$ex"
 contains explain-chain-html '<li>l7_client_parser → l7_gw_decide_0 → l7_gw_decide_1'
 contains explain-chain-html-tails '<td>2/33</td>'
 check split-obj 0 "$l7c" --split=parse "$ex" -o "$tmp/split.o"
 grep -aq l7_gw_decide_0 "$tmp/split.o" && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL split-obj: no decide program"; }
-check split-none 0 "$l7c" --split=none --budget=5000 "$ex" -o "$tmp/nosplit.o"
+check split-none 0 "$l7c" --split=none --budget=1000 "$ex" -o "$tmp/nosplit.o"
 grep -aq l7_gw_decide_0 "$tmp/nosplit.o" && { fail=$((fail+1)); echo "FAIL split-none: split"; } || pass=$((pass+1))
 check bad-split 2 "$l7c" --split=sometimes "$ex";        contains bad-split 'expected auto, none or parse'
 # more rules than 33 decide programs hold: an error naming the rule count, before compiling
