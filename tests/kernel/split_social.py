@@ -7,7 +7,8 @@ JWTs, invalid ones, a path no rule routes); every variant must answer exactly as
 one does, and the split ones must really be split (l7c --explain --format=json).
 Then the chain is broken on purpose: emptying slot 0 of the PROG_ARRAY (bpftool, on the map
 l7run pins) makes every request fail closed (503, connection closed, never forwarded), and
-emptying a later slot fails closed exactly the requests that need that slot.
+emptying a later slot fails closed exactly the requests that need that slot. The decide chain is
+also reloaded (l7run --reload): the new version's chain is whole before it takes connections.
 
 Usage: split_social.py L7C L7RUN POLICY ECHO_BACKEND MESH_ECHO
 Every process started here is ended by pid; pins, the cgroup and temporary files are removed."""
@@ -176,6 +177,14 @@ def broken_chain(mode, pin, array, key, chunks):
     check(send("/user/42", None)[0] == 503, "%s: slot 0 empty: an unauthenticated request fails closed too" % mode)
 
 
+def reload(pidfile, pin, mode, key, before):
+    """The same split object again: a new version, its own chain filled before it is published."""
+    r = subprocess.run([L7RUN, "--reload", pidfile, "--pin", pin], capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "%s chain: l7run --reload (%s)" % (mode, (r.stdout + r.stderr).strip()[-200:]))
+    after = answers(key)
+    check(after == before, "%s chain: after the reload, the same answers" % mode)
+
+
 def run_gateway(obj, key, variant):
     pin = "/sys/fs/bpf/l7c-split-gw-%d-%s" % (PID, variant)
     log = open(os.path.join(WORK, "gw-%s.log" % variant), "w")
@@ -185,11 +194,14 @@ def run_gateway(obj, key, variant):
         backends.append(start([sys.executable, ECHO, str(UPS[i]), name], stdout=subprocess.DEVNULL, stderr=log))
         wait_port(UPS[i], 10)
         args += ["--upstream", "%d=127.0.0.1:%d" % (i, UPS[i])]
-    l7run = start(args + [obj], stdout=log, stderr=log)
+    pidfile = os.path.join(WORK, "gw-%s.pid" % variant)
+    l7run = start(args + ["--pidfile", pidfile, obj], stdout=log, stderr=log)
     try:
         if not wait_port(SVC):
             raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-1500:])
         got = answers(key)
+        if variant == "chain":
+            reload(pidfile, pin, "gateway", key, got)
         if variant != "unsplit":
             st = stats(pin)
             check(st.get("chain_fail", -1) == 0, "gateway %s: no chain failures while the chain is whole" % variant)
@@ -210,7 +222,9 @@ def run_mesh(obj, key, variant):
                       stderr=log) for i, name in enumerate(NAMES)]
     for port in UPS:
         wait_port(port, 10)
-    l7run = start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj], stdout=log, stderr=log)
+    pidfile = os.path.join(WORK, "mesh-%s.pid" % variant)
+    l7run = start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, "--pidfile", pidfile, obj],
+                  stdout=log, stderr=log)
     home = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
     try:
         if not wait_port(SVC):
@@ -219,6 +233,8 @@ def run_mesh(obj, key, variant):
         with open(os.path.join(CG, "cgroup.procs"), "w") as f:   # our sockets are the clients
             f.write("%d\n" % os.getpid())
         got = answers(key)
+        if variant == "chain":
+            reload(pidfile, pin, "mesh", key, got)
         if variant != "unsplit":
             broken_chain("mesh " + variant, pin, "l7_tail_mesh", key, CHUNKS[variant])
         return got
