@@ -20,9 +20,9 @@
  * subprogram once per distinct state at its call.
  * The instructions come from the object itself (bpfobj.c: jump targets, relocations naming
  * callbacks and subprograms, .BTF.ext lines). The constants are calibrated on the examples
- * against the kernel (6.18): mean error 35% over their 84 programs, worst 3.9x under (the
+ * against the kernel (6.18): mean error 46% over their 104 programs, worst 4.0x under (the
  * upstream parser, whose chunk-size callback the verifier re-walks once per scanner state it
- * enumerates) and 2.5x over (a JWT-checking parser). The verifier's state enumeration is beyond
+ * enumerates) and 2.4x over (a JWT-checking parser). The verifier's state enumeration is beyond
  * this model; `--verify` gives the real numbers, and tests/kernel/explain.sh bounds the error
  * per program and on average. Overrides for calibration: L7C_BUDGET_STATES, L7C_BUDGET_CB,
  * L7C_BUDGET_CBS; L7C_BUDGET_DEBUG prints each function's walk and loops. */

@@ -6,10 +6,10 @@
 # Usage: explain.sh L7C EXAMPLES_DIR
 set -u
 l7c=$1 dir=$2
-# measured over the examples (kernel 6.18): mean error 36%, worst 3.9x under (upstream parser),
-# 2.5x over (social_network's client parser), 4.9x over for a JWT decide program of a split one
+# measured over the examples (kernel 6.18): mean error 46%, worst 4.0x under (upstream parser),
+# 2.4x over (social_network's client parser), 4.9x over for a JWT decide program of a split one
 FACTOR=${FACTOR:-8}
-MEAN_ERR=${MEAN_ERR:-50}
+MEAN_ERR=${MEAN_ERR:-60}
 errs=$(mktemp)
 trap 'rm -f "$errs"' EXIT
 pass=0 fail=0
