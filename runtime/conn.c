@@ -516,8 +516,18 @@ int client_idle(struct client *c, struct drain_snap *snap)
 		return 0;
 	if (!client_quiet(c))
 		return 0;
+	/* Every byte the client sent has been through the verdict: none waits for the stream
+	 * parser, which the kernel defers to a worker while the socket is locked (a timed second
+	 * look alone missed it). And it has sent something: a client accepted just before the
+	 * reload writes its first request a moment later, and a FIN before that first answer is a
+	 * failed request to it, not an idle keep-alive close that it retries. */
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+	if (getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl) || !st.rx_done || ti.tcpi_bytes_received != st.rx_done)
+		return 0;
 	memset(snap, 0, sizeof *snap);
 	snap->pass_seq = st.pass_seq;
+	snap->rx_done = st.rx_done;
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++) {
 		struct l7_txq q;
 		if (c->bind[i] && !bpf_map_lookup_elem(c->v->map_txq, &c->bind[i]->cookie, &q))

@@ -9,8 +9,9 @@
  * A retired version's clients are closed as soon as each is idle, the way HAProxy closes idle
  * keep-alive connections on a soft stop, but without racing the client's next request:
  *   1. idle: l7run handled every record, no response is owed or on its way, the data plane
- *      stands at a request boundary (client_idle, conn.c); remember the counters a new request
- *      would move (requests queued on its pool sockets, records passed);
+ *      stands at a request boundary, every byte received went through the verdict, and the
+ *      client has sent at least one request (client_idle, conn.c); remember the counters a new
+ *      request would move (requests queued on its pool sockets, records passed, bytes);
  *   2. freeze: l7_ctl.done_seq gets a value the data plane never reaches, so a head parsed from
  *      now on is handed to l7run (L7_WHY_BEHIND) instead of being forwarded;
  *   3. DRAIN_FREEZE_MS later (a parser run that read the old l7_ctl has finished by then) look

@@ -236,6 +236,7 @@ enum drain_state {
 /* What must not change between the two looks at an idle client before its FIN. */
 struct drain_snap {
 	uint64_t pass_seq;
+	uint64_t rx_done;
 	uint64_t sent[L7_MAX_UPSTREAMS];
 };
 

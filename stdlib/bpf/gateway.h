@@ -484,6 +484,7 @@ L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
 	if (!c)
 		return SK_PASS;
 	l7_msg_done(c, skb->len);
+	c->rx_done += c->msg_len;
 	if (c->act == L7_ACT_REDIRECT) {
 		__u64 t = c->target;
 		return bpf_sk_redirect_hash(skb, &l7_upstreams, &t, 0);

@@ -79,6 +79,10 @@ struct l7_conn {
 	 * taken these bytes (TCP_INFO bytes_acked + SIOCOUTQ) before it writes an answer itself:
 	 * otherwise its 403 overtakes an earlier response (measured). */
 	__u64 resp_bytes;
+	/* Clients: bytes of the request stream the verdict has disposed of (forwarded, handed to
+	 * l7run or dropped). Equal to TCP_INFO bytes_received only when no byte is waiting in the
+	 * stream parser: what tells l7run that a draining client has no request on its way. */
+	__u64 rx_done;
 };
 
 #define L7_CONN_BROKEN  (1u << 0)  /* framing lost (malformed): drop everything further */
