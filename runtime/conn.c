@@ -138,31 +138,11 @@ void accept_clients(int lfd, int service)
 	}
 }
 
-static const char *reason(int st)
-{
-	switch (st) {
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 413: return "Content Too Large";
-	case 414: return "URI Too Long";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	default: return "Error";
-	}
-}
-
 /* head_only: the request was HEAD, whose response has no body (RFC 9110 9.3.2) */
 static void respond(struct client *c, int status, int close_conn, int head_only)
 {
-	char body[96], msg[320];
-	int bl = snprintf(body, sizeof body, "%d %s\n", status, reason(status));
-	int n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s\r\n%s",
-			 status, reason(status), bl, close_conn ? "connection: close\r\n" : "", head_only ? "" : body);
+	char msg[320];
+	int n = http_answer(msg, sizeof msg, status, close_conn, head_only);
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
 	else

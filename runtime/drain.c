@@ -44,27 +44,19 @@ void gateway_discard(void *v)
 
 static void state_update(void)
 {
-	struct reload_state s;
 	struct reload_version rows[MAX_VERSIONS];
 	uint64_t now = now_ms();
 	int n = 0;
 
-	memset(&s, 0, sizeof s);
 	memset(rows, 0, sizeof rows);
-	s.version = rt.cur ? (uint64_t)rt.cur->id : 0;
-	s.reloads = RC.reloads;
-	s.failed = RC.failed;
-	s.last_us = RC.last_us;
 	for (struct version *v = rt.cur; v && n < MAX_VERSIONS; v = v->older, n++) {
 		rows[n].id = (uint64_t)v->id;
 		rows[n].clients = (uint64_t)v->n_clients;
 		rows[n].mem = v->mem;
 		rows[n].draining = (uint64_t)v->retired;
 		rows[n].age_ms = now - v->published_at;
-		s.draining += (uint64_t)v->retired;
 	}
-	s.live = (uint64_t)n;
-	state_write(&s, rows, n);
+	state_write(rows, n);
 }
 
 static void unload(struct version *v)

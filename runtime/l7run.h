@@ -133,6 +133,10 @@ void parse_config(const char *text, struct config *cfg);
 char *config_text_mem(const char *buf, size_t len);
 struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
 			       const struct config *cfg, char *err, size_t errlen);
+int version_config(const char *path, const struct config *serving, const struct overrides *ov,
+		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen);
+int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
+		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen);
 struct version *version_load(const char *path, char *err, size_t errlen);
 void version_unload(struct version *v);
 void version_pin(struct version *v);
@@ -142,6 +146,9 @@ int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
 int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
 const char *services_differ(const struct config *a, const struct config *b);
+
+/* answer.c: l7run's own HTTP answers */
+int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
 
 /* identities.c: l7_idents from l7.config / --identities FILE, re-read when it changes */
 struct idents;
@@ -175,7 +182,7 @@ int reload_command(const char *target, const char *pin_dir);
 uint64_t now_us(void);
 int state_map_create(const char *pin_dir);
 int state_map_fd(void);
-void state_write(const struct reload_state *s, const struct reload_version *rows, int n);
+void state_write(const struct reload_version *rows, int n);
 int pidfile_write(const char *path);
 
 /* drain.c: gateway versions: publish, drain and unload retired ones */

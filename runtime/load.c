@@ -211,7 +211,52 @@ static int map_fd(struct version *v, const char *name, char *err, size_t errlen)
 	return fd;
 }
 
-/* Load a gateway version: everything but publication (reload.c). NULL with err set on failure,
+/* The first step of loading a version, in both modes: read the object and its l7.config (ov:
+ * the command line's overrides, gateway mode), refuse a changed listen address (the listening
+ * sockets outlive versions). On failure nothing is held; on success pf is the caller's. */
+int version_config(const char *path, const struct config *serving, const struct overrides *ov,
+		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen)
+{
+	if (policy_read(path, pf, err, errlen))
+		return -1;
+	parse_config(pf->config, cfg);
+	if (ov && apply_overrides(cfg, ov, err, errlen))
+		goto fail;
+	const char *why = serving ? services_differ(serving, cfg) : NULL;
+	if (why) {
+		snprintf(err, errlen, "%s: %s; l7run keeps its listening sockets across reloads, restart it to "
+			 "change them", path, why);
+		goto fail;
+	}
+	return 0;
+fail:
+	ident_free(cfg);
+	policy_free(pf);
+	return -1;
+}
+
+/* The second step, in both modes: load the object into the kernel (timed: the verifier is most
+ * of a reload), then fill what its programs read before the first request: JWT keys and clock,
+ * caller identities, rule tables, the tail-call chain of a split program. On failure *obj may
+ * be set: the caller's unload closes it. */
+int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
+		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen)
+{
+	uint64_t t0 = now_us();
+
+	*obj = open_policy(pf, path, mode, cfg, err, errlen);
+	if (!*obj)
+		return -1;
+	*load_us = now_us() - t0;
+	if (jwt_setup(*obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
+	    ident_setup(*obj, cfg, err, errlen) ||
+	    fill_rule_tables(*obj, pf->config, err, errlen) ||   /* before anything is attached */
+	    fill_tail_calls(*obj, mode == LOAD_MESH, err, errlen) < 0)
+		return -1;
+	return 0;
+}
+
+/* Load a gateway version: everything but publication (drain.c). NULL with err set on failure,
  * and then nothing of it is left loaded. */
 struct version *version_load(const char *path, char *err, size_t errlen)
 {
@@ -220,29 +265,11 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 
 	v->clock_fd = -1;
 	snprintf(v->path, sizeof v->path, "%s", path);
-	if (policy_read(path, &pf, err, errlen)) {
+	if (version_config(path, rt.cur ? &rt.cur->cfg : NULL, &rt.ov, &pf, &v->cfg, err, errlen)) {
 		free(v);
 		return NULL;
 	}
-	parse_config(pf.config, &v->cfg);
-	if (apply_overrides(&v->cfg, &rt.ov, err, errlen))
-		goto fail;
-	const char *why = rt.cur ? services_differ(&rt.cur->cfg, &v->cfg) : NULL;
-	if (why) {
-		snprintf(err, errlen, "%s: %s; l7run keeps its listening sockets across reloads, restart it to "
-			 "change them", path, why);
-		goto fail;
-	}
-	uint64_t t0 = now_us();
-	v->obj = open_policy(&pf, path, LOAD_GATEWAY, &v->cfg, err, errlen);
-	if (!v->obj)
-		goto fail;
-	v->load_us = now_us() - t0;
-	if (jwt_setup(v->obj, &v->cfg, &v->clock_fd, err, errlen) ||   /* keys and callers before any request */
-	    ident_setup(v->obj, &v->cfg, err, errlen))
-		goto fail;
-	if (fill_rule_tables(v->obj, pf.config, err, errlen) ||   /* before anything is attached */
-	    fill_tail_calls(v->obj, 0, err, errlen) < 0)       /* a split parser's decide programs */
+	if (version_open(&pf, path, LOAD_GATEWAY, &v->cfg, &v->obj, &v->clock_fd, &v->load_us, err, errlen))
 		goto fail;
 	if ((v->map_clients = map_fd(v, "l7_clients", err, errlen)) < 0 ||
 	    (v->map_upstreams = map_fd(v, "l7_upstreams", err, errlen)) < 0 ||

@@ -14,23 +14,6 @@
 
 #define MESH_HOLD_MAX (1u << 20)   /* a chunked request larger than this gets 413 (as gateway mode) */
 
-static const char *reason(int st)
-{
-	switch (st) {
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 414: return "URI Too Long";
-	case 429: return "Too Many Requests";
-	case 431: return "Request Header Fields Too Large";
-	case 501: return "Not Implemented";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	default: return "Error";
-	}
-}
-
 static void send_all(int fd, const char *p, size_t n)
 {
 	while (n) {
@@ -50,10 +33,8 @@ void mesh_client_answer(struct mesh_client *c, int status, int close_after)
 {
 	/* the request being answered is at the front of c->in: a HEAD gets no body (RFC 9110 9.3.2) */
 	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
-	char body[64], msg[256];
-	int bl = snprintf(body, sizeof body, "%d %s\n", status, reason(status));
-	int n = snprintf(msg, sizeof msg, "HTTP/1.1 %d %s\r\ncontent-type: text/plain\r\ncontent-length: %d\r\n%s\r\n%s",
-			 status, reason(status), bl, close_after ? "connection: close\r\n" : "", head_only ? "" : body);
+	char msg[320];
+	int n = http_answer(msg, sizeof msg, status, close_after, head_only);
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {

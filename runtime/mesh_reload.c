@@ -75,27 +75,11 @@ int mesh_load(const char *path, char *err, size_t errlen, void **out)
 	for (int i = 0; i < L7_MESH_POOL_SIZE; i++)
 		v->slot[i].fd = -1;
 	snprintf(v->path, sizeof v->path, "%s", path);
-	if (policy_read(path, &pf, err, errlen)) {
+	if (version_config(path, M.cur ? &M.cur->cfg : NULL, NULL, &pf, &v->cfg, err, errlen)) {
 		free(v);
 		return -1;
 	}
-	parse_config(pf.config, &v->cfg);
-	const char *why = M.cur ? services_differ(&M.cur->cfg, &v->cfg) : NULL;
-	if (why) {
-		snprintf(err, errlen, "%s: %s; l7run keeps its listening sockets across reloads, restart it to "
-			 "change them", path, why);
-		goto fail;
-	}
-	uint64_t t0 = now_us();
-	v->obj = open_policy(&pf, path, LOAD_MESH, &v->cfg, err, errlen);
-	if (!v->obj)
-		goto fail;
-	v->load_us = now_us() - t0;
-	if (jwt_setup(v->obj, &v->cfg, &v->clock_fd, err, errlen) ||   /* keys and callers before any request */
-	    ident_setup(v->obj, &v->cfg, err, errlen))
-		goto fail;
-	if (fill_rule_tables(v->obj, pf.config, err, errlen) ||   /* before anything is attached */
-	    fill_tail_calls(v->obj, 1, err, errlen) < 0)       /* a split SK_MSG's decide programs */
+	if (version_open(&pf, path, LOAD_MESH, &v->cfg, &v->obj, &v->clock_fd, &v->load_us, err, errlen))
 		goto fail;
 	if ((v->socks = map(v, "l7_mesh_socks", err, errlen)) < 0 || (v->conns = map(v, "l7_mesh_conns", err, errlen)) < 0 ||
 	    (v->addrs = map(v, "l7_mesh_addrs", err, errlen)) < 0 || (v->pool = map(v, "l7_mesh_pool", err, errlen)) < 0 ||
@@ -205,27 +189,19 @@ static int app_sockets(struct mesh_ver *v)
 
 static void state_update(void)
 {
-	struct reload_state s;
 	struct reload_version rows[MAX_VERSIONS];
 	uint64_t now = mesh_now_ms();
 	int n = 0;
 
-	memset(&s, 0, sizeof s);
 	memset(rows, 0, sizeof rows);
-	s.version = M.cur ? (uint64_t)M.cur->id : 0;
-	s.reloads = RC.reloads;
-	s.failed = RC.failed;
-	s.last_us = RC.last_us;
 	for (struct mesh_ver *v = M.cur; v && n < MAX_VERSIONS; v = v->older, n++) {
 		rows[n].id = (uint64_t)v->id;
 		rows[n].clients = (uint64_t)v->n_app;
 		rows[n].mem = v->mem;
 		rows[n].draining = (uint64_t)v->retired;
 		rows[n].age_ms = now - v->published_at;
-		s.draining += (uint64_t)v->retired;
 	}
-	s.live = (uint64_t)n;
-	state_write(&s, rows, n);
+	state_write(rows, n);
 }
 
 static void drop(struct mesh_ver *v)

@@ -158,15 +158,25 @@ int state_map_fd(void)
 	return state_fd;
 }
 
-void state_write(const struct reload_state *s, const struct reload_version *rows, int n)
+/* rows: the loaded versions, the serving one first (both modes list theirs the same way). */
+void state_write(const struct reload_version *rows, int n)
 {
 	struct reload_version zero;
+	struct reload_state s;
 
 	if (state_fd < 0)
 		return;
 	memset(&zero, 0, sizeof zero);
+	memset(&s, 0, sizeof s);
+	s.version = n ? rows[0].id : 0;
+	s.reloads = RC.reloads;
+	s.failed = RC.failed;
+	s.last_us = RC.last_us;
+	s.live = (uint64_t)n;
+	for (int i = 0; i < n; i++)
+		s.draining += rows[i].draining;
 	uint32_t k = 0;
-	bpf_map_update_elem(state_fd, &k, s, BPF_ANY);
+	bpf_map_update_elem(state_fd, &k, &s, BPF_ANY);
 	for (k = 1; k <= MAX_VERSIONS; k++)
 		bpf_map_update_elem(state_fd, &k, (int)k <= n ? &rows[k - 1] : &zero, BPF_ANY);
 }
