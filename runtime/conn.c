@@ -12,6 +12,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <bpf/bpf.h>
+#include <bpf/libbpf.h>
 #include "l7run.h"
 
 struct fd_ent *fds;
@@ -20,6 +21,8 @@ static int n_clients, cap_clients;
 
 #define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
 #define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
+#define STALL_MS        1000  /* received, not parsed, nothing moving: stuck (client_watch) */
+#define STALL_LOOK_MS   500   /* one TCP_INFO and one map lookup per client per look */
 #define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
 #define HOLD_MAX        (1u << 20)  /* a held chunked request larger than this gets 413 */
 
@@ -465,6 +468,89 @@ void client_tick(void)
 			client_try_close(c);
 		}
 	}
+}
+
+/* Close c where the client may send its request again: the kernel already hands every new
+ * head to l7run (frozen l7_ctl), FIN; what still arrives is discarded (client_pump: it was sent
+ * before the client saw the FIN and never reached a backend, RFC 9112 9.3.1), the socket is
+ * closed at the client's FIN or after linger_ms. */
+void client_fin(struct client *c, uint64_t linger_ms)
+{
+	shutdown(c->fd, SHUT_WR);
+	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);   /* the tick finishes it */
+	c->drain = DRAIN_FIN;
+	c->closing = 1;
+	c->deadline = now_ms() + linger_ms;
+}
+
+/* An event of l7run's own in l7_stats (per-CPU, in CPU 0's slot: no program writes this key). */
+static void stat_bump(struct version *v, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof *vals) : NULL;
+
+	if (vals && !bpf_map_lookup_elem(v->map_stats, &key, vals)) {
+		vals[0]++;
+		bpf_map_update_elem(v->map_stats, &key, vals, BPF_ANY);
+	}
+	free(vals);
+}
+
+/* A kernel defect (docs/architecture.md, *Known kernel defect*) can leave a request in the
+ * socket with the stream parser never woken, and the client waiting until it gives up.
+ * Stuck: bytes received that the verdict has not disposed of, the parser not waiting for more
+ * (parse_pending), nothing moved for STALL_MS. First freeze l7_ctl (a head the parser reads
+ * from then on comes to l7run, which serves it and unfreezes), then, still stuck one look
+ * later, close as client_fin does: the request never reached a backend, and HTTP clients send
+ * it again on a fresh connection. */
+static void client_check_stall(struct client *c, uint64_t now)
+{
+	struct l7_conn st;
+	struct tcp_info ti;
+	socklen_t tl = sizeof ti;
+
+	if (c->closing || bpf_map_lookup_elem(c->v->map_conns, &c->cookie, &st) ||
+	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl))
+		return;
+	/* at a request boundary only: a body cut short would leave a pool socket mid-request */
+	int stuck = !st.parse_pending && st.body == L7_BODY_NONE && ti.tcpi_bytes_received > st.rx_done &&
+		    ti.tcpi_bytes_received == c->seen_rx && st.rx_done == c->seen_done;
+	c->seen_rx = ti.tcpi_bytes_received;
+	c->seen_done = st.rx_done;
+	if (!stuck) {
+		c->stuck_since = 0;
+		if (c->stalled) {
+			c->stalled = 0;   /* it moved after all */
+			ctl_publish(c);
+		}
+		return;
+	}
+	if (!c->stuck_since)
+		c->stuck_since = now;
+	if (c->stalled) {
+		fprintf(stderr, "l7run: client %llu: %llu received bytes not parsed for %llu ms (kernel defect), "
+			"closed so that it sends the request again\n", (unsigned long long)c->cookie,
+			(unsigned long long)(ti.tcpi_bytes_received - st.rx_done),
+			(unsigned long long)(now - c->stuck_since));
+		stat_bump(c->v, L7_STAT_STALL_CLOSED);
+		client_fin(c, DRAIN_LIMIT_MS);
+	} else if (now - c->stuck_since >= STALL_MS) {
+		c->stalled = 1;
+		ctl_publish(c);
+	}
+}
+
+/* From the run loop: look for stuck clients every STALL_LOOK_MS. */
+void client_watch(void)
+{
+	static uint64_t last;
+	uint64_t now = now_ms();
+
+	if (now - last < STALL_LOOK_MS)
+		return;
+	last = now;
+	for (int i = n_clients - 1; i >= 0; i--)
+		client_check_stall(clients[i], now);
 }
 
 void client_close_all(void)

@@ -134,8 +134,8 @@ static void client_drain(struct client *c, uint64_t now)
 {
 	struct drain_snap s;
 
-	if (c->closing)
-		return;   /* closing anyway: conn.c finishes it */
+	if (c->closing || c->stalled)
+		return;   /* closing anyway, or about to: conn.c finishes it */
 	if (c->drain == DRAIN_NONE) {
 		if (!client_idle(c, &c->snap))
 			return;
@@ -151,11 +151,7 @@ static void client_drain(struct client *c, uint64_t now)
 		ctl_publish(c);
 		return;
 	}
-	shutdown(c->fd, SHUT_WR);
-	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);   /* the tick finishes it */
-	c->drain = DRAIN_FIN;
-	c->closing = 1;
-	c->deadline = now + DRAIN_LINGER_MS;
+	client_fin(c, DRAIN_LINGER_MS);
 }
 
 /* From the run loop: drain retired versions, unload the empty ones. */

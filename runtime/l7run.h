@@ -278,6 +278,9 @@ struct client {
 	enum drain_state drain;
 	uint64_t drain_at;
 	struct drain_snap snap;
+	/* stall watch (conn.c client_watch): bytes received and disposed of at the last look */
+	uint64_t seen_rx, seen_done, stuck_since;
+	int stalled;             /* judged stuck once: l7_ctl frozen, FIN at the next look */
 };
 
 struct fd_ent {
@@ -317,6 +320,8 @@ void client_close_all(void);
 void client_finish(struct client *c);
 int clients_waiting(void);
 int client_idle(struct client *c, struct drain_snap *snap);
+void client_fin(struct client *c, uint64_t linger_ms);
+void client_watch(void);
 struct client **client_list(int *n);
 
 #endif

@@ -193,6 +193,7 @@ int gateway_run_loop(volatile sig_atomic_t *stopping)
 				reload_done(gateway_publish);
 		}
 		client_tick();
+		client_watch();
 		gateway_retire_tick();
 		jwt_tick();
 		ident_tick();

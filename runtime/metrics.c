@@ -26,6 +26,7 @@ static const char *const stat_names[L7_STAT_MAX] = {
 	[L7_STAT_PASSED] = "passed_to_l7run", [L7_STAT_ORDER_WAIT] = "order_wait", [L7_STAT_RESPONSES] = "responses",
 	[L7_STAT_HDR_INSERT] = "header_inserts", [L7_STAT_JWT_HIT] = "jwt_cache_hits",
 	[L7_STAT_JWT_VERIFY] = "jwt_verifications", [L7_STAT_JWT_REJECT] = "jwt_rejects",
+	[L7_STAT_CHAIN_FAIL] = "tail_call_failures", [L7_STAT_STALL_CLOSED] = "stalled_clients_closed",
 };
 
 /* The reload state (l7_reload, reload.c): which version serves, reloads done and refused. */

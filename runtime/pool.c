@@ -49,9 +49,9 @@ void ctl_publish(struct client *c)
 	struct l7_ctl ctl;
 
 	memset(&ctl, 0, sizeof ctl);
-	/* frozen (draining, reload.c): never equal to the data plane's pass_seq, so every new
-	 * head is handed to l7run instead of being forwarded */
-	ctl.done_seq = c->drain != DRAIN_NONE ? UINT64_MAX : c->next_seq - 1;
+	/* frozen (draining, drain.c; a stalled client, conn.c): never equal to the data plane's
+	 * pass_seq, so every new head is handed to l7run instead of being forwarded */
+	ctl.done_seq = c->drain != DRAIN_NONE || c->stalled ? UINT64_MAX : c->next_seq - 1;
 	ctl.own_bytes = c->own_bytes;
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i] && !c->bind[i]->connecting && !c->bind[i]->dead)

@@ -208,6 +208,7 @@ enum l7_stat {
 	L7_STAT_JWT_VERIFY,   /* JWT checks that ran the full verification (HMAC) */
 	L7_STAT_JWT_REJECT,   /* JWT checks that failed (any reason) */
 	L7_STAT_CHAIN_FAIL,   /* split programs: a tail call found no program (refused, 503) */
+	L7_STAT_STALL_CLOSED, /* l7run: clients closed with received bytes the parser never ran on */
 	L7_STAT_MAX,
 };
 
