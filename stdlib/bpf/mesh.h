@@ -631,8 +631,12 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 		len += delta;
 		size += delta;
 	}
-	if (len < size)
-		bpf_msg_apply_bytes(msg, len);
+	/* Always, also when the piece is the whole message: the kernel re-runs this program on the
+	 * rest of a message cut by apply_bytes with the same sk_msg, whose apply_bytes is still
+	 * the last run's. Set only when cutting, a chunk's data after its 5-byte size line went
+	 * 5 bytes at a time and was framed again each time as a size line (chunked responses went
+	 * raw: never counted final, and the client's next switch of upstream waited forever). */
+	bpf_msg_apply_bytes(msg, len);
 	struct l7_mesh_key owner = s->owner;
 	if (final)
 		__sync_fetch_and_add(&s->resp_cnt, 1);
