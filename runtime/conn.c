@@ -146,6 +146,7 @@ static void respond(struct client *c, int status, int close_conn, int head_only)
 {
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_conn, head_only);
+	upstat_local(c->v->map_upstat, status, (size_t)n);   /* before the client can read it */
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
 	else

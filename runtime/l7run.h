@@ -67,6 +67,7 @@ struct version {
 	struct config cfg;
 	int map_clients, map_upstreams, map_conns, map_ctl, map_pass, map_txq, map_txport, map_stats;
 	int map_counters;
+	int map_upstat;          /* l7_upstat: per-upstream telemetry, and l7run's own answers */
 	int map_rxq, map_rxport; /* response edits (resp_mut); -1 otherwise */
 	int n_progs;
 	int prog_fd[8], prog_map[8], prog_type[8];
@@ -196,7 +197,10 @@ void gateway_unload_all(void);
 /* stats.c */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
-int write_metrics(FILE *out, int counters_fd, int stats_fd, int reload_fd, const char *config);   /* metrics.c */
+/* metrics.c */
+int write_metrics(FILE *out, int counters_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+		  const struct config *cfg);
+void upstat_local(int upstat_fd, int status, size_t bytes);   /* l7run answered itself */
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */
 typedef int (*metrics_writer)(FILE *out);
 int metrics_http_start(const char *addr, metrics_writer write);

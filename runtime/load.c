@@ -281,6 +281,7 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 	    (v->map_stats = map_fd(v, "l7_stats", err, errlen)) < 0)
 		goto fail;
 	v->map_counters = bpf_object__find_map_fd_by_name(v->obj, "l7_counters");
+	v->map_upstat = bpf_object__find_map_fd_by_name(v->obj, "l7_upstat");
 	v->map_rxq = v->cfg.resp_mut ? map_fd(v, "l7_rxq", err, errlen) : -1;
 	v->map_rxport = v->cfg.resp_mut ? map_fd(v, "l7_rxport", err, errlen) : -1;
 	if (v->cfg.resp_mut && (v->map_rxq < 0 || v->map_rxport < 0))
@@ -347,7 +348,7 @@ static void pin_replace(int fd, const char *kind, const char *name)
 		fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
 }
 
-static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters" };
+static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat" };
 
 /* The pins name the serving version (l7run --stats, --metrics). */
 void version_pin(struct version *v)

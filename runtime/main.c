@@ -53,7 +53,8 @@ static int gateway_metrics(FILE *out)
 {
 	pthread_mutex_lock(&rt.lock);
 	struct version *v = rt.cur;
-	int rc = v ? write_metrics(out, v->map_counters, v->map_stats, state_map_fd(), v->config) : -1;
+	int rc = v ? write_metrics(out, v->map_counters, v->map_stats, v->map_upstat, state_map_fd(), v->config, &v->cfg)
+		   : -1;
 	pthread_mutex_unlock(&rt.lock);
 	return rc;
 }

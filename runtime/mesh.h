@@ -56,6 +56,7 @@ struct mesh_ver {
 	struct bpf_object *obj;
 	struct bpf_link *sockops_link;
 	int msg_prog, socks, conns, addrs, pool, pass, ctl, stats;
+	int upstat;              /* l7_upstat: per-upstream telemetry, and l7run's own answers */
 	int msg_attached;
 	int clock_fd;
 	uint64_t mem;            /* kernel memory of its maps (bytes) */

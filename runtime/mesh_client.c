@@ -35,6 +35,7 @@ void mesh_client_answer(struct mesh_client *c, int status, int close_after)
 	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_after, head_only);
+	upstat_local(c->v->upstat, status, (size_t)n);   /* before the client can read it */
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {

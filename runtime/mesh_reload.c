@@ -86,6 +86,7 @@ int mesh_load(const char *path, char *err, size_t errlen, void **out)
 	    (v->pass = map(v, "l7_mesh_pass", err, errlen)) < 0 || (v->ctl = map(v, "l7_mesh_ctl", err, errlen)) < 0)
 		goto fail;
 	v->stats = bpf_object__find_map_fd_by_name(v->obj, "l7_stats");
+	v->upstat = bpf_object__find_map_fd_by_name(v->obj, "l7_upstat");
 
 	/* which endpoints matter, before anything can be enrolled */
 	mesh_set_mode(v, L7_MESH_RETIRED);
@@ -148,20 +149,20 @@ void mesh_pin(struct mesh_ver *v, int on)
 {
 	/* l7_tail_mesh: the chain of a split SK_MSG program (tests empty a slot) */
 	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool", "map_l7_stats",
-				       "map_l7_counters", "l7_tail_mesh" };
+				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat" };
 	char p[512];
 
 	if (on) {
 		int fds[] = { v->socks, v->conns, v->pool, v->stats,
 			      bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
-			      bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh") };
+			      bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh"), v->upstat };
 		mkdir(M.pin_dir, 0700);
-		for (int i = 0; i < 6; i++)
+		for (int i = 0; i < 7; i++)
 			if (fds[i] >= 0)
 				pin_replace(fds[i], names[i]);
 		return;
 	}
-	for (int i = 0; i < 6; i++) {
+	for (int i = 0; i < 7; i++) {
 		snprintf(p, sizeof p, "%s/%s", M.pin_dir, names[i]);
 		unlink(p);
 	}

@@ -1,7 +1,9 @@
 /* The policy's telemetry in Prometheus text format, from `l7run --metrics PIN_DIR POLICY.o`
- * (for a textfile collector, or to read by eye) or over HTTP (--metrics-listen, metrics_http.c): the Counter instances, the hits of every rule (with
- * its line, policy and decision, so requests per route and per status class follow), and the
- * data plane's own counters. Names come from the object's l7.config section. */
+ * (for a textfile collector, or to read by eye) or over HTTP (--metrics-listen, metrics_http.c):
+ * the Counter instances, the hits of every rule (with its line, policy and decision), the
+ * data plane's own counters, and per upstream the responses by status class and the bytes
+ * each way (l7_upstat, l7/dataplane.h), with l7run's own answers beside them. Names come from
+ * the object's l7.config section (and the command line's --upstream). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,10 +52,99 @@ static void write_reload(FILE *out, int reload_fd)
 		(unsigned long long)rs.draining, rs.last_us / 1e6);
 }
 
-/* The metrics of one loaded policy: its l7_counters and l7_stats maps and its l7.config text;
- * the counters are the serving version's (a reload starts them from zero, which Prometheus
- * reads as a counter reset). */
-int write_metrics(FILE *out, int counters_fd, int stats_fd, int reload_fd, const char *config)
+/* The sums over CPUs of row `key` of l7_upstat. 0 if found. */
+static int upstat_sum(int fd, uint32_t key, int ncpu, struct l7_upstat *sum)
+{
+	struct l7_upstat *rows = calloc((size_t)ncpu, sizeof *rows);
+	int rc = rows ? bpf_map_lookup_elem(fd, &key, rows) : -1;
+
+	memset(sum, 0, sizeof *sum);
+	for (int c = 0; rc == 0 && c < ncpu; c++) {
+		for (int i = 0; i < 6; i++)
+			sum->status[i] += rows[c].status[i];
+		sum->req_bytes += rows[c].req_bytes;
+		sum->resp_bytes += rows[c].resp_bytes;
+	}
+	free(rows);
+	return rc;
+}
+
+static void write_classes(FILE *out, const char *metric, const char *label, const struct l7_upstat *u)
+{
+	for (int c = 1; c <= 5; c++)
+		fprintf(out, "%s{%sclass=\"%dxx\"} %llu\n", metric, label, c, (unsigned long long)u->status[c]);
+	if (u->status[0])   /* a status outside 100-599: only when one was seen */
+		fprintf(out, "%s{%sclass=\"other\"} %llu\n", metric, label, (unsigned long long)u->status[0]);
+}
+
+/* Per upstream slot (named as l7.config and --upstream name it: `upstream="api"`, an endpoint
+ * of a set `upstream="users#0"`), then l7run's own answers. */
+static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
+{
+	struct l7_upstat u[L7_UPSTAT_ROWS];
+	char label[96];
+
+	if (fd < 0 || !cfg)
+		return;
+	for (uint32_t i = 0; i < L7_UPSTAT_ROWS; i++)
+		upstat_sum(fd, i, ncpu, &u[i]);
+	fprintf(out, "# HELP l7_upstream_responses_total Response heads received from each upstream, by status class "
+		     "(interim 1xx counted in 1xx).\n# TYPE l7_upstream_responses_total counter\n");
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (cfg->upstream[i].set) {
+			snprintf(label, sizeof label, "upstream=\"%s\",", cfg->upstream[i].name);
+			write_classes(out, "l7_upstream_responses_total", label, &u[i]);
+		}
+	fprintf(out, "# HELP l7_upstream_request_bytes_total Request bytes sent to each upstream (heads after header "
+		     "mutations, and bodies).\n# TYPE l7_upstream_request_bytes_total counter\n");
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (cfg->upstream[i].set)
+			fprintf(out, "l7_upstream_request_bytes_total{upstream=\"%s\"} %llu\n", cfg->upstream[i].name,
+				(unsigned long long)u[i].req_bytes);
+	fprintf(out, "# HELP l7_upstream_response_bytes_total Response bytes received from each upstream (heads before "
+		     "response mutations, and bodies).\n# TYPE l7_upstream_response_bytes_total counter\n");
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (cfg->upstream[i].set)
+			fprintf(out, "l7_upstream_response_bytes_total{upstream=\"%s\"} %llu\n", cfg->upstream[i].name,
+				(unsigned long long)u[i].resp_bytes);
+	fprintf(out, "# HELP l7_local_responses_total Answers l7run wrote itself (denies, malformed requests, "
+		     "unreachable upstreams), by status class.\n# TYPE l7_local_responses_total counter\n");
+	write_classes(out, "l7_local_responses_total", "", &u[L7_UPSTAT_LOCAL]);
+	fprintf(out, "# HELP l7_local_response_bytes_total Bytes of the answers l7run wrote itself.\n"
+		     "# TYPE l7_local_response_bytes_total counter\nl7_local_response_bytes_total %llu\n",
+		(unsigned long long)u[L7_UPSTAT_LOCAL].resp_bytes);
+}
+
+/* l7run answered `status` itself with `bytes` bytes: count it in the local row of l7_upstat
+ * (its only writer; the data plane never touches that row). On CPU 0's value: the sum is
+ * what is read. */
+void upstat_local(int fd, int status, size_t bytes)
+{
+	static struct l7_upstat *rows;
+	static int ncpu;
+	uint32_t key = L7_UPSTAT_LOCAL;
+
+	if (fd < 0)
+		return;
+	if (!rows) {
+		ncpu = libbpf_num_possible_cpus();
+		rows = ncpu > 0 ? calloc((size_t)ncpu, sizeof *rows) : NULL;
+		if (!rows)
+			return;
+	}
+	if (bpf_map_lookup_elem(fd, &key, rows))
+		return;
+	rows[0].status[status >= 100 && status < 600 ? status / 100 : 0]++;
+	rows[0].resp_bytes += bytes;
+	bpf_map_update_elem(fd, &key, rows, BPF_ANY);
+}
+
+/* The metrics of one loaded policy: its l7_counters, l7_stats and l7_upstat maps, its
+ * l7.config text and its configuration as run (cfg: names of the upstreams); the counters are
+ * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
+ * reset). */
+int write_metrics(FILE *out, int counters_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+		  const struct config *cfg)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	char *text = config ? strdup(config) : NULL;
@@ -79,6 +170,7 @@ int write_metrics(FILE *out, int counters_fd, int stats_fd, int reload_fd, const
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		if (stat_names[i])
 			fprintf(out, "l7_dataplane_total{event=\"%s\"} %llu\n", stat_names[i], percpu_sum(stats_fd, i, ncpu, buf));
+	write_upstat(out, upstat_fd, ncpu, cfg);
 	write_reload(out, reload_fd);
 	free(buf);
 	free(text);
@@ -94,8 +186,14 @@ int print_metrics(const char *dir, const char *object)
 	int sfd = bpf_obj_get(p);
 	snprintf(p, sizeof p, "%s/map_l7_reload", dir);
 	int rfd = bpf_obj_get(p);
+	snprintf(p, sizeof p, "%s/map_l7_upstat", dir);
+	int ufd = bpf_obj_get(p);
 	char *text = config_text(object);
-	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, sfd, rfd, text);
+	struct config cfg;
+	memset(&cfg, 0, sizeof cfg);
+	if (text)
+		parse_config(text, &cfg);   /* upstream names as the object has them (no --upstream here) */
+	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, sfd, ufd, rfd, text, &cfg);
 	if (rc)
 		fprintf(stderr, "l7run: --metrics: %s\n", fd < 0 ? "no pinned l7_counters (is l7run running with --pin?)"
 							    : "the object has no l7.config section");
@@ -105,6 +203,9 @@ int print_metrics(const char *dir, const char *object)
 		close(sfd);
 	if (rfd >= 0)
 		close(rfd);
+	if (ufd >= 0)
+		close(ufd);
+	ident_free(&cfg);
 	free(text);
 	return rc ? 1 : 0;
 }

@@ -25,6 +25,7 @@
 #include "l7/mesh.h"
 #include "mesh_resp.h"
 #include "mutate.h"
+#include "upstat.h"
 #if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
 #include "http.h"
 #endif
@@ -476,6 +477,7 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 	}
 	c->last_up = up + 1;
 	l7_mesh_stat(L7_STAT_FORWARDED);
+	l7g_upstat(up, 0, total, 0);   /* head and body: apply_bytes covers them all */
 	return SK_PASS;
 }
 
@@ -505,15 +507,17 @@ static __always_inline int l7_mesh_edit_response(struct sk_msg_md *msg, struct l
 
 /* Frame the response bytes at the start of this message. Returns how many of them belong to
  * the current piece (the rest is framed by the next run, via apply_bytes), 0 to wait for more;
- * *final says whether the piece ends a response. rm: the mutations of a response head that
+ * *final says whether the piece ends a response, *status is the status of a head that starts
+ * it (0: the piece is no head). rm: the mutations of a response head that
  * starts here (NULL: none); *delta gets the bytes they added (negative: cut), to be added to
  * the length returned, or L7_EDIT_FAILED (the head must not reach the client). */
 static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struct l7_mesh_conn *c,
 						     struct l7_req *r, __u32 size, int *final, __u32 no_body,
-						     const struct l7_mesh_rmut *rm, int *delta)
+						     const struct l7_mesh_rmut *rm, int *delta, __u32 *status)
 {
 	*final = 0;
 	*delta = 0;
+	*status = 0;
 	if (c->body == L7_MB_RAW)
 		return size;
 	if (c->body == L7_MB_LEN || c->body == L7_MB_CHUNK_DATA) {
@@ -567,6 +571,7 @@ static __always_inline __u32 l7_mesh_frame_response(struct sk_msg_md *msg, struc
 	if (h < 0)
 		goto raw;
 	__u32 st = hs->status;
+	*status = st ? st : 1;   /* 1: counted as outside 100-599 */
 	if (st >= 100 && st < 200)
 		return (__u32)h;                           /* interim: the exchange goes on */
 	if (rm)   /* the final response: its request's rules' mutations */
@@ -620,11 +625,15 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 		}
 	}
 	int delta = 0, edit_failed = 0;
-	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final, no_body, rm, &delta);
+	__u32 status = 0;
+	__u32 len = l7_mesh_frame_response(msg, c, r, size, &final, no_body, rm, &delta, &status);
 	if (len == 0) {
 		bpf_msg_cork_bytes(msg, size + 1);
 		return SK_PASS;
 	}
+	/* as received from the backend, before the edit; a piece once (the rest of the message
+	 * is a new run, via apply_bytes) */
+	l7g_upstat(c->index / L7_MESH_SLOTS, status, 0, len);
 	if (delta == L7_EDIT_FAILED)
 		edit_failed = 1;
 	else {
@@ -721,6 +730,8 @@ __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 	/* l7run's ends: into the peer's receive queue, like everything else it gets (its answers
 	 * to a client count against the client's bound too) */
 	struct l7_mesh_key peer = l7_mesh_rev(&k);
+	if (c->role == L7_MR_RT_POOL)   /* a request l7run forwards (order, chunked body) */
+		l7g_upstat(c->index / L7_MESH_SLOTS, 0, msg->size, 0);
 	if (c->role == L7_MR_RT_CLIENT) {
 		struct l7_mesh_conn *pc = bpf_map_lookup_elem(&l7_mesh_conns, &peer);
 		if (pc && ((pc->flags & L7_MC_OVER) || l7_mesh_client_full(pc, msg->size))) {

@@ -5,9 +5,12 @@ usage: echo.py NAME PORT
 Body: "backend=NAME", "path=...", "method=...", "len=N sha256=HEX" for request bodies, then
 one "h:name=value" line per received header (lower-case names). HTTP/1.1 keep-alive.
 A query "size=N" asks for an N-byte body of 'x' instead (written 1 MiB at a time). HEAD gets
-the head a GET would get (its Content-Length) and no body."""
+the head a GET would get (its Content-Length) and no body. Telemetry knobs: "status=N" answers
+status N; "chunked=K" sends the body chunked, K bytes a chunk, one write each; "interim=1"
+writes a 103 interim response first."""
 import hashlib
 import sys
+import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -38,10 +41,28 @@ class Handler(BaseHTTPRequestHandler):
                 break
             h.update(chunk)
             left -= len(chunk)
-        size = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query).get("size")
+        q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
+        size = q.get("size")
+        status = int(q.get("status", ["200"])[0])
+        if q.get("interim"):
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n")
+            time.sleep(0.01)
+        if q.get("chunked"):
+            k = int(q["chunked"][0])
+            body = b"x" * int(size[0]) if size else b"chunked reply\n" * 100
+            self.send_response(status)
+            self.send_header("transfer-encoding", "chunked")
+            self.end_headers()
+            if self.command == "HEAD":
+                return
+            for i in range(0, len(body), k):
+                time.sleep(0.002)   # a body streamed in pieces: one write (sendmsg) a chunk
+                self.wfile.write(b"%x\r\n" % len(body[i:i + k]) + body[i:i + k] + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+            return
         if size:
             n = int(size[0])
-            self.send_response(200)
+            self.send_response(status)
             self.send_header("content-type", "application/octet-stream")
             self.send_header("content-length", str(n))
             self.end_headers()
@@ -56,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
                  "len=%d sha256=%s" % (n, h.hexdigest())]
         lines += ["h:%s=%s" % (k.lower(), v) for k, v in self.headers.items()]
         body = ("\n".join(lines) + "\n").encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("content-type", "text/plain")
         self.send_header("content-length", str(len(body)))
         self.end_headers()

@@ -19,6 +19,8 @@ import termios
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
+from gw_client import Reader as FramedReader  # noqa: E402  (chunked framing, bytes per response)
 CG_ROOT = "/sys/fs/cgroup/unified"
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
@@ -437,10 +439,113 @@ def t_metrics():
           "404 off /metrics")
 
 
+def samples(text):
+    """Prometheus text -> {'name{labels}': value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, val = line.rpartition(" ")
+            out[key] = int(float(val))
+    return out
+
+
+def t_upstream_metrics():
+    """Per upstream: responses by status class, request bytes as sent (the header the policy
+    inserts for /a included), response bytes as received; l7run's own answers apart. The
+    scrape's deltas must equal the sums of what this client sent and read, exactly: requests
+    redirected by SK_MSG and written by l7run (a pipelined switch of upstream, a chunked body),
+    responses framed over many sendmsg calls (a 10,000-byte POST's answer, chunked bodies of one
+    write per chunk), an interim 103, a HEAD."""
+    inserted = len(b"x-l7-mesh: a\r\n")
+    want = {}
+
+    def add(key, n):
+        want[key] = want.get(key, 0) + n
+
+    def upstream(path):
+        return "b" if path.startswith("/b") else "a"
+
+    def count_request(path, data):
+        add('l7_upstream_request_bytes_total{upstream="%s"}' % upstream(path),
+            len(data) + (inserted if path.startswith("/a") else 0))
+
+    def read(r, path, statuses, local=False, no_body=False):
+        body = b""
+        for want_st in statuses:
+            st, n, body = r.framed(no_body)
+            check(st == want_st, "%s: status %d, expected %d" % (path, st, want_st))
+            if local:
+                add('l7_local_responses_total{class="%dxx"}' % (st // 100), 1)
+                add("l7_local_response_bytes_total", n)
+            else:
+                up = upstream(path)
+                add('l7_upstream_responses_total{upstream="%s",class="%dxx"}' % (up, st // 100), 1)
+                add('l7_upstream_response_bytes_total{upstream="%s"}' % up, n)
+        return body
+
+    def scrape():
+        return samples(curl("http://127.0.0.1:%d/metrics" % METRICS))
+
+    before = scrape()
+    s = connect()
+    r = FramedReader(s)
+    post = os.urandom(10000)
+    for path, method, body, statuses in (
+            ("/a/t?size=1000", "GET", b"", [200]),
+            ("/a/t?status=404&size=10", "GET", b"", [404]),
+            ("/b/t?status=500&size=0", "GET", b"", [500]),
+            ("/b/post", "POST", post, [200]),
+            ("/a/stream?chunked=1000&size=5000", "GET", b"", [200]),
+            ("/b/early?interim=1&size=20", "GET", b"", [103, 200]),
+            ("/b/head?size=700", "HEAD", b"", [200])):
+        data = req(path, method, body)
+        s.sendall(data)
+        count_request(path, data)
+        got = read(r, path, statuses, no_body=method == "HEAD")
+        if method == "POST":
+            check(b"len=10000 sha256=" + hashlib.sha256(post).hexdigest().encode() in got, "POST body arrived")
+        if "chunked" in path:
+            check(got == b"x" * 5000, "chunked body of %d bytes" % len(got))
+    # a pipelined pair in one write, switching upstream (the second goes through l7run)
+    pair = [("/a/p1?size=100", [200]), ("/b/p2?status=302&size=3", [302])]
+    s.sendall(b"".join(req(p) for p, _ in pair))
+    for p, sts in pair:
+        count_request(p, req(p))
+        read(r, p, sts)
+    s.sendall(req("/admin/t"))   # l7run's own answer
+    read(r, "/admin/t", [403], local=True)
+    s.close()
+    # a chunked request body in pieces (l7run frames it and sends it whole, then closes)
+    s = connect()
+    r = FramedReader(s)
+    chunks = b"".join(b"%x\r\n" % n + b"c" * n + b"\r\n" for n in (3000, 1, 4095)) + b"0\r\n\r\n"
+    data = req("/a/chunked-in", "PUT", extra="Transfer-Encoding: chunked\r\n") + chunks
+    for i in range(0, len(data), 1500):
+        s.sendall(data[i:i + 1500])
+        time.sleep(0.005)
+    count_request("/a/chunked-in", data)
+    got = read(r, "/a/chunked-in", [200])
+    check(b"len=7096 " in got and b"h:x-l7-mesh=a" in got, "chunked PUT arrived: %r" % got[:200])
+    s.close()
+    s = connect()   # a malformed request: l7run's 400
+    r = FramedReader(s)
+    s.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+    read(r, "/bad", [400], local=True)
+    s.close()
+
+    after = scrape()
+    keys = [k for k in after if k.startswith(("l7_upstream_", "l7_local_"))]
+    check(len(keys) == 2 * 5 + 2 * 2 + 5 + 1, "metric lines: %s" % keys)
+    got = {k: after[k] - before.get(k, 0) for k in keys}
+    bad = {k: (got[k], want.get(k, 0)) for k in keys if got[k] != want.get(k, 0)}
+    check(not bad and set(want) <= set(keys), "counted != sent/received (got, want): %s" % bad)
+
+
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
           ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader),
-          ("head", t_head), ("chunked", t_chunked), ("metrics", t_metrics)]
+          ("head", t_head), ("chunked", t_chunked), ("metrics", t_metrics),
+          ("upstream_metrics", t_upstream_metrics)]
 
 
 def main():

@@ -1,10 +1,62 @@
 #!/usr/bin/env python3
 """Echo backend for the gateway tests: answers every HTTP/1.1 request on a kept-alive
 connection with a body that lists what it received (name, method, target, headers, body
-length). Pipelining is handled by answering requests in arrival order. Stdlib only."""
+length). Pipelining is handled by answering requests in arrival order. Stdlib only.
+Request bodies: Content-Length or chunked (no trailers). Query knobs (telemetry tests):
+status=N answers status N; size=N sends N bytes of 'x' as the body instead of the listing;
+chunked=K sends the body chunked, K bytes a chunk, one write per chunk; interim=1 sends a
+103 interim response first (its own write)."""
 import socket
 import sys
 import threading
+import time
+import urllib.parse
+
+
+def read_chunked(conn, buf):
+    """Decode a chunked body at the start of buf. Returns (body, rest of buf) or None at EOF."""
+    body = b""
+    while True:
+        while b"\r\n" not in buf:
+            d = conn.recv(65536)
+            if not d:
+                return None
+            buf += d
+        line, buf = buf.split(b"\r\n", 1)
+        size = int(line.split(b";")[0], 16)
+        while len(buf) < size + 2:
+            d = conn.recv(65536)
+            if not d:
+                return None
+            buf += d
+        body += buf[:size]
+        buf = buf[size + 2:]
+        if size == 0:
+            return body, buf
+
+
+def answer(conn, method, target, status, body):
+    """Write a response as the query in target asks (see the module's docstring)."""
+    q = urllib.parse.parse_qs(urllib.parse.urlsplit(target.decode()).query)
+    status = int(q.get("status", [status])[0])
+    if "size" in q:
+        body = b"x" * int(q["size"][0])
+    if q.get("interim"):
+        conn.sendall(b"HTTP/1.1 103 Early Hints\r\nlink: </style.css>; rel=preload\r\n\r\n")
+        time.sleep(0.01)
+    chunk = int(q.get("chunked", ["0"])[0])
+    head = b"HTTP/1.1 %d X\r\ncontent-type: text/plain\r\n" % status
+    if not chunk:
+        resp = head + b"content-length: " + str(len(body)).encode() + b"\r\n\r\n"
+        conn.sendall(resp if method == b"HEAD" else resp + body)
+        return
+    conn.sendall(head + b"transfer-encoding: chunked\r\n\r\n")
+    if method == b"HEAD":
+        return
+    for i in range(0, len(body), chunk):
+        time.sleep(0.002)   # each chunk a segment of its own: a body streamed in pieces
+        conn.sendall(b"%x\r\n" % len(body[i:i + chunk]) + body[i:i + chunk] + b"\r\n")
+    conn.sendall(b"0\r\n\r\n")
 
 
 def handle(conn, name):
@@ -21,20 +73,31 @@ def handle(conn, name):
             lines = head.split(b"\r\n")
             method, target, _ = lines[0].split(b" ", 2)
             headers = [l for l in lines[1:]]
-            clen = 0
+            clen, chunked = 0, False
             for h in headers:
                 k, _, v = h.partition(b":")
                 if k.strip().lower() == b"content-length":
                     clen = int(v.strip())
-            while len(buf) < clen:
-                d = conn.recv(65536)
-                if not d:
+                if k.strip().lower() == b"transfer-encoding" and b"chunked" in v.lower():
+                    chunked = True
+            if chunked:
+                got = read_chunked(conn, buf)
+                if got is None:
                     return
-                buf += d
-            body_in, buf = buf[:clen], buf[clen:]
+                body_in, buf = got
+            else:
+                while len(buf) < clen:
+                    d = conn.recv(65536)
+                    if not d:
+                        return
+                    buf += d
+                body_in, buf = buf[:clen], buf[clen:]
             out = b"backend=" + name.encode() + b"\nmethod=" + method + b"\ntarget=" + target + b"\n"
             out += b"".join(b"header=" + h + b"\n" for h in headers)
             out += b"body_len=" + str(len(body_in)).encode() + b"\n"
+            if b"?" in target:
+                answer(conn, method, target, 200, out)
+                continue
             resp = b"HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: " + str(len(out)).encode() + b"\r\n\r\n"
             if method == b"HEAD":
                 conn.sendall(resp)

@@ -43,6 +43,43 @@ class Reader:
         return status, hdrs, body.decode(errors="replace")
 
 
+    def framed(self, no_body=False):
+        """One response, Content-Length or chunked framed (a 1xx, 204 or 304 has no body, nor
+        has the response to a HEAD: no_body). Returns (status, bytes it took on the wire, body): the telemetry tests sum the bytes."""
+        while b"\r\n\r\n" not in self.buf:
+            self._fill()
+        end = self.buf.index(b"\r\n\r\n") + 4
+        lines = self.buf[:end - 4].split(b"\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(b":")
+            hdrs[k.strip().lower().decode()] = v.strip().decode()
+        body = b""
+        if no_body or 100 <= status < 200 or status in (204, 304):
+            pass
+        elif "chunked" in hdrs.get("transfer-encoding", ""):
+            while True:
+                while b"\r\n" not in self.buf[end:]:
+                    self._fill()
+                eol = self.buf.index(b"\r\n", end)
+                size = int(self.buf[end:eol].split(b";")[0], 16)
+                while len(self.buf) < eol + 2 + size + 2:
+                    self._fill()
+                body += self.buf[eol + 2:eol + 2 + size]
+                end = eol + 2 + size + 2
+                if size == 0:
+                    break
+        else:
+            n = int(hdrs.get("content-length", "0"))
+            while len(self.buf) < end + n:
+                self._fill()
+            body = self.buf[end:end + n]
+            end += n
+        self.buf = self.buf[end:]
+        return status, end, body
+
+
 def get(port, path, extra=b""):
     s = connect(port)
     try:

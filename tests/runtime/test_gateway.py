@@ -228,6 +228,111 @@ def t_metrics_http():
     stall.close()
 
 
+def samples(text):
+    """Prometheus text -> {'name{labels}': value}."""
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, val = line.rpartition(" ")
+            out[key] = int(float(val))
+    return out
+
+
+INSERTED = len(b"x-l7: yes\r\n")   # gw_test.l7 sets this header on every routed request
+
+
+def t_upstream_metrics():
+    """Per upstream: responses by status class, request bytes as sent (the inserted header
+    line included), response bytes as received; l7run's own answers apart. The scrape's deltas
+    must equal the sums of what this client sent and read, exactly: on the kernel path and
+    l7run's (first request: pool miss; a pipelined switch of upstream: order; a chunked
+    request body: held by l7run), with bodies streamed in pieces (10,000-byte POST, chunked
+    responses) and an interim 103."""
+    want = {}
+
+    def add(key, n):
+        want[key] = want.get(key, 0) + n
+
+    def upstream(path):
+        return "one" if path.startswith("/a") else "two"
+
+    def count_request(path, data):
+        add('l7_upstream_request_bytes_total{upstream="%s"}' % upstream(path), len(data) + INSERTED)
+
+    def read(r, path, statuses, local=False, no_body=False):
+        bodies = []
+        for want_st in statuses:
+            st, n, body = r.framed(no_body)
+            assert st == want_st, (path, st, want_st, body[:200])
+            if local:
+                add('l7_local_responses_total{class="%dxx"}' % (st // 100), 1)
+                add("l7_local_response_bytes_total", n)
+            else:
+                up = upstream(path)
+                add('l7_upstream_responses_total{upstream="%s",class="%dxx"}' % (up, st // 100), 1)
+                add('l7_upstream_response_bytes_total{upstream="%s"}' % up, n)
+            bodies.append(body)
+        return bodies[-1]
+
+    before = samples(scrape()[2])
+    s = connect(FRONT)
+    r = Reader(s)
+    post = b"p" * 10000
+    for path, method, extra, body, statuses in (
+            ("/a/t?size=1000", b"GET", b"", b"", [200]),
+            ("/a/t?status=404&size=10", b"GET", b"", b"", [404]),
+            ("/b/t?status=500&size=0", b"GET", b"", b"", [500]),
+            ("/b/post", b"POST", b"Content-Length: 10000\r\n", post, [200]),
+            ("/a/stream?chunked=1000&size=5000", b"GET", b"", b"", [200]),
+            ("/b/early?interim=1&size=20", b"GET", b"", b"", [103, 200]),
+            ("/a/head?size=700", b"HEAD", b"", b"", [200])):
+        data = req(path, extra, method) + body
+        s.sendall(data)
+        count_request(path, data)
+        got = read(r, path, statuses, no_body=method == b"HEAD")
+        if method == b"POST":
+            assert b"body_len=10000" in got, got[:300]
+        if "chunked" in path:
+            assert got == b"x" * 5000, len(got)
+    # a pipelined pair in one write, switching upstream (the second waits for the first)
+    pair = [("/a/p1?size=100", [200]), ("/b/p2?status=302&size=3", [302])]
+    data = b"".join(req(p) for p, _ in pair)
+    s.sendall(data)
+    for p, sts in pair:
+        count_request(p, req(p))
+        read(r, p, sts)
+    # l7run's own answer: a deny, on the same connection
+    s.sendall(req("/deny/t"))
+    read(r, "/deny/t", [403], local=True)
+    s.close()
+    # a chunked request body, in pieces (l7run holds it, then sends it whole); chunked reply
+    s = connect(FRONT)
+    r = Reader(s)
+    chunks = b"".join(b"%x\r\n" % n + b"c" * n + b"\r\n" for n in (3000, 1, 4095)) + b"0\r\n\r\n"
+    data = req("/a/chunked-in?chunked=64", b"Transfer-Encoding: chunked\r\n", b"PUT") + chunks
+    for i in range(0, len(data), 1500):
+        s.sendall(data[i:i + 1500])
+        time.sleep(0.005)
+    count_request("/a/chunked-in", data)
+    got = read(r, "/a/chunked-in", [200])
+    assert b"body_len=7096" in got and b"header=x-l7: yes" in got, got[:300]
+    s.close()
+    # a malformed request: l7run's 400
+    s = connect(FRONT)
+    r = Reader(s)
+    s.sendall(b"GET /a HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!")
+    read(r, "/bad", [400], local=True)
+    s.close()
+
+    after = samples(scrape()[2])
+    keys = [k for k in after if k.startswith(("l7_upstream_", "l7_local_"))]
+    assert len(keys) == 2 * 5 + 2 * 2 + 5 + 1, keys   # classes and bytes of "one" and "two", local
+    for k in keys:
+        got = after[k] - before.get(k, 0)
+        assert got == want.get(k, 0), (k, got, want.get(k, 0), {k: after[k] - before.get(k, 0) for k in keys}, want)
+    assert set(want) <= set(keys), set(want) - set(keys)
+
+
 def t_denied_head():
     """l7run's answer to a HEAD has no body (RFC 9110 9.3.2): the request pipelined behind it
     is answered next, not swallowed as the 403's body."""
@@ -270,7 +375,7 @@ def main():
         gw_down = l7run(obj, FRONT_DOWN, DEAD, "/sys/fs/bpf/l7rt-%d-b" % os.getpid(), log)
         for fn in (t_routing, t_deny, t_header_added, t_keepalive_1000, t_pipelined_mixed, t_split_writes,
                    t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502, t_metrics_http,
-                   t_denied_head):
+                   t_upstream_metrics, t_denied_head):
             case(fn)
         for p in (gw, gw_down):
             stop(p)

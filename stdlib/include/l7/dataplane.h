@@ -212,6 +212,21 @@ enum l7_stat {
 	L7_STAT_MAX,
 };
 
+/* Telemetry per upstream (l7_upstat, PERCPU_ARRAY, key = backend slot = upstream index of
+ * l7.config; stdlib/bpf/upstat.h counts, runtime/metrics.c exports). Bytes are those on the
+ * upstream connection: requests as sent to it (after header mutations, bodies included, chunk
+ * framing included), responses as received from it (before response mutations). Every
+ * response head counts in its class, interim 1xx ones included. Row L7_UPSTAT_LOCAL: the
+ * answers l7run writes itself (denies, 400/431/502/503...), written by l7run only (BPF never
+ * touches it: one writer per value, dataplane.h's rule). */
+#define L7_UPSTAT_LOCAL L7_MAX_UPSTREAMS
+#define L7_UPSTAT_ROWS  (L7_MAX_UPSTREAMS + 1)
+struct l7_upstat {
+	__u64 status[6];   /* [c]: responses of class cxx, c = 1..5; [0]: status outside 100-599 */
+	__u64 req_bytes;
+	__u64 resp_bytes;
+};
+
 /* JWT (stdlib/bpf/jwt.h). l7run writes l7_jwt_keys and l7_jwt_clock; BPF owns l7_jwt_cache. */
 #define L7_JWT_CACHE_ENTRIES 2048  /* verified tokens kept (LRU) */
 #define L7_JWT_CLAIM_BYTES   512   /* claim bytes a cache entry keeps; more: not cached */
