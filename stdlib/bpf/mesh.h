@@ -673,8 +673,20 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 		l7_mesh_to_own_end(msg, k);
 		return SK_PASS;
 	}
-	if (s->state == L7_MS_ORPHAN && final && s->resp_cnt == s->req_cnt)
-		__sync_val_compare_and_swap(&s->state, L7_MS_ORPHAN, L7_MS_IDLE);
+	if (s->state == L7_MS_ORPHAN) {
+		/* l7run's end discards what is owed to a client that is gone or stopped reading,
+		 * but an ingress redirect ignores the receive buffer: a backend still writing a
+		 * large response would queue there as fast as l7run falls behind (10-20 MiB seen
+		 * under load). Past the client bound: refuse, the backend's send fails and it
+		 * drops the connection (l7run refills the slot), as a proxy aborts the server side
+		 * of an exchange its client aborted. */
+		if (__sync_fetch_and_add(&s->orphan_bytes, len) + len > L7_MESH_CLIENT_QMAX)
+			return SK_DROP;
+		if (final && s->resp_cnt == s->req_cnt) {
+			s->orphan_bytes = 0;
+			__sync_val_compare_and_swap(&s->state, L7_MS_ORPHAN, L7_MS_IDLE);
+		}
+	}
 	l7_mesh_to_own_end(msg, k);
 	return SK_PASS;
 }

@@ -121,6 +121,8 @@ struct l7_mesh_slot {
 	 * set by the request path, read when response n's head is framed. At most
 	 * L7_MESH_NOBODY_DEPTH requests in flight while any of these bits is set. */
 	__u64 no_body;
+	/* ORPHAN: response bytes discarded at l7run's end so far (bounded: see l7_mesh_response) */
+	__u64 orphan_bytes;
 };
 #define L7_MESH_NOBODY_DEPTH 64
 
@@ -169,7 +171,7 @@ struct l7_mesh_ctl {
 
 #define L7_MESH_KEY_SIZE   16
 #define L7_MESH_CONN_SIZE  160
-#define L7_MESH_SLOT_SIZE  64
+#define L7_MESH_SLOT_SIZE  72
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
