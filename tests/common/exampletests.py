@@ -1,0 +1,60 @@
+"""The `// test:` lines of examples/*.l7 (their syntax: tests/examples/run_examples.py), read
+the same way by the examples test and by bench/examples.py: parsed, their JWTs signed with the
+example's key, their requests written out."""
+import json
+import os
+import re
+import time
+
+from jwtgen import token as jwt_token
+
+LINE = re.compile(r"(?:(\d+) x )?(?:from (\S+) )?(\S+) (\S+)(.*?)->(.*)$")
+
+
+def parse(line):
+    """(count, source address or None, method, path, [(name, value)], (jwt kind, claims) or
+    None, what is expected) of a test line; None if it is not a request line."""
+    m = LINE.match(line.strip())
+    if not m:
+        return None
+    count, src, method, path, extra, expect = m.groups()
+    headers, jwt = [], None
+    for tok in extra.split():
+        if tok.startswith("H:"):
+            _, name, value = tok.split(":", 2)
+            headers.append((name, value))
+        elif tok.startswith("jwt"):
+            kind, _, claims = tok.partition(":")
+            jwt = (kind, json.loads(claims))
+    return int(count or 1), src, method, path, headers, jwt, expect.strip()
+
+
+def jwt_setup(path, text, ir):
+    """(key, issuer, audience) for the example at path (its text, its `l7c --emit=ir`)."""
+    jwt = re.search(r'^jwt #0 \S+: token in header\[\d+:\S+\], issuer "([^"]*)", audience "([^"]*)"', ir, re.M)
+    keyfile = re.search(r'Jwt \w+ \{ key_file = "([^"]+)"', text)
+    key = open(os.path.join(os.path.dirname(path), keyfile.group(1)), "rb").read().rstrip(b"\n") if keyfile else b""
+    return key, jwt.group(1) if jwt else "", jwt.group(2) if jwt else ""
+
+
+def token(kind, claims, key, iss, aud):
+    """The token of a test line: kind jwt, jwt-expired, jwt-badsig or jwt-alg-none; iss, aud and
+    exp (10 minutes ahead, or behind when expired) added unless the claims give them."""
+    now = int(time.time())
+    body = dict(claims)
+    if iss:
+        body.setdefault("iss", iss)
+    if aud:
+        body.setdefault("aud", aud)
+    body.setdefault("exp", now - 600 if kind == "jwt-expired" else now + 600)
+    return jwt_token(key, body, alg="none" if kind == "jwt-alg-none" else "HS256", flip=kind == "jwt-badsig")
+
+
+def raw_request(method, path, headers):
+    """The request of a test line: Host example, its headers, an empty body for the methods
+    that take one."""
+    req = "%s %s HTTP/1.1\r\nHost: example\r\n" % (method, path)
+    req += "".join("%s: %s\r\n" % h for h in headers)
+    if method in ("POST", "PUT", "PATCH"):
+        req += "Content-Length: 0\r\n"
+    return req + "\r\n"
