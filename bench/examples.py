@@ -19,11 +19,14 @@ Addresses: each example is compiled a second time from a copy whose service/upst
 replaced by ports derived from our pid (mesh mode takes its addresses from the policy), so runs
 never collide with other users of 8080/9xxx. Everything started here is ended by pid; pins and
 the cgroup (a unique child of /sys/fs/cgroup/unified) are removed. Loopback only."""
-import argparse, base64, ctypes, hashlib, hmac, json, os, platform, re, select, shutil, signal, socket
+import argparse, ctypes, json, os, platform, re, select, shutil, signal, socket
 import statistics, subprocess, sys, tempfile, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(REPO, "tests", "common"))
+from exampletests import jwt_setup, parse as parse_test, raw_request, token  # noqa: E402
+from procs import cgroup_join, wait_port  # noqa: E402
 CG_ROOT = "/sys/fs/cgroup/unified"
 PID = os.getpid()
 PORTS = (10000, 12000)             # below the tests' 12000+ ranges and the ephemeral range (32768-)
@@ -140,11 +143,7 @@ class Run:
         self.procs, self.pins, self.cgroups, self.stats_fd = [], [], [], -1
 
     def start(self, args, cgroup=None, **kw):
-        pre = None
-        if cgroup:
-            def pre():
-                with open(os.path.join(cgroup, "cgroup.procs"), "w") as f:
-                    f.write("%d\n" % os.getpid())
+        pre = (lambda: cgroup_join(cgroup)) if cgroup else None
         p = subprocess.Popen(args, preexec_fn=pre, **kw)
         self.procs.append(p)
         return p
@@ -191,62 +190,20 @@ def enable_bpf_stats():
     return libc.syscall(nr, 32, attr, 4)
 
 
-def wait_port(host, port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection((host, port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def b64(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def token(claims, key, iss, aud):
-    """A valid HS256 token, as tests/examples/run_examples.py builds its `jwt:` ones."""
-    body = dict(claims)
-    if iss:
-        body.setdefault("iss", iss)
-    if aud:
-        body.setdefault("aud", aud)
-    body.setdefault("exp", int(time.time()) + 600)
-    head = b64(json.dumps({"alg": "HS256", "typ": "JWT"}).encode()) + "." + b64(json.dumps(body).encode())
-    return head + "." + b64(hmac.new(key, head.encode(), hashlib.sha256).digest())
-
-
 def ok_requests(path, text, ir):
     """The raw requests of the `// test:` lines that expect 200 (first), with their source address."""
-    jwt = re.search(r'^jwt #0 \S+: token in header\[\d+:\S+\], issuer "([^"]*)", audience "([^"]*)"', ir, re.M)
-    keyfile = re.search(r'Jwt \w+ \{ key_file = "([^"]+)"', text)
-    key = open(os.path.join(os.path.dirname(path), keyfile.group(1)), "rb").read().rstrip(b"\n") if keyfile else b""
+    key, iss, aud = jwt_setup(path, text, ir)
     out = []
     for line in re.findall(r"^// test: (.*)$", text, re.M):
-        m = re.match(r"(?:(\d+) x )?(?:from (\S+) )?(\S+) (\S+)(.*?)->(.*)$", line.strip())
-        if not m or not m.group(6).strip().startswith("200"):
+        t = parse_test(line)
+        if not t or not t[6].startswith("200"):
             continue
-        _, src, method, p, extra, _ = m.groups()
-        hs, skip = [], False
-        for tok in extra.split():
-            if tok.startswith("H:"):
-                _, name, value = tok.split(":", 2)
-                hs.append((name, value))
-            elif tok.startswith("jwt"):
-                kind, _, claims = tok.partition(":")
-                if kind != "jwt":   # an expired/bad token expecting 200 is not a case to repeat
-                    skip = True
-                else:
-                    hs.append(("Authorization", "Bearer " + token(json.loads(claims), key,
-                                                                  jwt.group(1) if jwt else "", jwt.group(2) if jwt else "")))
-        if skip:
-            continue
-        raw = "%s %s HTTP/1.1\r\nHost: example\r\n" % (method, p) + "".join("%s: %s\r\n" % h for h in hs)
-        if method in ("POST", "PUT", "PATCH"):
-            raw += "Content-Length: 0\r\n"
-        out.append({"src": src, "raw": raw + "\r\n", "line": line.strip()})
+        _, src, method, p, hs, jwt, _ = t
+        if jwt:
+            if jwt[0] != "jwt":   # an expired/bad token expecting 200 is not a case to repeat
+                continue
+            hs.append(("Authorization", "Bearer " + token("jwt", jwt[1], key, iss, aud)))
+        out.append({"src": src, "raw": raw_request(method, p, hs), "line": line.strip()})
     return out
 
 
@@ -405,14 +362,14 @@ def measure(mode, a, l7run, obj, work, services, backends, reqs, deadline):
         run.start(["nginx", "-e", os.path.join(work, "nginx.err"), "-c", nginx_conf(work, backends)],
                   cgroup=cg, stdout=log, stderr=log)
         for b in backends:
-            if not wait_port(b[0], b[1], 10):
+            if not wait_port(b[1], 10, b[0]):
                 raise RuntimeError("nginx did not come up")
         if mode == "mesh":
             run.start([l7run, "--mesh", "--cgroup", cg, "--pool", "8", "--pin", pin, obj], stdout=log, stderr=log)
         else:
             run.start([l7run, "--bpf-stats", "--pin", pin, obj], stdout=log, stderr=log)
         host, port = services[0]
-        if not wait_port(host, port, min(120, deadline - time.time())):
+        if not wait_port(port, min(120, deadline - time.time()), host):
             raise RuntimeError("l7run did not come up: " + open(log.name).read()[-400:])
         if mode == "mesh":
             time.sleep(0.3)   # the pool fills after the listener opens

@@ -11,111 +11,16 @@ requests its `// test:` lines describe — real HTTP over loopback through the k
 
 Usage: run_examples.py L7C L7RUN EXAMPLES_DIR ECHO_BACKEND
 Every process started here is ended by pid; ports derive from our pid; pins are removed."""
-import base64, hashlib, hmac, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import os, re, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from exampletests import jwt_setup, parse as parse_test, raw_request, token  # noqa: E402
+from procs import start, stop_all, wait_port  # noqa: E402
+from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, EXAMPLES, ECHO = sys.argv[1:5]
 BASE = 21000 + (os.getpid() % 700) * 16     # below the ephemeral range; 16 ports per run
-procs, passed, failed = [], 0, 0
-
-
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop_all():
-    for p in procs:
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-    for p in procs:
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    procs.clear()
-
-
-def wait_port(port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def b64(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def token(kind, claims, key, iss, aud):
-    now = int(time.time())
-    body = dict(claims)
-    if iss:
-        body.setdefault("iss", iss)
-    if aud:
-        body.setdefault("aud", aud)
-    body.setdefault("exp", now - 600 if kind == "jwt-expired" else now + 600)
-    alg = "none" if kind == "jwt-alg-none" else "HS256"
-    head = b64(json.dumps({"alg": alg, "typ": "JWT"}).encode()) + "." + b64(json.dumps(body).encode())
-    if alg == "none":
-        return head + "."
-    sig = hmac.new(key, head.encode(), hashlib.sha256).digest()
-    if kind == "jwt-badsig":
-        sig = bytes([sig[0] ^ 1]) + sig[1:]
-    return head + "." + b64(sig)
-
-
-def send(port, method, path, headers, src=None):
-    s = socket.socket()
-    if src:
-        s.bind((src, 0))
-    s.settimeout(5)
-    s.connect(("127.0.0.1", port))
-    req = "%s %s HTTP/1.1\r\nHost: example\r\n" % (method, path)
-    req += "".join("%s: %s\r\n" % h for h in headers)
-    if method in ("POST", "PUT", "PATCH"):
-        req += "Content-Length: 0\r\n"
-    s.sendall((req + "\r\n").encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    head, _, body = buf.partition(b"\r\n\r\n")
-    lines = head.decode(errors="replace").split("\r\n")
-    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
-    clen = 0
-    for l in lines[1:]:
-        k, _, v = l.partition(":")
-        if k.strip().lower() == "content-length":
-            clen = int(v)
-    while len(body) < clen:
-        d = s.recv(65536)
-        if not d:
-            break
-        body += d
-    s.close()
-    return status, body.decode(errors="replace")
-
-
-def parse_test(line):
-    m = re.match(r"(?:(\d+) x )?(?:from (\S+) )?(\S+) (\S+)(.*?)->(.*)$", line.strip())
-    count, src, method, path, extra, expect = m.groups()
-    headers, jwt = [], None
-    for tok in extra.split():
-        if tok.startswith("H:"):
-            _, name, value = tok.split(":", 2)
-            headers.append((name, value))
-        elif tok.startswith("jwt"):
-            kind, _, claims = tok.partition(":")
-            jwt = (kind, json.loads(claims))
-    return int(count or 1), src, method, path, headers, jwt, expect.strip()
+passed, failed = 0, 0
 
 
 def run_example(path, slot):
@@ -128,9 +33,7 @@ def run_example(path, slot):
     ir = subprocess.run([L7C, "--emit=ir", "--passes=none", path], capture_output=True, text=True).stdout
     services = re.findall(r"^service (\d+) (\S+) ", ir, re.M)
     upstreams = re.findall(r"^(?:upstream|fallback) (\d+) (\S+) ", ir, re.M)
-    jwt = re.search(r'^jwt #0 \S+: token in header\[\d+:\S+\], issuer "([^"]*)", audience "([^"]*)"', ir, re.M)
-    keyfile = re.search(r'Jwt \w+ \{ key_file = "([^"]+)"', text)
-    key = open(os.path.join(os.path.dirname(path), keyfile.group(1)), "rb").read().rstrip(b"\n") if keyfile else b""
+    key, iss, aud = jwt_setup(path, text, ir)
     work = tempfile.mkdtemp(prefix="l7c-ex-")
     obj, pin = os.path.join(work, "p.o"), "/sys/fs/bpf/l7c-ex-%d-%d" % (os.getpid(), slot)
     try:
@@ -156,9 +59,8 @@ def run_example(path, slot):
             count, src, method, p, headers, j, expect = parse_test(t)
             hs = list(headers)
             if j:
-                hs.append(("Authorization", "Bearer " + token(j[0], j[1], key, jwt.group(1) if jwt else "",
-                                                           jwt.group(2) if jwt else "")))
-            got = [send(front, method, p, hs, src) for _ in range(count)]
+                hs.append(("Authorization", "Bearer " + token(j[0], j[1], key, iss, aud)))
+            got = [request(front, raw_request(method, p, hs).encode(), src) for _ in range(count)]
             ok, why = check(expect, got)
             if ok:
                 passed += 1

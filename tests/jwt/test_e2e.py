@@ -7,77 +7,23 @@ a key longer than 64 bytes works (l7run hashes it). Tokens are made here with Py
 
 Usage: test_e2e.py L7C L7RUN POLICY ECHO_BACKEND
 Every process started here is ended by pid; the pin directory is removed by l7run."""
-import base64, hashlib, hmac, json, os, re, signal, socket, subprocess, sys, tempfile, time
+import os, re, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from jwtgen import token  # noqa: E402
+from procs import l7run_stats, start, stop, stop_all, wait_port  # noqa: E402
+from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, POLICY, ECHO = sys.argv[1:5]
 BASE = 23000 + (os.getpid() % 500) * 8   # below the ephemeral range
-procs, failures = [], []
-
-
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_port(port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def b64(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def token(key, claims, alg="HS256", flip=False):
-    head = b64(json.dumps({"alg": alg, "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
-    if alg == "none":
-        return head + "."
-    sig = hmac.new(key, head.encode(), hashlib.sha256).digest()
-    if flip:
-        sig = bytes([sig[0] ^ 1]) + sig[1:]
-    return head + "." + b64(sig)
+failures = []
 
 
 def send(port, path, auth):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
     req = "GET %s HTTP/1.1\r\nHost: example\r\n" % path
     if auth is not None:
         req += "Authorization: %s\r\n" % auth
-    s.sendall((req + "\r\n").encode())
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        d = s.recv(65536)
-        if not d:
-            break
-        buf += d
-    head, _, body = buf.partition(b"\r\n\r\n")
-    lines = head.decode(errors="replace").split("\r\n")
-    status = int(lines[0].split()[1]) if lines[0].startswith("HTTP/") else 0
-    clen = next((int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:")), 0)
-    while len(body) < clen:
-        d = s.recv(65536)
-        if not d:
-            break
-        body += d
-    s.close()
-    return status, body.decode(errors="replace")
+    return request(port, (req + "\r\n").encode())
 
 
 def expect(what, got, status, backend=None):
@@ -85,11 +31,6 @@ def expect(what, got, status, backend=None):
     print("%s %s: %d%s" % ("PASS" if ok else "FAIL", what, got[0], "" if ok else " body " + got[1][:200]))
     if not ok:
         failures.append(what)
-
-
-def stats(pin):
-    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
 
 
 def run(obj, key, extra_args, phase):
@@ -118,7 +59,7 @@ def run(obj, key, extra_args, phase):
         expect("%s: scheme in lower case" % phase, got, 200, "post_service")
         if "x-processed-by" not in got[1].lower():
             failures.append("%s: x-processed-by at the backend" % phase)
-        st = stats(pin)
+        st = l7run_stats(L7RUN, pin)
         hits = st.get("jwt_hit", -1)
         print("%s stats after 6 requests with one token: %s" % (phase, st))
         if hits != 5 or st.get("jwt_verify") != 1:
@@ -153,7 +94,7 @@ def run(obj, key, extra_args, phase):
         time.sleep(max(0, int(time.time()) + 1 + 5 - time.time()) + 1.1)
         expect("%s: short-lived token after exp + leeway (from the cache)" % phase,
                send(front, "/user/1", "Bearer " + short), 401)
-        st = stats(pin)
+        st = l7run_stats(L7RUN, pin)
         print("%s stats at the end: %s" % (phase, st))
     finally:
         stop(l7run)
@@ -181,8 +122,7 @@ def main():
         open(kpath, "wb").write(long_key + b"\n")
         run(obj, long_key, ["--jwt-key", "0=" + kpath], "long-key")
     finally:
-        for p in procs:
-            stop(p)
+        stop_all()
     print("jwt e2e: %d failure(s)" % len(failures))
     for f in failures:
         print("  " + f)

@@ -3,7 +3,11 @@
 correctly for its first, middle and last rule and for a request no rule allows; prints the
 compile time and the verifier's processed instructions.
 Usage: big_rbac.py L7C L7RUN ECHO_BACKEND"""
-import json, os, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, os, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from procs import start, stop_all, wait_port  # noqa: E402
+from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO = sys.argv[1:4]
 N = 10000
@@ -19,16 +23,7 @@ def rule(i):   # every third rule a prefix, the others exact paths
 
 
 def send(port, method, path):
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
-    s.sendall(("%s %s HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" % (method, path)).encode())
-    data = b""
-    while b"\r\n\r\n" not in data:
-        d = s.recv(4096)
-        if not d:
-            break
-        data += d
-    s.close()
-    return int(data.split(b" ")[1]) if data.startswith(b"HTTP/") else 0
+    return request(port, ("%s %s HTTP/1.1\r\nHost: h\r\nContent-Length: 0\r\n\r\n" % (method, path)).encode())[0]
 
 
 work = tempfile.mkdtemp(prefix="l7c-big-")
@@ -43,7 +38,7 @@ open(src, "w").write('service front = 127.0.0.1:%d;\nupstream app = 127.0.0.1:%d
                      'policy rbac (act (HttpRequest request) context (\'.*->front\')) {\n%s\n  }\n}\n'
                      'policy route (act (HttpRequest request)) { Route(request, app); }\n'
                      % (BASE, BASE + 1, "\n".join(body)))
-procs, failed = [], 0
+failed = 0
 try:
     t0 = time.time()
     subprocess.run([L7C, src, "-o", obj], check=True)
@@ -54,14 +49,9 @@ try:
     print("%d rules: compile %.2f s; verifier: %s" % (N, compile_s, ", ".join(
         "%s %d" % (p["name"], p["processed"]) for p in ex["programs"] if not p["subprogram"])))
     assert all(p["verifier"] == "accepted" for p in ex["programs"] if not p["subprogram"]), ex["programs"]
-    procs.append(subprocess.Popen([sys.executable, ECHO, str(BASE + 1), "app"], stdout=subprocess.DEVNULL))
-    procs.append(subprocess.Popen([L7RUN, "--pin", pin, obj], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-    for _ in range(200):
-        try:
-            socket.create_connection(("127.0.0.1", BASE), timeout=0.2).close()
-            break
-        except OSError:
-            time.sleep(0.05)
+    start([sys.executable, ECHO, str(BASE + 1), "app"], stdout=subprocess.DEVNULL)
+    start([L7RUN, "--pin", pin, obj], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(BASE, 10)
     cases = []
     for i in (0, 1, N // 2, N // 2 + 1, N - 1):
         m, p, prefix = rule(i)
@@ -77,12 +67,7 @@ try:
         failed += not ok
         print("%s %s %s -> %d (%s)" % ("PASS" if ok else "FAIL", m, p, got, what))
 finally:
-    for p in procs:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
+    stop_all()
     shutil.rmtree(work, ignore_errors=True)
     shutil.rmtree(pin, ignore_errors=True)
 print("big_rbac: %d passed, %d failed" % (12 - failed, failed))

@@ -10,17 +10,20 @@ Emptying a middle slot of the chain fails closed exactly the requests that need 
 Prints the compile time, the chain and the verifier's numbers per program.
 
 Usage: big_split.py L7C L7RUN ECHO_BACKEND MESH_ECHO"""
-import json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, os, re, shutil, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check import check, summary  # noqa: E402
+from procs import CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, start, stop, stop_all, wait_port  # noqa: E402
+from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
 N = 10000
 PID = os.getpid()
 BASE = 27000 + (PID % 400) * 4
 SVC, UPS = BASE, [BASE + 1, BASE + 2]
-CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7bigsplit-%d" % PID)
 WORK = tempfile.mkdtemp(prefix="l7c-bigsplit-")
-procs, failures = [], []
 
 
 def action(i):
@@ -56,63 +59,8 @@ def expected(src, path, tenant):
 
 
 def send(path, tenant):
-    s = socket.create_connection(("127.0.0.1", SVC), timeout=5)
-    try:
-        s.sendall(raw(path, tenant))
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = s.recv(65536)
-            if not d:
-                return 0, ""
-            buf += d
-        head, _, body = buf.partition(b"\r\n\r\n")
-        lines = head.decode(errors="replace").split("\r\n")
-        clen = next((int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:")), 0)
-        while len(body) < clen:
-            d = s.recv(65536)
-            if not d:
-                break
-            body += d
-        return int(lines[0].split()[1]), body.decode(errors="replace").lower()
-    except OSError as e:
-        return 0, str(e)
-    finally:
-        s.close()
-
-
-def check(cond, what):
-    print("%s %s" % ("PASS" if cond else "FAIL", what))
-    sys.stdout.flush()
-    if not cond:
-        failures.append(what)
-
-
-def start(args, cgroup=False, **kw):
-    pre = (lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())) if cgroup else None
-    p = subprocess.Popen(args, preexec_fn=pre, **kw)
-    procs.append(p)
-    return p
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_port(port, secs=30):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
+    st, body = request(SVC, raw(path, tenant))
+    return st, body.lower()
 
 
 def drive(mode, cases, pin, array, chunk_of):
@@ -175,41 +123,33 @@ def main():
             log = open(os.path.join(WORK, mode + ".log"), "w")
             mesh = mode == "mesh"
             backends = [start([sys.executable, MESH_ECHO, name, str(port)] if mesh else
-                              [sys.executable, ECHO, str(port), name], cgroup=mesh, stdout=subprocess.DEVNULL, stderr=log)
+                              [sys.executable, ECHO, str(port), name], cgroup=CG if mesh else None,
+                              stdout=subprocess.DEVNULL, stderr=log)
                         for name, port in zip(("a", "b"), UPS)]
             for port in UPS:
                 wait_port(port, 10)
             args = [L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj] if mesh else [L7RUN, "--pin", pin, obj]
             l7run = start(args, stdout=log, stderr=log)
-            home = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+            home = cgroup_home()
             try:
                 if not wait_port(SVC, 60):
                     raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
                 if mesh:
                     time.sleep(0.3)
-                    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-                        f.write("%d\n" % os.getpid())
+                    cgroup_join(CG)
                 drive(mode, cases, pin, "l7_tail_mesh" if mesh else "map_l7_tail_gw", nchunks)
             finally:
                 if mesh:
-                    with open(os.path.join(CG_ROOT + home, "cgroup.procs"), "w") as f:
-                        f.write("%d\n" % os.getpid())
+                    cgroup_join(home)
                 stop(l7run)
                 for b in backends:
                     stop(b)
                 shutil.rmtree(pin, ignore_errors=True)
     finally:
-        for p in procs:
-            stop(p)
-        for _ in range(50):
-            try:
-                os.rmdir(CG)
-                break
-            except OSError:
-                time.sleep(0.1)
+        stop_all()
+        cgroup_remove(CG)
         shutil.rmtree(WORK, ignore_errors=True)
-    print("big_split: %d failure(s)" % len(failures))
-    return 1 if failures or os.path.exists(CG) else 0
+    return summary("big_split") or (1 if os.path.exists(CG) else 0)
 
 
 sys.exit(main())

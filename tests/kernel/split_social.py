@@ -12,59 +12,22 @@ also reloaded (l7run --reload): the new version's chain is whole before it takes
 
 Usage: split_social.py L7C L7RUN POLICY ECHO_BACKEND MESH_ECHO
 Every process started here is ended by pid; pins, the cgroup and temporary files are removed."""
-import base64, hashlib, hmac, json, os, re, shutil, signal, socket, subprocess, sys, tempfile, time
+import json, os, re, shutil, socket, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import rawhttp  # noqa: E402
+from check import check, summary  # noqa: E402
+from jwtgen import token  # noqa: E402
+from procs import (CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, l7run_stats, start, stop,  # noqa: E402
+                   stop_all, wait_port)
 
 L7C, L7RUN, POLICY, ECHO, MESH_ECHO = sys.argv[1:6]
 PID = os.getpid()
 BASE = 26000 + (PID % 400) * 8          # below the ephemeral range, unique per run
 SVC, UPS = BASE, [BASE + 1, BASE + 2, BASE + 3]
 NAMES = ["user_service", "post_service", "timeline_service"]
-CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7split-test-%d" % PID)
 WORK = tempfile.mkdtemp(prefix="l7c-split-")
-procs, failures = [], []
-
-
-def start(args, cgroup=False, **kw):
-    pre = (lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())) if cgroup else None
-    p = subprocess.Popen(args, preexec_fn=pre, **kw)
-    procs.append(p)
-    return p
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def wait_port(port, secs=20):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-def b64(b):
-    return base64.urlsafe_b64encode(b).rstrip(b"=").decode()
-
-
-def token(key, claims, alg="HS256", flip=False):
-    head = b64(json.dumps({"alg": alg, "typ": "JWT"}).encode()) + "." + b64(json.dumps(claims).encode())
-    if alg == "none":
-        return head + "."
-    sig = hmac.new(key, head.encode(), hashlib.sha256).digest()
-    if flip:
-        sig = bytes([sig[0] ^ 1]) + sig[1:]
-    return head + "." + b64(sig)
 
 
 def exchange(sock, path, auth):
@@ -72,25 +35,7 @@ def exchange(sock, path, auth):
     req = "GET %s HTTP/1.1\r\nHost: example\r\n" % path
     if auth:
         req += "Authorization: %s\r\n" % auth
-    try:
-        sock.sendall((req + "\r\n").encode())
-        buf = b""
-        while b"\r\n\r\n" not in buf:
-            d = sock.recv(65536)
-            if not d:
-                return 0, "closed"
-            buf += d
-        head, _, body = buf.partition(b"\r\n\r\n")
-        lines = head.decode(errors="replace").split("\r\n")
-        clen = next((int(l.split(":", 1)[1]) for l in lines[1:] if l.lower().startswith("content-length:")), 0)
-        while len(body) < clen:
-            d = sock.recv(65536)
-            if not d:
-                break
-            body += d
-        return int(lines[0].split()[1]), body.decode(errors="replace")
-    except OSError as e:
-        return 0, str(e)
+    return rawhttp.exchange(sock, (req + "\r\n").encode())
 
 
 def send(path, auth):
@@ -140,17 +85,6 @@ def answers(key):
     return out
 
 
-def check(cond, what):
-    print("%s %s" % ("PASS" if cond else "FAIL", what))
-    if not cond:
-        failures.append(what)
-
-
-def stats(pin):
-    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
-
-
 def empty_slot(map_path, slot):
     subprocess.run(["bpftool", "map", "delete", "pinned", map_path, "key"] + [str(b) for b in slot.to_bytes(4, "little")],
                    check=True)
@@ -197,16 +131,17 @@ def run_gateway(obj, key, variant):
     pidfile = os.path.join(WORK, "gw-%s.pid" % variant)
     l7run = start(args + ["--pidfile", pidfile, obj], stdout=log, stderr=log)
     try:
-        if not wait_port(SVC):
+        if not wait_port(SVC, 20):
             raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-1500:])
         got = answers(key)
         if variant == "chain":
             reload(pidfile, pin, "gateway", key, got)
         if variant != "unsplit":
-            st = stats(pin)
+            st = l7run_stats(L7RUN, pin)
             check(st.get("chain_fail", -1) == 0, "gateway %s: no chain failures while the chain is whole" % variant)
             broken_chain("gateway " + variant, pin, "map_l7_tail_gw", key, CHUNKS[variant])
-            check(stats(pin).get("chain_fail", 0) >= 2, "gateway %s: l7run --stats counts the refusals" % variant)
+            check(l7run_stats(L7RUN, pin).get("chain_fail", 0) >= 2,
+                  "gateway %s: l7run --stats counts the refusals" % variant)
         return got
     finally:
         stop(l7run)
@@ -218,20 +153,19 @@ def run_gateway(obj, key, variant):
 def run_mesh(obj, key, variant):
     pin = "/sys/fs/bpf/l7c-split-mesh-%d-%s" % (PID, variant)
     log = open(os.path.join(WORK, "mesh-%s.log" % variant), "w")
-    backends = [start([sys.executable, MESH_ECHO, name, str(UPS[i])], cgroup=True, stdout=subprocess.DEVNULL,
+    backends = [start([sys.executable, MESH_ECHO, name, str(UPS[i])], cgroup=CG, stdout=subprocess.DEVNULL,
                       stderr=log) for i, name in enumerate(NAMES)]
     for port in UPS:
         wait_port(port, 10)
     pidfile = os.path.join(WORK, "mesh-%s.pid" % variant)
     l7run = start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, "--pidfile", pidfile, obj],
                   stdout=log, stderr=log)
-    home = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+    home = cgroup_home()
     try:
-        if not wait_port(SVC):
+        if not wait_port(SVC, 20):
             raise RuntimeError("l7run --mesh did not come up:\n" + open(log.name).read()[-1500:])
         time.sleep(0.3)   # the pool fills
-        with open(os.path.join(CG, "cgroup.procs"), "w") as f:   # our sockets are the clients
-            f.write("%d\n" % os.getpid())
+        cgroup_join(CG)   # our sockets are the clients
         got = answers(key)
         if variant == "chain":
             reload(pidfile, pin, "mesh", key, got)
@@ -239,8 +173,7 @@ def run_mesh(obj, key, variant):
             broken_chain("mesh " + variant, pin, "l7_tail_mesh", key, CHUNKS[variant])
         return got
     finally:
-        with open(os.path.join(CG_ROOT + home, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
+        cgroup_join(home)
         stop(l7run)
         for b in backends:
             stop(b)
@@ -297,19 +230,10 @@ def main():
                 for a, b in zip(ref, got):
                     check(a == b, "%s %s: %s: %s (unsplit: %s)" % (mode, variant, a[0], b[1:], a[1:]))
     finally:
-        for p in procs:
-            stop(p)
-        for _ in range(50):
-            try:
-                os.rmdir(CG)
-                break
-            except OSError:
-                time.sleep(0.1)
+        stop_all()
+        cgroup_remove(CG)
         shutil.rmtree(WORK, ignore_errors=True)
-    print("split_social: %d failure(s)" % len(failures))
-    for f in failures:
-        print("  " + f)
-    return 1 if failures or os.path.exists(CG) else 0
+    return summary("split_social") or (1 if os.path.exists(CG) else 0)
 
 
 sys.exit(main())
