@@ -28,7 +28,6 @@ cgroup) is removed. Needs root; never skips."""
 import collections
 import math
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +35,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import procs  # noqa: E402
+from procs import CG_ROOT  # noqa: E402
+import rawhttp  # noqa: E402
 
 MODE, L7C, L7RUN, EVAL, BACKEND = sys.argv[1:6]
 PID = os.getpid()
@@ -43,7 +44,6 @@ BASE = 24000 + (PID % 500) * 16          # 24000..31999: below the ephemeral ran
 SVC = BASE
 RING_TOL = 0.08                           # the ring's share vs the weight (see the docstring)
 SETS = {"users": [1, 1, 2], "pages": [1, 1, 2], "peers": [1, 1, 2], "web": [1, 2]}
-CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7lb-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7lb-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7lb-")
@@ -78,14 +78,8 @@ policy lb (
 """ % (SVC, "\n".join(decls))
 
 
-def in_cgroup():
-    if MODE == "mesh":
-        with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
-
-
 def start(args, **kw):
-    return procs.start(args, preexec_fn=in_cgroup, **kw)
+    return procs.start(args, cgroup=CG if MODE == "mesh" else None, **kw)
 
 
 def req(path, extra=""):
@@ -94,35 +88,14 @@ def req(path, extra=""):
 
 class Conn:
     def __init__(self, src=None):
-        self.s = socket.socket()
-        if src:
-            self.s.bind((src, 0))
-        self.s.settimeout(5)
-        self.s.connect(("127.0.0.1", SVC))
-        self.s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = b""
+        self.s = rawhttp.connect(SVC, src=src)
+        self.r = rawhttp.Reader(self.s)
 
     def response(self):
         """(status, backend name) of the next response."""
-        while b"\r\n\r\n" not in self.buf:
-            self.more()
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        n = 0
-        for l in lines[1:]:
-            k, _, v = l.partition(":")
-            if k.strip().lower() == "content-length":
-                n = int(v)
-        while len(self.buf) < n:
-            self.more()
-        body, self.buf = self.buf[:n].decode(), self.buf[n:]
-        return int(lines[0].split()[1]), body[len("backend="):].strip() if body.startswith("backend=") else body
-
-    def more(self):
-        d = self.s.recv(65536)
-        if not d:
-            raise EOFError("connection closed")
-        self.buf += d
+        st, _, body = self.r.message()
+        body = body.decode()
+        return st, body[len("backend="):].strip() if body.startswith("backend=") else body
 
     def close(self):
         self.s.close()
@@ -297,7 +270,7 @@ def main():
         subprocess.run([L7C, POL, "-o", obj], check=True, timeout=120)
         NAMES, SHARES = constants()
         if MODE == "mesh":
-            home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+            home_cg = procs.cgroup_home()
             os.mkdir(CG)
         ports = ["%s=%d" % (NAMES[i], BASE + 1 + i) for i in sorted(NAMES)]
         be = start([sys.executable, BACKEND, os.path.join(TMP, "backend.log")] + ports, stdout=subprocess.PIPE)
@@ -311,7 +284,7 @@ def main():
             raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
         if MODE == "mesh":
             time.sleep(0.3)   # pools filled
-            in_cgroup()       # this process is the client
+            procs.cgroup_join(CG)   # this process is the client
         for name, fn in CHECKS:
             t0 = time.time()
             try:
@@ -322,18 +295,12 @@ def main():
                 print("FAIL %s %-8s %s" % (MODE, name, e), flush=True)
     finally:
         if home_cg is not None:
-            with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
-                f.write("%d\n" % os.getpid())
+            procs.cgroup_join(home_cg)
         procs.stop_all()
         if failed:
             print(open(os.path.join(TMP, "l7run.log")).read()[-3000:])
         if home_cg is not None:
-            for _ in range(50):
-                try:
-                    os.rmdir(CG)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            procs.cgroup_remove(CG)
         subprocess.run(["rm", "-rf", TMP, PIN])
     if MODE == "mesh" and os.path.exists(CG):
         print("FAIL cgroup %s not removed" % CG)

@@ -1,6 +1,7 @@
 """Raw-socket HTTP/1.1 for the tests, client and backend side: the bytes sent are the ones a test
-wrote; what comes back is framed here by Content-Length only (what l7run, the echo backends and
-the policies' answers send). Heads are decoded as latin-1 (never fails; ASCII stays ASCII)."""
+wrote; what comes back is framed here by Content-Length (what l7run, the echo backends and the
+policies' answers send; Reader.framed and the backends' requests() also take chunked bodies).
+Heads are decoded as latin-1 (never fails; ASCII stays ASCII)."""
 import socket
 import threading
 
@@ -57,6 +58,43 @@ class Reader:
         status, fields, body = self.message(head_only)
         return status, dict(fields), body.decode(errors="replace")
 
+    def framed(self, no_body=False):
+        """One response, Content-Length or chunked framed (a 1xx, 204 or 304 has no body, nor
+        has the response to a HEAD: no_body). Returns (status, bytes it took on the wire, body):
+        the telemetry tests sum the bytes."""
+        while b"\r\n\r\n" not in self.buf:
+            self.more()
+        end = self.buf.index(b"\r\n\r\n") + 4
+        lines = self.buf[:end - 4].split(b"\r\n")
+        status = int(lines[0].split()[1])
+        hdrs = {}
+        for l in lines[1:]:
+            k, _, v = l.partition(b":")
+            hdrs[k.strip().lower().decode()] = v.strip().decode()
+        body = b""
+        if no_body or 100 <= status < 200 or status in (204, 304):
+            pass
+        elif "chunked" in hdrs.get("transfer-encoding", ""):
+            while True:
+                while b"\r\n" not in self.buf[end:]:
+                    self.more()
+                eol = self.buf.index(b"\r\n", end)
+                size = int(self.buf[end:eol].split(b";")[0], 16)
+                while len(self.buf) < eol + 2 + size + 2:
+                    self.more()
+                body += self.buf[eol + 2:eol + 2 + size]
+                end = eol + 2 + size + 2
+                if size == 0:
+                    break
+        else:
+            n = int(hdrs.get("content-length", "0"))
+            while len(self.buf) < end + n:
+                self.more()
+            body = self.buf[end:end + n]
+            end += n
+        self.buf = self.buf[end:]
+        return status, end, body
+
 
 def exchange(sock, data):
     """Sends data and reads one response on an open connection: (status, body text); (0,
@@ -105,10 +143,33 @@ def serve(s, handle, *args):
         threading.Thread(target=handle, args=(c,) + args, daemon=True).start()
 
 
+def read_chunked(conn, buf):
+    """Decodes a chunked body at the start of buf (no trailers): (body, rest of buf), None at
+    EOF."""
+    body = b""
+    while True:
+        while b"\r\n" not in buf:
+            d = conn.recv(65536)
+            if not d:
+                return None
+            buf += d
+        line, buf = buf.split(b"\r\n", 1)
+        size = int(line.split(b";")[0], 16)
+        while len(buf) < size + 2:
+            d = conn.recv(65536)
+            if not d:
+                return None
+            buf += d
+        body += buf[:size]
+        buf = buf[size + 2:]
+        if size == 0:
+            return body, buf
+
+
 def requests(conn):
     """The requests arriving on conn, in order (keep-alive, pipelined): (head lines, body) with
-    the raw lines (request line first) and the Content-Length framed body. Ends when the peer
-    closes."""
+    the raw lines (request line first) and the body, Content-Length or chunked framed. Ends when
+    the peer closes."""
     buf = b""
     while True:
         while b"\r\n\r\n" not in buf:
@@ -118,17 +179,25 @@ def requests(conn):
             buf += d
         head, buf = buf.split(b"\r\n\r\n", 1)
         lines = head.split(b"\r\n")
-        clen = 0
+        clen, chunked = 0, False
         for l in lines[1:]:
             k, _, v = l.partition(b":")
             if k.strip().lower() == b"content-length":
                 clen = int(v.strip())
-        while len(buf) < clen:
-            d = conn.recv(65536)
-            if not d:
+            if k.strip().lower() == b"transfer-encoding" and b"chunked" in v.lower():
+                chunked = True
+        if chunked:
+            got = read_chunked(conn, buf)
+            if got is None:
                 return
-            buf += d
-        body, buf = buf[:clen], buf[clen:]
+            body, buf = got
+        else:
+            while len(buf) < clen:
+                d = conn.recv(65536)
+                if not d:
+                    return
+                buf += d
+            body, buf = buf[:clen], buf[clen:]
         yield lines, body
 
 

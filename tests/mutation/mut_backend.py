@@ -10,10 +10,14 @@ pads it with a pattern to N more bytes; last "sha=<sha256 of everything before>"
 can check the body arrived intact. Every request is also logged to LOG (one line: target and
 its raw field lines), so the test can tell what never reached the backend."""
 import hashlib
+import os
 import socket
 import sys
 import threading
 import urllib.parse
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rawhttp import listen, requests, serve  # noqa: E402
 
 PORT, LOG = int(sys.argv[1]), sys.argv[2]
 log_lock = threading.Lock()
@@ -37,29 +41,10 @@ def respond(conn, target, lines, body):
 
 
 def handle(conn):
-    buf = b""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        while True:
-            while b"\r\n\r\n" not in buf:
-                d = conn.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.split(b"\r\n")
+        for lines, body in requests(conn):
             target = lines[0].split(b" ")[1]
-            clen = 0
-            for l in lines[1:]:
-                k, _, v = l.partition(b":")
-                if k.strip().lower() == b"content-length":
-                    clen = int(v)
-            while len(buf) < clen:
-                d = conn.recv(65536)
-                if not d:
-                    return
-                buf += d
-            body, buf = buf[:clen], buf[clen:]
             with log_lock, open(LOG, "ab") as f:
                 f.write(target + b" " + b" | ".join(lines[1:]) + b"\n")
             respond(conn, target, lines[1:], body)
@@ -70,13 +55,7 @@ def handle(conn):
 
 
 def main():
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", PORT))
-    s.listen(1024)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=handle, args=(c,), daemon=True).start()
+    serve(listen(PORT), handle)
 
 
 if __name__ == "__main__":

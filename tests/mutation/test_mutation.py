@@ -9,13 +9,16 @@ Every process started here is ended by pid; ports, pins and the cgroup derive fr
 are removed."""
 import hashlib
 import os
-import re
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+import procs  # noqa: E402
+from procs import CG_ROOT  # noqa: E402
+from rawhttp import Reader as HttpReader, connect as connect_to  # noqa: E402
 
 L7C, L7RUN, MODE = sys.argv[1:4]
 ONLY = sys.argv[4:]
@@ -24,7 +27,6 @@ PID = os.getpid()
 BASE = 23000 + (PID % 900) * 10 + (5 if MODE == "mesh" else 0)   # below the ephemeral range
 SVC, BE = BASE, BASE + 1
 PIN = "/sys/fs/bpf/l7mut-%s-%d" % (MODE, PID)
-CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7mut-test-%d" % PID)
 TMP = tempfile.mkdtemp(prefix="l7mut-")
 BLOG = os.path.join(TMP, "backend.log")
@@ -59,49 +61,21 @@ policy edit (
 }
 """ % (SVC, BE, "\n".join('    RemoveHeader(request, "x-c%d");' % i for i in range(8)))
 
-procs = {}
 failures = []
 
 
-def in_cgroup():
-    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-        f.write("%d\n" % os.getpid())
-
-
-def start(name, argv, **kw):
-    if MODE == "mesh":
-        kw["preexec_fn"] = in_cgroup
-    procs[name] = subprocess.Popen(argv, **kw)
-    return procs[name]
-
-
-def stop(name):
-    p = procs.pop(name, None)
-    if p and p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+def start(argv, **kw):
+    """Backend and l7run: in mesh mode inside the cgroup l7run attaches to."""
+    return procs.start(argv, cgroup=CG if MODE == "mesh" else None, **kw)
 
 
 def wait_port(port, timeout=20.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("port %d never opened" % port)
+    if not procs.wait_port(port, timeout):
+        raise RuntimeError("port %d never opened" % port)
 
 
 def connect():
-    s = socket.create_connection(("127.0.0.1", SVC), 5)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.settimeout(5)
-    return s
+    return connect_to(SVC)
 
 
 def req(path, extra=b"", method=b"GET", body=None):
@@ -114,31 +88,12 @@ def req(path, extra=b"", method=b"GET", body=None):
 CLIENT_FIELDS = b"X-Set: old\r\nX-Add: orig\r\nX-Rm: secret\r\nX-Other: o\r\nX-Rm-Too: gone\r\n"
 
 
-class Reader:
-    """HTTP/1.1 responses (Content-Length framed); field lines kept as sent, in order."""
+class Reader(HttpReader):
+    """Responses as (status, [(name, value)] in the order sent, body bytes): large bodies come
+    in large reads."""
 
     def __init__(self, s):
-        self.s, self.buf = s, b""
-
-    def more(self):
-        d = self.s.recv(262144)
-        if not d:
-            raise EOFError("connection closed")
-        self.buf += d
-
-    def response(self):
-        while b"\r\n\r\n" not in self.buf:
-            self.more()
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.split(b"\r\n")
-        status = int(lines[0].split()[1])
-        fields = [(l.partition(b":")[0].strip().lower().decode(), l.partition(b":")[2].strip().decode())
-                  for l in lines[1:]]
-        n = int(dict(fields).get("content-length", "0"))
-        while len(self.buf) < n:
-            self.more()
-        body, self.buf = self.buf[:n], self.buf[n:]
-        return status, fields, body
+        super().__init__(s, 262144)
 
 
 def values(fields, name):
@@ -202,7 +157,7 @@ def t_keepalive():
     for i in range(60):
         path = "/r/ka%d" % i if i % 2 else "/p/ka%d" % i
         s.sendall(req(path, CLIENT_FIELDS))
-        check_request(path, *r.response())
+        check_request(path, *r.message())
     s.close()
 
 
@@ -212,7 +167,7 @@ def t_absent():
     r = Reader(s)
     for i in range(3):
         s.sendall(req("/p/bare%d" % i))
-        st, fields, body = r.response()
+        st, fields, body = r.message()
         _, lines, _ = backend_saw(body)
         check(st == 200 and named(lines, b"x-set") == [b"new"] and named(lines, b"x-add") == [b"added"] and
               len(lines) == 3, "bare request: %s" % lines)
@@ -226,7 +181,7 @@ def t_duplicate_refused():
         s = connect()
         r = Reader(s)
         s.sendall(req(tag, dup))
-        st, _, _ = r.response()
+        st, _, _ = r.message()
         check(st == 501, "duplicate %r: status %d, want 501" % (dup, st))
         try:
             check(s.recv(100) == b"", "closed after the refusal")
@@ -246,9 +201,9 @@ def t_bodies():
         blob = os.urandom(n)
         path = "/r/post%d" % n
         s.sendall(req(path, CLIENT_FIELDS, b"POST", blob))
-        check_request(path, *r.response(), sent_body=blob)
+        check_request(path, *r.message(), sent_body=blob)
         s.sendall(req("/p/after%d" % n, CLIENT_FIELDS))
-        check_request("/p/after%d" % n, *r.response())
+        check_request("/p/after%d" % n, *r.message())
     s.close()
 
 
@@ -262,7 +217,7 @@ def t_pipelined():
     r = Reader(s)
     for i in range(2):
         s.sendall(req("/p/warm%d" % i, CLIENT_FIELDS))
-        check_request("/p/warm%d" % i, *r.response())
+        check_request("/p/warm%d" % i, *r.message())
     for rnd in range(15):
         reqs = []
         for i in range(6):
@@ -271,7 +226,7 @@ def t_pipelined():
             reqs.append((path, blob))
         s.sendall(b"".join(req(p, CLIENT_FIELDS, b"POST" if b is not None else b"GET", b) for p, b in reqs))
         for path, blob in reqs:
-            check_request(path, *r.response(), sent_body=blob or b"")
+            check_request(path, *r.message(), sent_body=blob or b"")
     s.close()
 
 
@@ -282,7 +237,7 @@ def t_large_responses():
     for i, n in enumerate((10, 70000, 1000, 400000, 5)):
         path = "/%s/big%d?size=%d" % ("rp"[i % 2], i, n)
         s.sendall(req(path, CLIENT_FIELDS))
-        st, fields, body = r.response()
+        st, fields, body = r.message()
         check_request(path, st, fields, body)
         check(len(body) > n, "%s: body of %d bytes" % (path, len(body)))
     s.close()
@@ -297,7 +252,7 @@ def t_small_writes():
         for i in range(0, len(data), 5):
             s.sendall(data[i:i + 5])
             time.sleep(0.001)
-        check_request(path, *r.response())
+        check_request(path, *r.message())
     s.close()
 
 
@@ -306,10 +261,10 @@ def t_deny():
     s = connect()
     r = Reader(s)
     s.sendall(req("/r/before", CLIENT_FIELDS) + req("/deny/x", CLIENT_FIELDS) + req("/r/after", CLIENT_FIELDS))
-    check_request("/r/before", *r.response())
-    st, fields, _ = r.response()
+    check_request("/r/before", *r.message())
+    st, fields, _ = r.message()
     check(st == 403, "deny: %d" % st)
-    check_request("/r/after", *r.response())
+    check_request("/r/after", *r.message())
     s.close()
 
 
@@ -322,7 +277,7 @@ def t_eight_cuts():
         paths = ["/c/eight%d-%d" % (rnd, i) for i in range(4)]
         s.sendall(b"".join(req(p, extra) for p in paths))
         for p in paths:
-            st, _, body = r.response()
+            st, _, body = r.message()
             target, lines, _ = backend_saw(body)
             check(st == 200 and target == p, "%s: %d %s" % (p, st, target))
             check(not any(l.lower().startswith(b"x-c") for l in lines), "%s: an x-cN line left: %s" % (p, lines))
@@ -352,17 +307,12 @@ def t_uneditable():
     s = connect()
     r = Reader(s)
     s.sendall(req("/r/after-it", CLIENT_FIELDS))
-    check_request("/r/after-it", *r.response())
+    check_request("/r/after-it", *r.message())
     s.close()
 
 
 CHECKS = [t_keepalive, t_absent, t_duplicate_refused, t_bodies, t_pipelined, t_large_responses, t_small_writes,
           t_deny, t_eight_cuts, t_uneditable]
-
-
-def gateway_stats():
-    out = subprocess.run([L7RUN, "--stats", PIN], capture_output=True, text=True, timeout=10).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
 
 
 def main():
@@ -378,18 +328,18 @@ def main():
     log = open(os.path.join(TMP, "l7run.log"), "w")
     try:
         if MODE == "mesh":
-            home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+            home_cg = procs.cgroup_home()
             os.mkdir(CG)
-        start("backend", [sys.executable, os.path.join(HERE, "mut_backend.py"), str(BE), BLOG])
+        start([sys.executable, os.path.join(HERE, "mut_backend.py"), str(BE), BLOG])
         wait_port(BE)
         if MODE == "mesh":
-            start("l7run", [L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", PIN, obj], stdout=log, stderr=log)
+            start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", PIN, obj], stdout=log, stderr=log)
         else:
-            start("l7run", [L7RUN, "--pin", PIN, obj], stdout=log, stderr=log)
+            start([L7RUN, "--pin", PIN, obj], stdout=log, stderr=log)
         wait_port(SVC)
         time.sleep(0.3)   # the mesh pool filled
         if MODE == "mesh":
-            in_cgroup()   # this process is the client
+            procs.cgroup_join(CG)   # this process is the client
         for fn in CHECKS:
             if ONLY and fn.__name__[2:] not in ONLY:
                 continue
@@ -403,7 +353,7 @@ def main():
                 if os.path.exists(BLOG):
                     print("     the backend's last requests:", open(BLOG, "rb").read()[-400:])
         if MODE == "gateway" and not ONLY:
-            st = gateway_stats()
+            st = procs.l7run_stats(L7RUN, PIN)
             # the kernel path did the work: requests forwarded by the client verdict, heads
             # edited by SK_MSG (the pool's and the client sockets')
             print("     stats: %s" % st)
@@ -412,20 +362,13 @@ def main():
                 print("FAIL kernel path: %s" % st)
     finally:
         if home_cg is not None:
-            with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
-                f.write("%d\n" % os.getpid())
-        for name in list(procs):
-            stop(name)
+            procs.cgroup_join(home_cg)
+        procs.stop_all()
         log.close()
         if failures:
             print(open(os.path.join(TMP, "l7run.log")).read()[-3000:])
         if MODE == "mesh":
-            for _ in range(50):
-                try:
-                    os.rmdir(CG)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            procs.cgroup_remove(CG)
         subprocess.run(["rm", "-rf", TMP, PIN])
     if MODE == "mesh" and os.path.exists(CG):
         failures.append("cgroup-left")

@@ -6,33 +6,14 @@ Request bodies: Content-Length or chunked (no trailers). Query knobs (telemetry 
 status=N answers status N; size=N sends N bytes of 'x' as the body instead of the listing;
 chunked=K sends the body chunked, K bytes a chunk, one write per chunk; interim=1 sends a
 103 interim response first (its own write)."""
+import os
 import socket
 import sys
-import threading
 import time
 import urllib.parse
 
-
-def read_chunked(conn, buf):
-    """Decode a chunked body at the start of buf. Returns (body, rest of buf) or None at EOF."""
-    body = b""
-    while True:
-        while b"\r\n" not in buf:
-            d = conn.recv(65536)
-            if not d:
-                return None
-            buf += d
-        line, buf = buf.split(b"\r\n", 1)
-        size = int(line.split(b";")[0], 16)
-        while len(buf) < size + 2:
-            d = conn.recv(65536)
-            if not d:
-                return None
-            buf += d
-        body += buf[:size]
-        buf = buf[size + 2:]
-        if size == 0:
-            return body, buf
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rawhttp import listen, requests, serve  # noqa: E402
 
 
 def answer(conn, method, target, status, body):
@@ -60,38 +41,11 @@ def answer(conn, method, target, status, body):
 
 
 def handle(conn, name):
-    buf = b""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        while True:
-            while b"\r\n\r\n" not in buf:
-                d = conn.recv(65536)
-                if not d:
-                    return
-                buf += d
-            head, buf = buf.split(b"\r\n\r\n", 1)
-            lines = head.split(b"\r\n")
+        for lines, body_in in requests(conn):
             method, target, _ = lines[0].split(b" ", 2)
-            headers = [l for l in lines[1:]]
-            clen, chunked = 0, False
-            for h in headers:
-                k, _, v = h.partition(b":")
-                if k.strip().lower() == b"content-length":
-                    clen = int(v.strip())
-                if k.strip().lower() == b"transfer-encoding" and b"chunked" in v.lower():
-                    chunked = True
-            if chunked:
-                got = read_chunked(conn, buf)
-                if got is None:
-                    return
-                body_in, buf = got
-            else:
-                while len(buf) < clen:
-                    d = conn.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                body_in, buf = buf[:clen], buf[clen:]
+            headers = lines[1:]
             out = b"backend=" + name.encode() + b"\nmethod=" + method + b"\ntarget=" + target + b"\n"
             out += b"".join(b"header=" + h + b"\n" for h in headers)
             out += b"body_len=" + str(len(body_in)).encode() + b"\n"
@@ -111,14 +65,9 @@ def handle(conn, name):
 
 def main():
     port, name = int(sys.argv[1]), sys.argv[2]
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
-    s.listen(1024)
+    s = listen(port)
     print("ready", flush=True)
-    while True:
-        c, _ = s.accept()
-        threading.Thread(target=handle, args=(c, name), daemon=True).start()
+    serve(s, handle, name)
 
 
 if __name__ == "__main__":

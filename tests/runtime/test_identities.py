@@ -7,7 +7,6 @@ Policy (identities.l7): login may only POST /users/login, billing may only GET, 
 callers are not restricted. Every process started here is ended by pid; ports derive from our
 pid; pins and files are removed."""
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -17,6 +16,7 @@ L7C, L7RUN, POLICY = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from procs import start, stop, stop_all, wait_port  # noqa: E402
+from rawhttp import request  # noqa: E402
 BASE = 32000 - (os.getpid() % 1000) * 2   # below the ephemeral range, away from test_gateway's
 FRONT, BACK = BASE, BASE + 1
 LOGIN, BILLING, OTHER = "127.0.1.5", "127.0.3.5", "127.0.4.5"
@@ -26,19 +26,8 @@ failures = []
 
 def status(src, method, path):
     """One request from source address src; the response's status code."""
-    s = socket.socket()
-    s.settimeout(5)
-    s.bind((src, 0))
-    s.connect(("127.0.0.1", FRONT))
-    s.sendall(("%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" % (method, path)).encode())
-    data = b""
-    while b"\r\n" not in data:
-        d = s.recv(4096)
-        if not d:
-            break
-        data += d
-    s.close()
-    return int(data.split(b" ", 2)[1]) if data else 0
+    data = "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n" % (method, path)
+    return request(FRONT, data.encode(), src)[0]
 
 
 def who(src):

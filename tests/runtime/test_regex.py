@@ -11,20 +11,21 @@ Every process started here is ended by pid; ports, pins and the cgroup derive fr
 are removed. Needs root (BPF, cgroup2); never skips."""
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from procs import CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, start, stop_all, wait_port  # noqa: E402
+from rawhttp import Reader, connect as connect_to  # noqa: E402
 
 L7C, L7RUN, ECHO = sys.argv[1:4]
 MODES = sys.argv[4:] or ["gateway", "mesh"]
 PID = os.getpid()
 BASE = 23000 + (PID % 900) * 8          # below the ephemeral range
 FRONT, ONE, TWO = BASE, BASE + 1, BASE + 2
-CG_ROOT = "/sys/fs/cgroup/unified"
 CG = os.path.join(CG_ROOT, "l7regex-test-%d" % PID)
-procs = []
 
 POLICY = r"""import "http.l7i";
 service front = 127.0.0.1:%d;
@@ -86,58 +87,6 @@ CASES = [
 ]
 
 
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop_all():
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    procs.clear()
-
-
-def wait_port(port, secs=20):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
-
-class Reader:
-    def __init__(self, s):
-        self.s, self.buf = s, b""
-
-    def more(self):
-        d = self.s.recv(65536)
-        if not d:
-            raise EOFError("connection closed")
-        self.buf += d
-
-    def response(self, head_only=False):
-        while b"\r\n\r\n" not in self.buf:
-            self.more()
-        head, self.buf = self.buf.split(b"\r\n\r\n", 1)
-        lines = head.decode().split("\r\n")
-        hdrs = dict((l.split(":", 1)[0].lower(), l.split(":", 1)[1].strip()) for l in lines[1:])
-        n = 0 if head_only else int(hdrs.get("content-length", 0))
-        while len(self.buf) < n:
-            self.more()
-        body, self.buf = self.buf[:n].decode(errors="replace"), self.buf[n:]
-        return int(lines[0].split()[1]), hdrs, body
-
-
 def field(body, name):
     for line in body.splitlines():
         if line.startswith(name + "="):
@@ -146,9 +95,7 @@ def field(body, name):
 
 
 def connect():
-    s = socket.create_connection(("127.0.0.1", FRONT), timeout=5)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    return s
+    return connect_to(FRONT)
 
 
 def check_cases(mode):
@@ -186,9 +133,9 @@ def run_gateway(tmp, obj):
     try:
         for name, port in (("one", ONE), ("two", TWO)):
             start([sys.executable, ECHO, name, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            assert wait_port(port), "backend %s did not start" % name
+            assert wait_port(port, 20), "backend %s did not start" % name
         gw = start([L7RUN, "--pin", pin, obj], stdout=log, stderr=log)
-        assert wait_port(FRONT), "l7run did not come up"
+        assert wait_port(FRONT, 20), "l7run did not come up"
         failures = check_cases("gateway")
         gw.send_signal(signal.SIGTERM)
         gw.wait(timeout=10)
@@ -204,36 +151,25 @@ def run_gateway(tmp, obj):
 
 
 def run_mesh(tmp, obj):
-    home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+    home_cg = cgroup_home()
     pin = "/sys/fs/bpf/l7regex-%d-mesh" % PID
     os.mkdir(CG)
-
-    def into_cg():
-        with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
-
     log = open(os.path.join(tmp, "mesh.log"), "w")
     try:
         for name, port in (("one", ONE), ("two", TWO)):
-            start([sys.executable, ECHO, name, str(port)], preexec_fn=into_cg, stdout=subprocess.DEVNULL,
+            start([sys.executable, ECHO, name, str(port)], cgroup=CG, stdout=subprocess.DEVNULL,
                   stderr=subprocess.DEVNULL)
-            assert wait_port(port), "backend %s did not start" % name
+            assert wait_port(port, 20), "backend %s did not start" % name
         start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj], stdout=log, stderr=log)
-        assert wait_port(FRONT), "l7run --mesh did not come up"
+        assert wait_port(FRONT, 20), "l7run --mesh did not come up"
         time.sleep(0.3)   # pool filled
-        into_cg()         # this process is the client
+        cgroup_join(CG)   # this process is the client
         return check_cases("mesh")
     finally:
-        with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
+        cgroup_join(home_cg)
         stop_all()
         log.close()
-        for _ in range(50):
-            try:
-                os.rmdir(CG)
-                break
-            except OSError:
-                time.sleep(0.1)
+        cgroup_remove(CG)
         subprocess.run(["rm", "-rf", pin])
 
 
