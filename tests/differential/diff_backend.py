@@ -4,9 +4,13 @@
 line "NAME HEXHEAD" in LOG (so the test sees what reached a backend even when the body never
 comes); the answer is 200 with "backend=NAME" (no body for HEAD). Content-Length and chunked
 bodies are framed; anything else unframeable closes the connection. Stdlib only."""
+import os
 import socket
 import sys
 import threading
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rawhttp import listen  # noqa: E402
 
 lock = threading.Lock()
 
@@ -92,10 +96,7 @@ def main():
     threads = []
     for arg in sys.argv[2:]:
         name, port = arg.rsplit("=", 1)
-        s = socket.socket()
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        s.bind(("127.0.0.1", int(port)))
-        s.listen(1024)
+        s = listen(int(port))
         t = threading.Thread(target=serve, args=(s, name, f), daemon=True)
         t.start()
         threads.append(t)

@@ -35,7 +35,6 @@ import random
 import re
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -43,42 +42,16 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from procs import start, stop_all, wait_port  # noqa: E402
+from rawhttp import parse_responses  # noqa: E402
+
 L7C, L7RUN, EVAL, BACKEND, CORPUS = sys.argv[1:6]
 POLICIES = sys.argv[6:]
 PER_POLICY = int(os.environ.get("L7_DIFF_N", "2000"))
 WORKERS = int(os.environ.get("L7_DIFF_WORKERS", "6"))
 PID = os.getpid()
 BASE = 12000 + (PID % 400) * 24          # 12000..21599: below the ephemeral range; 16 backend slots
-procs = []
-
-
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop_all():
-    for p in reversed(procs):
-        if p.poll() is None:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-    procs.clear()
-
-
-def wait_port(port, secs):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 # ---------------------------------------------------------------- the policy's constants
@@ -401,32 +374,6 @@ def insert_ids(data, decisions, tag):
 
 
 # ---------------------------------------------------------------- the kernel path
-
-def parse_responses(buf, methods):
-    """Complete responses in buf: [(status, body)]; methods says which request each answers."""
-    out = []
-    while True:
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            return out, buf
-        lines = buf[:end].split(b"\r\n")
-        try:
-            st = int(lines[0].split()[1])
-        except (IndexError, ValueError):
-            return out + [(-1, buf)], b""
-        n = 0
-        for l in lines[1:]:
-            k, _, v = l.partition(b":")
-            if k.strip().lower() == b"content-length":
-                n = int(v.strip())
-        m = methods[len(out)] if len(out) < len(methods) else b""
-        if m == b"HEAD":
-            n = 0
-        if len(buf) < end + 4 + n:
-            return out, buf
-        out.append((st, buf[end + 4:end + 4 + n]))
-        buf = buf[end + 4 + n:]
-
 
 def held(decs, k):
     """A request whose chunked body is refused: l7run holds chunked requests until their body

@@ -11,6 +11,9 @@ import socket
 import sys
 import threading
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from rawhttp import listen  # noqa: E402
+
 counter = [0]
 lock = threading.Lock()
 
@@ -96,10 +99,7 @@ def main():
     port, d = int(sys.argv[1]), sys.argv[2]
     name = sys.argv[3] if len(sys.argv) > 3 else "rec"
     os.makedirs(d, exist_ok=True)
-    s = socket.socket()
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind(("127.0.0.1", port))
-    s.listen(1024)
+    s = listen(port)
     while True:
         c, _ = s.accept()
         with lock:

@@ -4,7 +4,6 @@ that collects everything a connection answers."""
 import glob
 import os
 import re
-import signal
 import socket
 import subprocess
 import sys
@@ -12,42 +11,13 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import rawhttp  # noqa: E402
+from procs import (CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, procs, start, stop,  # noqa: E402,F401
+                   stop_all, wait_port)
+
 PID = os.getpid()
 BASE = 26000 + (PID % 670) * 10      # 26000..32699: below the ephemeral range (32768-)
-procs = []
-
-
-def start(args, **kw):
-    p = subprocess.Popen(args, **kw)
-    procs.append(p)
-    return p
-
-
-def stop(p, sig=signal.SIGTERM):
-    if p.poll() is None:
-        p.send_signal(sig)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-
-
-def stop_all():
-    for p in reversed(procs):
-        stop(p)
-
-
-def wait_port(port, deadline=10.0):
-    end = time.time() + deadline
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
-
 
 def compile_policy(l7c, src, out, subst=None):
     """Compile src (a path, or policy text when subst is given: text % subst)."""
@@ -120,25 +90,8 @@ def stats(l7run, pin):
 
 def parse_responses(buf):
     """Statuses of the complete responses in buf (Content-Length framed)."""
-    out = []
-    while True:
-        end = buf.find(b"\r\n\r\n")
-        if end < 0:
-            return out, buf
-        lines = buf[:end].split(b"\r\n")
-        try:
-            st = int(lines[0].split()[1])
-        except (IndexError, ValueError):
-            return out + [-1], b""
-        n = 0
-        for l in lines[1:]:
-            k, _, v = l.partition(b":")
-            if k.strip().lower() == b"content-length":
-                n = int(v.strip())
-        if len(buf) < end + 4 + n:
-            return out, buf
-        out.append(st)
-        buf = buf[end + 4 + n:]
+    got, rest = rawhttp.parse_responses(buf)
+    return [st for st, _ in got], rest
 
 
 def exchange(port, data, want=None, idle=0.5, limit=5.0, connect_timeout=5.0):

@@ -29,7 +29,7 @@ L7C, L7RUN, MODE = sys.argv[1:4]
 REPO = os.path.abspath(os.path.join(rc.HERE, "..", ".."))
 CORPUS = os.environ.get("L7_CORPUS") or os.path.join(REPO, "..", "shared", "corpus")
 FRONT, BACK = rc.BASE, rc.BASE + 1
-CG = "/sys/fs/cgroup/unified/l7rel-corpus-%d" % rc.PID
+CG = os.path.join(rc.CG_ROOT, "l7rel-corpus-%d" % rc.PID)
 
 
 def tsv(path):
@@ -318,8 +318,7 @@ def setup_mode(tmp, log, policy, front, back, back_dir, pin):
         rc.start_backend(back, back_dir)
         return rc.l7run_gateway(L7RUN, obj, front, back, pin, log)
     # mesh: backend and this process in a cgroup of our own; l7run attaches to it
-    preexec = lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())  # noqa: E731
-    rc.start([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(back), back_dir], preexec_fn=preexec)
+    rc.start([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(back), back_dir], cgroup=CG)
     assert rc.wait_port(back)
     p = rc.start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj], stdout=log, stderr=log)
     assert rc.wait_port(front, 30), "mesh l7run did not come up"
@@ -334,13 +333,13 @@ def main():
     fails = []
     home_cg = None
     if MODE == "mesh":
-        home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+        home_cg = rc.cgroup_home()
         os.mkdir(CG)
     try:
         d1 = os.path.join(tmp, "rec1")
         p1 = setup_mode(tmp, log, os.path.join(rc.HERE, "routeall.l7"), FRONT, BACK, d1, pins[0])
         if MODE == "mesh":
-            open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())
+            rc.cgroup_join(CG)
         run = Runner(FRONT, d1, pins[0])
         run_corpus(run, "http", expectation_http)
         run_corpus(run, "smuggling", expectation_smuggling)
@@ -354,16 +353,11 @@ def main():
         fails += run_deny(FRONT + 2, d2)
     finally:
         if home_cg is not None:
-            open("/sys/fs/cgroup/unified" + home_cg + "/cgroup.procs", "w").write("%d\n" % os.getpid())
+            rc.cgroup_join(home_cg)
         rc.stop_all()
         log.close()
         if MODE == "mesh":
-            for _ in range(50):
-                try:
-                    os.rmdir(CG)
-                    break
-                except OSError:
-                    time.sleep(0.1)
+            rc.cgroup_remove(CG)
         for pin in pins:
             if os.path.exists(pin):
                 print("pin left behind: " + pin)

@@ -48,8 +48,7 @@ RELOADS = int(os.environ.get("REL_RELOADS", "100"))
 WORKERS, LONG_LIVED = 12, 4
 THINK = 0.001               # s between a response and a worker's next request: the load leaves
                             # the verifier some CPU (2 cores shared with clients and backends)
-CG_ROOT = "/sys/fs/cgroup/unified"
-CG = os.path.join(CG_ROOT, "l7rel-reload-%d" % rc.PID)
+CG = os.path.join(rc.CG_ROOT, "l7rel-reload-%d" % rc.PID)
 BACKEND_OF = {"a": "1", "b": "2"}
 
 POLICY = """import "http.l7i";
@@ -331,17 +330,12 @@ def recordings(d):
     return out
 
 
-def in_cgroup():
-    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-        f.write("%d\n" % os.getpid())
-
-
 def main():
     tmp = rc.tmpdir("l7rel-reload-")
     pin = "/sys/fs/bpf/l7rel-r-%d" % rc.PID
     logpath = os.path.join(tmp, "l7run.log")
     log = open(logpath, "w")
-    home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+    home_cg = rc.cgroup_home()
     ok, load = False, None
     errors = []
 
@@ -371,14 +365,14 @@ def main():
         live = os.path.join(tmp, "live.o")
         install(objs["a"], live)
         pidfile = os.path.join(tmp, "l7run.pid")
-        kw = {}
+        cg = None
         if MODE == "mesh":
             os.mkdir(CG)
-            kw = {"preexec_fn": in_cgroup}
-        rc.procs.append(subprocess.Popen([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(B1),
-                                          os.path.join(tmp, "rec1"), "1"], **kw))
-        rc.procs.append(subprocess.Popen([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(B2),
-                                          os.path.join(tmp, "rec2"), "2"], **kw))
+            cg = CG
+        rc.start([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(B1), os.path.join(tmp, "rec1"), "1"],
+                 cgroup=cg)
+        rc.start([sys.executable, os.path.join(rc.HERE, "rec_backend.py"), str(B2), os.path.join(tmp, "rec2"), "2"],
+                 cgroup=cg)
         assert rc.wait_port(B1) and rc.wait_port(B2), "backends did not come up"
         if MODE == "gateway":
             gw = rc.start([L7RUN, "--pin", pin, "--pidfile", pidfile, "--drain-timeout", "3", live],
@@ -389,7 +383,7 @@ def main():
         assert rc.wait_port(FRONT, 30), "l7run did not come up"
         if MODE == "mesh":
             time.sleep(0.3)
-            in_cgroup()    # the clients' sockets are the cgroup's
+            rc.cgroup_join(CG)   # the clients' sockets are the cgroup's
         # warm-up, then the baseline (one version loaded)
         for i in range(20):
             assert fresh("/r/warm.%d" % i) == (200, "1"), "warm-up"
@@ -531,20 +525,13 @@ def main():
         if load:
             load.stop.set()
         if MODE == "mesh":
-            with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
-                f.write("%d\n" % os.getpid())
+            rc.cgroup_join(home_cg)
         rc.stop_all()
         log.close()
         if not ok:
             sys.stdout.write(open(logpath, errors="replace").read()[-4000:])
         if MODE == "mesh":
-            for _ in range(150):   # processes leave the cgroup when they are reaped
-                try:
-                    os.rmdir(CG)
-                    break
-                except OSError:
-                    time.sleep(0.1)
-            if os.path.exists(CG):
+            if not rc.cgroup_remove(CG, 150):
                 print("FAIL: cgroup %s left behind: %s" % (CG, open(os.path.join(CG, "cgroup.procs")).read().split()))
                 ok = False
         if ok or not os.environ.get("REL_KEEP"):
