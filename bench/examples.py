@@ -26,8 +26,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(REPO, "tests", "common"))
 from exampletests import jwt_setup, parse as parse_test, raw_request, token  # noqa: E402
-from procs import cgroup_join, wait_port  # noqa: E402
-CG_ROOT = "/sys/fs/cgroup/unified"
+from procs import CG_ROOT, cgroup_join, wait_port  # noqa: E402
+from rawhttp import read_chunked  # noqa: E402
+
 PID = os.getpid()
 PORTS = (10000, 12000)             # below the tests' 12000+ ranges and the ephemeral range (32768-)
 ADDR = re.compile(r"(\d+\.\d+\.\d+\.\d+):(\d+)")
@@ -59,22 +60,10 @@ def read_response(s, buf):
             buf += d
         return status, close, buf[n:]
     if hdr.get("transfer-encoding") == "chunked":
-        while True:
-            while b"\r\n" not in buf:
-                d = s.recv(65536)
-                if not d:
-                    raise EOFError
-                buf += d
-            size_line, _, buf = buf.partition(b"\r\n")
-            n = int(size_line.split(b";")[0], 16)
-            while len(buf) < n + 2:
-                d = s.recv(65536)
-                if not d:
-                    raise EOFError
-                buf += d
-            buf = buf[n + 2:]
-            if n == 0:
-                return status, close, buf
+        got = read_chunked(s, buf)
+        if got is None:
+            raise EOFError
+        return status, close, got[1]
     if close:   # body until EOF
         while s.recv(65536):
             pass
