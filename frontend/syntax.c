@@ -205,8 +205,10 @@ static struct l7_expr *expr(struct cx *cx, TSNode n)
 			e->num2 = strtol(rest + 1, NULL, 10);
 			ok = e->num2 <= 32;
 		}
-		if (!ok)
+		if (!ok) {
 			l7_diag(cx->d, L7_ERROR, e->loc, "invalid IPv4 %s '%s'", e->kind == E_IP ? "address" : "prefix", s);
+			e->num2 = 32;   /* later passes still look at it (and shift by 32 - length) */
+		}
 	} else if (!strcmp(t, "address")) {
 		e = new_expr(cx, E_ADDRESS, n);
 		unsigned port = 0;
