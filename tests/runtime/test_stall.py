@@ -30,7 +30,7 @@ import procs  # noqa: E402
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
-FRONT, BACK = 42000 + (PID % 500) * 2, 42001 + (PID % 500) * 2
+FRONT, BACK = 30000 + (PID % 1300) * 2, 30001 + (PID % 1300) * 2   # below the ephemeral range (32768-)
 PIN = "/sys/fs/bpf/l7stall-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7stall-")
 POLICY = """import "http.l7i";
