@@ -35,6 +35,7 @@
 extern const __u32 l7_split_mesh;   /* generated (l7/abi.h): the SK_MSG program is split */
 #define L7_AF_INET    2
 #define L7_TCP_CLOSE  7
+#define L7_TCP_FIN_WAIT1 4
 
 /* Kernel structures read for the client queue bound, relocated against the running kernel's
  * BTF (CO-RE): a client socket's sk_psock and the bytes queued in its ingress list. */
@@ -97,6 +98,24 @@ static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct
 		/* responses still owed would reach whoever takes the slot next: drop them first */
 		__u32 to = s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
 		__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to);
+	}
+}
+
+/* The client closed its side: no request can follow, so a slot that owes it nothing is free
+ * now, not only once the socket is closed (after l7run's end closes too). Under connection
+ * churn the pool ran out in between and new clients got 503. Slots with responses owed stay
+ * BUSY: the client may still read them. */
+static __always_inline void l7_mesh_release_idle(struct l7_mesh_conn *c, const struct l7_mesh_key *k)
+{
+	for (int u = 0; u < L7_MESH_UPSTREAMS; u++) {
+		__u32 b = c->bind[u];
+		if (!b)
+			continue;
+		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
+		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k) || s->req_cnt != s->resp_cnt)
+			continue;
+		if (__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, L7_MS_IDLE) == L7_MS_BUSY)
+			c->bind[u] = 0;
 	}
 }
 
@@ -183,6 +202,10 @@ __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 		}
 	} else if (s->op == BPF_SOCK_OPS_STATE_CB && s->args[1] == L7_TCP_CLOSE) {
 		l7_mesh_closed(&k);
+	} else if (s->op == BPF_SOCK_OPS_STATE_CB && s->args[1] == L7_TCP_FIN_WAIT1) {
+		struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+		if (c && c->role == L7_MR_CLIENT)
+			l7_mesh_release_idle(c, &k);
 	}
 	return 1;
 }

@@ -284,6 +284,31 @@ def t_churn():
           % (now, (base_socks, base_conns, base_fds)))
 
 
+def t_churn_last_slot():
+    """POOL - 1 keep-alive clients hold their upstream-a slots; 500 short connections share the
+    last one. A client that closed gives its slot back at its FIN (nothing owed), not when the
+    socket is finally closed after l7run's end: before, the next client found none (503)."""
+    held = []
+    for i in range(POOL - 1):
+        s = connect()
+        r = Reader(s)
+        s.sendall(req("/a/hold%d" % i))
+        check(r.response()[0] == 200, "holding client %d" % i)
+        held.append(s)
+    bad = []
+    for i in range(500):
+        s = connect()
+        r = Reader(s)
+        s.sendall(req("/a/last%d" % i))
+        st = r.response()[0]
+        if st != 200:
+            bad.append((i, st))
+        s.close()
+    check(not bad, "500 connections through the last free slot: %d not 200 %s" % (len(bad), bad[:5]))
+    for s in held:
+        s.close()
+
+
 def t_head():
     """HEAD then GET on one keep-alive connection: the HEAD response ends with its head even
     though its Content-Length is not 0 (one write each, then pipelined in one write)."""
@@ -544,7 +569,7 @@ def t_upstream_metrics():
 
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
-          ("restart", t_restart), ("churn", t_churn), ("slow_reader", t_slow_reader),
+          ("restart", t_restart), ("churn", t_churn), ("churn_last_slot", t_churn_last_slot), ("slow_reader", t_slow_reader),
           ("head", t_head), ("chunked", t_chunked), ("metrics", t_metrics),
           ("upstream_metrics", t_upstream_metrics)]
 
