@@ -305,7 +305,20 @@ def t_churn_last_slot():
             bad.append((i, st))
         s.close()
     check(not bad, "500 connections through the last free slot: %d not 200 %s" % (len(bad), bad[:5]))
-    for s in held:
+    # every slot held: the next client gets 503 and l7run says the pool ran out
+    last = connect()
+    rl = Reader(last)
+    last.sendall(req("/a/hold-last"))
+    check(rl.response()[0] == 200, "the client that takes the last slot")
+    extra = connect()
+    rx = Reader(extra)
+    extra.sendall(req("/a/one-too-many"))
+    check(rx.response()[0] == 503, "a client past --pool gets 503")
+    end = time.time() + 2
+    while time.time() < end and "pool exhausted" not in open(os.path.join(TMP, "l7run.log")).read():
+        time.sleep(0.05)
+    check("pool exhausted" in open(os.path.join(TMP, "l7run.log")).read(), "l7run logs that the pool ran out")
+    for s in held + [last, extra]:
         s.close()
 
 
