@@ -213,8 +213,10 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
       "while HAProxy (`jwt_verify`) and nginx (njs) verify every request. The row \"a new JWT every "
       "request\" cycles 8,192 pre-signed tokens (more than the 2,048 the cache keeps), so there l7c "
       "verifies every request too (base64 + JSON + HMAC-SHA256 in BPF).")
-    w("- Telemetry as a policy action (counters chosen by the policy) in Hotel Reservation: today l7c's "
-      "telemetry is the data plane's built-in per-CPU counters.")
+    w("- Hotel Reservation here counts with the data plane's built-in counters (rule hits, upstream "
+      "status classes and bytes); `examples/hotel_reservation.l7` also keeps Counter instances the "
+      "policy chooses, which this page does not measure (their cost per example is in "
+      "docs/examples-cost.md).")
     w("")
     # sections other scripts or people wrote below KEEP (scaling, per-example cost) survive
     try:
