@@ -27,6 +27,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import procs  # noqa: E402
+from check import check, failures, summary  # noqa: E402
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
@@ -44,15 +45,6 @@ policy stall (
   Route(request, app);
 }
 """ % (FRONT, BACK)
-failures = []
-
-
-def check(cond, what):
-    print("%s %s" % ("ok  " if cond else "FAIL", what))
-    sys.stdout.flush()
-    if not cond:
-        failures.append(what)
-
 
 def request(path):
     return ("GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path).encode()
@@ -169,5 +161,4 @@ finally:
         shutil.rmtree(TMP, ignore_errors=True)
     else:
         print("files kept in", TMP)
-print("stall: %s" % ("ok" if not failures else "%d check(s) failed" % len(failures)))
-sys.exit(1 if failures else 0)
+sys.exit(summary("stall"))
