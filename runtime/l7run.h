@@ -138,6 +138,7 @@ int version_config(const char *path, const struct config *serving, const struct 
 		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen);
 int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
 		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen);
+void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj, char *config);
 struct version *version_load(const char *path, char *err, size_t errlen);
 void version_unload(struct version *v);
 void version_pin(struct version *v);

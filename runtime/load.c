@@ -320,16 +320,22 @@ fail:
 	return NULL;
 }
 
+/* Undo what version_config and version_open set up (both modes; the programs are detached). */
+void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj, char *config)
+{
+	if (clock_fd >= 0)
+		jwt_clock_watch(clock_fd, 0);
+	ident_free(cfg);
+	if (obj)
+		bpf_object__close(obj);
+	free(config);
+}
+
 void version_unload(struct version *v)
 {
 	for (int i = 0; i < v->n_progs; i++)
 		bpf_prog_detach2(v->prog_fd[i], v->prog_map[i], v->prog_type[i]);
-	if (v->clock_fd >= 0)
-		jwt_clock_watch(v->clock_fd, 0);
-	ident_free(&v->cfg);
-	if (v->obj)
-		bpf_object__close(v->obj);
-	free(v->config);
+	version_close(&v->cfg, v->clock_fd, v->obj, v->config);
 	free(v);
 }
 

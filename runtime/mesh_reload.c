@@ -48,12 +48,7 @@ static void unload(struct mesh_ver *v)
 		bpf_link__destroy(v->sockops_link);
 	if (v->msg_attached)
 		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
-	if (v->clock_fd >= 0)
-		jwt_clock_watch(v->clock_fd, 0);
-	ident_free(&v->cfg);
-	if (v->obj)
-		bpf_object__close(v->obj);
-	free(v->config);
+	version_close(&v->cfg, v->clock_fd, v->obj, v->config);
 	free(v);
 }
 

@@ -77,6 +77,17 @@ static void write_classes(FILE *out, const char *metric, const char *label, cons
 		fprintf(out, "%s{%sclass=\"other\"} %llu\n", metric, label, (unsigned long long)u->status[0]);
 }
 
+/* One byte counter per upstream slot: resp 0 the request bytes, 1 the response bytes. */
+static void write_bytes(FILE *out, const char *metric, const char *help, const struct config *cfg,
+			const struct l7_upstat *u, int resp)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
+		if (cfg->upstream[i].set)
+			fprintf(out, "%s{upstream=\"%s\"} %llu\n", metric, cfg->upstream[i].name,
+				(unsigned long long)(resp ? u[i].resp_bytes : u[i].req_bytes));
+}
+
 /* Per upstream slot (named as l7.config and --upstream name it: `upstream="api"`, an endpoint
  * of a set `upstream="users#0"`), then l7run's own answers. */
 static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
@@ -95,18 +106,10 @@ static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
 			snprintf(label, sizeof label, "upstream=\"%s\",", cfg->upstream[i].name);
 			write_classes(out, "l7_upstream_responses_total", label, &u[i]);
 		}
-	fprintf(out, "# HELP l7_upstream_request_bytes_total Request bytes sent to each upstream (heads after header "
-		     "mutations, and bodies).\n# TYPE l7_upstream_request_bytes_total counter\n");
-	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
-		if (cfg->upstream[i].set)
-			fprintf(out, "l7_upstream_request_bytes_total{upstream=\"%s\"} %llu\n", cfg->upstream[i].name,
-				(unsigned long long)u[i].req_bytes);
-	fprintf(out, "# HELP l7_upstream_response_bytes_total Response bytes received from each upstream (heads before "
-		     "response mutations, and bodies).\n# TYPE l7_upstream_response_bytes_total counter\n");
-	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
-		if (cfg->upstream[i].set)
-			fprintf(out, "l7_upstream_response_bytes_total{upstream=\"%s\"} %llu\n", cfg->upstream[i].name,
-				(unsigned long long)u[i].resp_bytes);
+	write_bytes(out, "l7_upstream_request_bytes_total",
+		    "Request bytes sent to each upstream (heads after header mutations, and bodies).", cfg, u, 0);
+	write_bytes(out, "l7_upstream_response_bytes_total",
+		    "Response bytes received from each upstream (heads before response mutations, and bodies).", cfg, u, 1);
 	fprintf(out, "# HELP l7_local_responses_total Answers l7run wrote itself (denies, malformed requests, "
 		     "unreachable upstreams), by status class.\n# TYPE l7_local_responses_total counter\n");
 	write_classes(out, "l7_local_responses_total", "", &u[L7_UPSTAT_LOCAL]);
