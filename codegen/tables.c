@@ -37,22 +37,29 @@ LLVMValueRef cg_string(struct cg *g, const char *s, size_t n)
 
 static LLVMValueRef u32c(struct cg *g, unsigned long long v) { return LLVMConstInt(g->i32, v, 0); }
 
+/* A table of up to `max` header names as three constants: the count, the lengths, the names
+ * (NUL-padded to L7_MAX_NAME), read by the stdlib's scanners. */
+static void name_table(struct cg *g, const char *count, const char *len, const char *name,
+		       char *const *names, int n, int max)
+{
+	LLVMValueRef lens[max], strs[max];
+	for (int i = 0; i < max; i++) {
+		char buf[L7_MAX_NAME] = { 0 };
+		size_t k = i < n ? strlen(names[i]) : 0;
+		memcpy(buf, i < n ? names[i] : "", k);
+		lens[i] = LLVMConstInt(g->i8, k, 0);
+		strs[i] = LLVMConstStringInContext(g->ctx, buf, L7_MAX_NAME, 1);
+	}
+	cg_const_global(g, count, u32c(g, (unsigned)n), 0);
+	cg_const_global(g, len, LLVMConstArray2(g->i8, lens, (uint64_t)max), 0);
+	cg_const_global(g, name, LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), strs, (uint64_t)max), 0);
+}
+
 /* Names of the headers the policy reads: the parser extracts only these (header-vector
  * minimisation of the L7FP design). */
 static void wanted_headers(struct cg *g)
 {
-	const struct ir_program *p = g->p;
-	LLVMValueRef lens[L7_MAX_WANTED], names[L7_MAX_WANTED];
-	for (int i = 0; i < L7_MAX_WANTED; i++) {
-		char name[L7_MAX_NAME] = { 0 };
-		size_t n = i < p->nheaders ? strlen(p->headers[i]) : 0;
-		memcpy(name, i < p->nheaders ? p->headers[i] : "", n);
-		lens[i] = LLVMConstInt(g->i8, n, 0);
-		names[i] = LLVMConstStringInContext(g->ctx, name, L7_MAX_NAME, 1);
-	}
-	cg_const_global(g, "l7_n_wanted", u32c(g, (unsigned)p->nheaders), 0);
-	cg_const_global(g, "l7_wanted_len", LLVMConstArray2(g->i8, lens, L7_MAX_WANTED), 0);
-	cg_const_global(g, "l7_wanted_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_WANTED), 0);
+	name_table(g, "l7_n_wanted", "l7_wanted_len", "l7_wanted_name", g->p->headers, g->p->nheaders, L7_MAX_WANTED);
 }
 
 static unsigned mutates_responses(const struct ir_program *p)
@@ -70,19 +77,8 @@ static unsigned mutates_responses(const struct ir_program *p)
  * l7run attaches nothing for it, when none does. */
 static void response_fields(struct cg *g)
 {
-	const struct ir_program *p = g->p;
-	LLVMValueRef lens[L7_MAX_RHDR], names[L7_MAX_RHDR];
-	for (int i = 0; i < L7_MAX_RHDR; i++) {
-		char name[L7_MAX_NAME] = { 0 };
-		size_t n = i < p->nrheaders ? strlen(p->rheaders[i]) : 0;
-		memcpy(name, i < p->nrheaders ? p->rheaders[i] : "", n);
-		lens[i] = LLVMConstInt(g->i8, n, 0);
-		names[i] = LLVMConstStringInContext(g->ctx, name, L7_MAX_NAME, 1);
-	}
-	cg_const_global(g, "l7_n_rhdr", u32c(g, (unsigned)p->nrheaders), 0);
-	cg_const_global(g, "l7_rhdr_len", LLVMConstArray2(g->i8, lens, L7_MAX_RHDR), 0);
-	cg_const_global(g, "l7_rhdr_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), names, L7_MAX_RHDR), 0);
-	cg_const_global(g, "l7_resp_mut", u32c(g, mutates_responses(p)), 0);
+	name_table(g, "l7_n_rhdr", "l7_rhdr_len", "l7_rhdr_name", g->p->rheaders, g->p->nrheaders, L7_MAX_RHDR);
+	cg_const_global(g, "l7_resp_mut", u32c(g, mutates_responses(g->p)), 0);
 }
 
 /* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. The
