@@ -334,8 +334,10 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 }
 
 /* Fail closed: the rest of this client's stream is refused (l7run answers `status` and
- * closes), as for a malformed request. Used when a split program's chain is broken. */
-static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 avail, __u32 status)
+ * closes), counted as `stat`. For a malformed request, and when a split program's chain is
+ * broken. */
+static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 avail, __u32 status,
+					__u32 stat)
 {
 	struct l7_pass p;
 
@@ -348,7 +350,7 @@ static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 a
 	c->flags |= L7_CONN_BROKEN;
 	c->body = L7_BODY_RAW;
 	c->act = L7_ACT_PASS;
-	l7_stat(L7_STAT_CHAIN_FAIL);
+	l7_stat(stat);
 	return l7_message(c, avail);
 }
 
@@ -361,7 +363,7 @@ static __always_inline int l7_gw_chain_start(struct __sk_buff *skb, struct l7_co
 	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
 
 	if (!st)
-		return l7_gw_refuse(c, cookie, avail, 503);
+		return l7_gw_refuse(c, cookie, avail, 503, L7_STAT_CHAIN_FAIL);
 	l7_client_prepare(c, req);
 	st->owner[0] = cookie;
 	st->owner[1] = 0;
@@ -372,7 +374,7 @@ static __always_inline int l7_gw_chain_start(struct __sk_buff *skb, struct l7_co
 	st->flags = 0;
 	__builtin_memset(&st->d, 0, sizeof(st->d));
 	bpf_tail_call(skb, &l7_tail_gw, 0);
-	return l7_gw_refuse(c, cookie, avail, 503);
+	return l7_gw_refuse(c, cookie, avail, 503, L7_STAT_CHAIN_FAIL);
 }
 
 /* Decide program `chunk` of a split client parser (a stream parser too: it returns the message
@@ -390,10 +392,10 @@ L7_ENTRY int l7_gw_decide_prog(struct __sk_buff *skb, __u32 chunk)
 	if (!c)
 		return skb->len;   /* as the parser does: not set up by l7run */
 	if (!req || !st || st->owner[0] != cookie || c->msg_start >= skb->len)
-		return l7_gw_refuse(c, cookie, skb->len - (c->msg_start < skb->len ? c->msg_start : 0), 503);
+		return l7_gw_refuse(c, cookie, skb->len - (c->msg_start < skb->len ? c->msg_start : 0), 503, L7_STAT_CHAIN_FAIL);
 	if (!l7_policy_step(req, st, chunk)) {
 		bpf_tail_call(skb, &l7_tail_gw, chunk + 1);
-		return l7_gw_refuse(c, cookie, st->avail, 503);
+		return l7_gw_refuse(c, cookie, st->avail, 503, L7_STAT_CHAIN_FAIL);
 	}
 	l7_client_act(c, cookie, req, &st->d);
 	return l7_message(c, st->head);
@@ -457,17 +459,7 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 		return l7_need_more(c);
 	if (h < 0) {
 		/* never forwarded: l7run answers the status and closes */
-		__builtin_memset(&p, 0, sizeof(p));
-		p.kind = L7_PASS_BAD;
-		p.len = avail;
-		p.status = l7_bad_status(h);
-		p.why = L7_WHY_BAD;
-		l7_pass_put(c, cookie, &p);
-		c->flags |= L7_CONN_BROKEN;
-		c->body = L7_BODY_RAW;
-		c->act = L7_ACT_PASS;
-		l7_stat(L7_STAT_BAD_REQUEST);
-		return l7_message(c, avail);
+		return l7_gw_refuse(c, cookie, avail, l7_bad_status(h), L7_STAT_BAD_REQUEST);
 	}
 	req->src_ip4 = skb->remote_ip4;    /* the client (l7run accepted it) */
 	req->dst_port = skb->local_port;   /* the listener's port, host order */
