@@ -42,6 +42,9 @@ struct pcx {
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
+	LLVMValueRef *table_val;    /* per rule table, l7_table_match's answer in this function: looked
+	                             * up at the first of its group rules, which dominates the others
+	                             * (they are consecutive, and the table test comes first in each) */
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -271,10 +274,14 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	}
 	case IR_C_TABLE: {
 		const struct ir_table *t = &g->p->tables[k->table];
-		unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
-				   (t->prefix_method ? 8 : 0);
-		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->table), u32c(c, lookups) };
-		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->table_ty, c->table_fn, args, 3), u32c(c, 0), "");
+		if (!c->table_val[k->table]) {
+			unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
+					   (t->prefix_method ? 8 : 0);
+			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->table), u32c(c, lookups) };
+			c->table_val[k->table] = call(c, c->table_ty, c->table_fn, args, 3);
+		}
+		LLVMValueRef group = LLVMBuildAnd(g->b, c->table_val[k->table], u32c(c, 0xff), "");
+		v = LLVMBuildICmp(g->b, LLVMIntEQ, group, u32c(c, (unsigned)k->group), "");
 		break;
 	}
 	default:
@@ -450,6 +457,7 @@ static void declare_leaves(struct pcx *c)
 	c->re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
 	c->re_fn = p->nregexes ? declare(c, "l7_regex_match", c->re_ty) : NULL;
 	c->re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
+	c->table_val = calloc((size_t)p->ntables + 1, sizeof(LLVMValueRef));
 	LLVMTypeRef dp[] = { g->ptr, g->i32, g->i64, g->i32 };
 	c->drop_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), dp, 4, 0);
 	c->drop_fn = declare(c, "l7_mut_drop", c->drop_ty);
@@ -506,6 +514,8 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 	struct cg *g = c->g;
 	const struct ir_program *p = g->p;
 
+	if (p->ntables)
+		memset(c->table_val, 0, sizeof(*c->table_val) * (size_t)p->ntables);
 	c->routed = LLVMBuildAlloca(g->b, g->i1, "routed");
 	c->allowed = LLVMBuildAlloca(g->b, g->i1, "allowed");
 	c->allow_applies = LLVMBuildAlloca(g->b, g->i1, "allow_applies");
@@ -697,6 +707,8 @@ void cg_policy(struct cg *g)
 	const char *step_params[] = { "req", "state", "chunk" };
 	if (!s->gw && !s->mesh) {
 		stub(&c, "l7_policy_step", 3, step_params);
+		free(c.re_desc);
+		free(c.table_val);
 		return;
 	}
 	/* the chunks, then l7_policy_step(req, st, chunk): a switch that folds to one chunk in each
@@ -729,6 +741,8 @@ void cg_policy(struct cg *g)
 	LLVMPositionBuilderAtEnd(g->b, bad);   /* no such chunk: deny */
 	c.d = at_offset(&c, LLVMGetParam(c.fn, 1), offsetof(struct l7_chain, d));
 	deny_now(&c, 500, 0);
+	free(c.re_desc);
+	free(c.table_val);
 }
 
 /* ---- sizes, for cutting chunks before compiling (codegen_rule_size) ----

@@ -113,7 +113,11 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 		return;
 	case IR_C_TABLE: {
 		const struct ir_table *t = &p->tables[c->table];
-		fprintf(o, "(method, path) in table #%d (%d entries)", c->table, t->n);
+		if (t->ngroups == 1)
+			fprintf(o, "(method, path) in table #%d (%d entries)", c->table, t->n);
+		else
+			fprintf(o, "(method, path) first in table #%d is of group %d of %d (%d entries)", c->table, c->group,
+				t->ngroups, t->n);
 		return;
 	}
 	case IR_C_SERVICE_IN:
@@ -267,7 +271,17 @@ void ir_dump(const struct ir_program *p, FILE *o)
 	}
 	for (int i = 0; i < p->ntables; i++) {
 		const struct ir_table *t = &p->tables[i];
-		fprintf(o, "table #%d: %d entries (rules %d..%d)\n", i, t->n, t->entries[0].rule, t->entries[t->n - 1].rule);
+		fprintf(o, "table #%d: %d entries (lines %u..%u), %d group%s\n", i, t->n, t->entries[0].line,
+			t->entries[t->n - 1].line, t->ngroups, t->ngroups == 1 ? "" : "s");
+		for (int k = 0; k < t->n && k < 16; k++) {   /* enough to see its shape */
+			const struct ir_table_entry *e = &t->entries[k];
+			fprintf(o, "  %s path %s ", !e->method ? "any" : e->method < sizeof(method_names) / sizeof(*method_names) ? method_names[e->method] : "?",
+				e->prefix ? "starts with" : "==");
+			str_out(o, e->path, e->len);
+			fprintf(o, " -> group %d (line %u)\n", e->group, e->line);
+		}
+		if (t->n > 16)
+			fprintf(o, "  ... %d more\n", t->n - 16);
 	}
 	for (int i = 0; i < p->nregexes; i++) {
 		const struct ir_regex *re = p->regexes[i];

@@ -93,14 +93,14 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 				return true;
 		return false;
 	}
-	case IR_C_TABLE: {
+	case IR_C_TABLE: {   /* the first entry in rule order decides the group */
 		const struct ir_table *t = &e->p->tables[c->table];
 		for (int i = 0; i < t->n; i++) {
 			const struct ir_table_entry *en = &t->entries[i];
 			bool len_ok = en->prefix ? r->path.len >= en->len : r->path.len == en->len;
 			if ((!en->method || en->method == r->method) && len_ok &&
 			    (size_t)r->path.off + en->len <= sizeof(r->buf) && !memcmp(r->buf + r->path.off, en->path, en->len))
-				return true;
+				return en->group == c->group;
 		}
 		return false;
 	}

@@ -34,7 +34,8 @@ enum ir_cond_kind {
 	IR_C_PORT_IN,      /* lo <= port the client connected to <= hi */
 	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
 	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
-	IR_C_TABLE,        /* (method, path) is in rule table `table` (passes.c "tables") */
+	IR_C_TABLE,        /* the first entry of rule table `table` that (method, path) matches
+	                    * belongs to group `group` (passes.c "tables") */
 	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
 	IR_C_COUNTER_IN,   /* lo <= value of counter `state` <= hi (as the request arrives) */
 	IR_C_TIMER_ELAPSED,/* at least lo seconds since timer `state` was (re)started */
@@ -56,7 +57,7 @@ struct ir_cond {
 	                              * IR_F_CLAIM: index into claims */
 	int jwt;                     /* JWT_VALID */
 	int ident;                   /* IDENTITY */
-	int table;                   /* TABLE */
+	int table, group;            /* TABLE */
 	int set;                     /* SOURCE_SET: index into cidr_sets */
 	int state;                   /* COUNTER_IN: counter; TIMER_ELAPSED: timer */
 	const struct ir_regex *re;   /* REGEX (field, header as for STR_EQ) */
@@ -137,12 +138,17 @@ struct ir_table_entry {
 	bool prefix;                 /* path is a prefix (else exact) */
 	char *path;
 	size_t len;
-	int rule;                    /* the rule it came from */
+	int group;                   /* 1..ngroups: the rules that decide alike share one */
+	unsigned line;               /* .l7 line of the rule it came from */
 };
 
-struct ir_table {                /* rules that differ only in method and path, as one lookup */
-	struct ir_table_entry *entries;
-	int n;
+/* A run of rules that differ only in method and path, as one lookup: the first entry the
+ * request matches names its group, and one rule per group (the group's actions) tests it.
+ * No entry is shadowed by an earlier one (passes.c removes those), so in each of the lookups
+ * (exact or prefix, with or without method) the longest match is also the first. */
+struct ir_table {
+	struct ir_table_entry *entries;   /* in rule order */
+	int n, ngroups;
 	bool exact_any, exact_method, prefix_any, prefix_method;   /* which lookups can match */
 };
 

@@ -36,7 +36,7 @@ static bool cond_eq(const struct ir_cond *a, const struct ir_cond *b)
 	case IR_C_PORT_IN: return a->lo == b->lo && a->hi == b->hi;
 	case IR_C_JWT_VALID: return a->jwt == b->jwt;
 	case IR_C_IDENTITY: return a->ident == b->ident;
-	case IR_C_TABLE: return a->table == b->table;
+	case IR_C_TABLE: return a->table == b->table && a->group == b->group;
 	case IR_C_SOURCE_SET: return a->set == b->set;
 	case IR_C_COUNTER_IN: return a->state == b->state && a->lo == b->lo && a->hi == b->hi;
 	case IR_C_TIMER_ELAPSED: return a->state == b->state && a->lo == b->lo;
@@ -325,22 +325,26 @@ static void pass_shadow(struct ir_program *p, struct l7_diags *d)
 }
 
 /* ---- pass: tables ----
- * A run of rules that decide alike and differ only in method and path (RBAC lists, route
- * tables) costs compares per rule, in instructions and in verifier work; as a table it costs
- * at most four map lookups (exact and prefix, with and without the method), whatever its size.
- * The cost model: a run of TABLE_MIN_RULES or more becomes a table. First match is kept:
- * the run is contiguous and every rule in it decides the same way. */
+ * A run of rules that differ only in method and path (RBAC lists, route tables) costs compares
+ * per rule, in instructions and in verifier work; as a table it costs at most four map lookups
+ * (exact and prefix, with and without the method), whatever its size. The run's rules may
+ * decide differently: those that decide alike form a group, the lookup answers the group of
+ * the first matching entry, and the run becomes one rule per group (the groups exclude each
+ * other, so their order does not matter). A 10,000-line route table to eight upstreams is
+ * eight rules. The cost model: a run of TABLE_MIN_RULES or more becomes a table (below that
+ * the compares are cheaper than the lookups); at most L7_TABLE_MAX_GROUPS groups a table. */
 #define TABLE_MIN_RULES 32
 
 static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 {
-	if (a->term != b->term || a->upstream != b->upstream || a->status != b->status || a->nactions != b->nactions)
+	if (a->term != b->term || a->upstream != b->upstream || a->status != b->status || a->nactions != b->nactions ||
+	    (a->reason != b->reason && (!a->reason || !b->reason || strcmp(a->reason, b->reason))))
 		return false;
 	for (int i = 0; i < a->nactions; i++) {
 		const struct ir_action *x = &a->actions[i], *y = &b->actions[i];
 		if (x->kind != y->kind || x->mutation != y->mutation || x->op != y->op || x->response != y->response ||
 		    x->header != y->header || x->counter != y->counter || x->bucket != y->bucket ||
-		    x->key_field != y->key_field || x->key_header != y->key_header)
+		    x->timer != y->timer || x->key_field != y->key_field || x->key_header != y->key_header)
 			return false;
 	}
 	return true;
@@ -377,7 +381,7 @@ static bool split_entry(const struct ir_rule *r, struct ir_table_entry *e, struc
 	if (!path)
 		return false;
 	*e = (struct ir_table_entry){ .method = method ? method->method : 0, .prefix = path->kind == IR_C_STR_PREFIX,
-				       .path = path->str, .len = path->len, .rule = r->id };
+				       .path = path->str, .len = path->len, .line = r->line };
 	return true;
 }
 
@@ -395,49 +399,111 @@ static bool same_terms(const struct terms *a, const struct terms *b)
 	return true;
 }
 
+/* Every request entry b matches, entry a matches too. */
+static bool entry_covers(const struct ir_table_entry *a, const struct ir_table_entry *b)
+{
+	if (a->method && a->method != b->method)
+		return false;
+	if (a->prefix)
+		return b->len >= a->len && !memcmp(a->path, b->path, a->len);
+	return !b->prefix && a->len == b->len && !memcmp(a->path, b->path, a->len);
+}
+
+/* The rules [k, end) of pol (one guard, `guard`) as table p->ntables: entries an earlier entry
+ * shadows go with a warning (so the longest match in a lookup is the first), the rules of each
+ * group but its first go, and the group's first tests the table. */
+static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int end, struct terms *guard,
+		       struct l7_diags *d)
+{
+	struct ir_table *tabs = l7_alloc(&p->arena, sizeof(*tabs) * (size_t)(p->ntables + 1));
+	if (p->ntables)
+		memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
+	struct ir_table *t = &tabs[p->ntables];
+	t->entries = l7_alloc(&p->arena, sizeof(*t->entries) * (size_t)(end - k));
+	int *leader = l7_alloc(&p->arena, sizeof(int) * (size_t)(end - k));   /* group -> its first rule */
+	struct terms rest;
+	for (int j = k; j < end; j++) {
+		struct ir_table_entry e;
+		split_entry(&pol->rules[j], &e, &rest);
+		const struct ir_table_entry *by = NULL;
+		for (int i = 0; i < t->n && !by; i++)
+			if (t->entries[i].prefix || !e.prefix)
+				by = entry_covers(&t->entries[i], &e) ? &t->entries[i] : NULL;
+		if (by) {
+			if (d && e.line != by->line)
+				l7_diag(d, L7_WARNING, l7_loc_of_line(p->src, e.line),
+					"this rule is shadowed by the rule at line %u, which takes all its requests; removed",
+					by->line);
+			continue;
+		}
+		e.group = 0;
+		for (int g = 0; g < t->ngroups && !e.group; g++)
+			if (same_actions(&pol->rules[leader[g]], &pol->rules[j]))
+				e.group = g + 1;
+		if (!e.group) {
+			leader[t->ngroups] = j;
+			e.group = ++t->ngroups;
+		}
+		if (e.prefix)
+			*(e.method ? &t->prefix_method : &t->prefix_any) = true;
+		else
+			*(e.method ? &t->exact_method : &t->exact_any) = true;
+		t->entries[t->n++] = e;
+	}
+	p->tables = tabs;
+	/* the group rules: the table test first (codegen looks it up once, at the first of them) */
+	struct ir_rule *rules = l7_alloc(&p->arena, sizeof(*rules) * (size_t)t->ngroups);
+	for (int g = 0; g < t->ngroups; g++) {
+		struct ir_rule *r = &rules[g];
+		*r = pol->rules[leader[g]];
+		struct terms s = { .n = 0 };
+		struct ir_cond *tc = l7_alloc(&p->arena, sizeof(*tc));
+		*tc = (struct ir_cond){ .kind = IR_C_TABLE, .table = p->ntables, .group = g + 1, .line = r->line };
+		s.t[s.n++] = tc;
+		for (int i = 0; i < guard->n; i++)
+			s.t[s.n++] = guard->t[i];
+		r->cond = rebuild(p, &s, r->line);
+	}
+	p->ntables++;
+	int removed = (end - k) - t->ngroups;
+	memcpy(&pol->rules[k], rules, sizeof(*rules) * (size_t)t->ngroups);
+	memmove(&pol->rules[k + t->ngroups], &pol->rules[end], sizeof(pol->rules[0]) * (size_t)(pol->nrules - end));
+	pol->nrules -= removed;
+}
+
+/* How many distinct ways the rules [k, end) decide (stops counting past max). */
+static int groups_in(const struct ir_policy *pol, int k, int end, int max)
+{
+	int leader[L7_TABLE_MAX_GROUPS + 1], n = 0;
+	for (int j = k; j < end && n <= max; j++) {
+		bool seen = false;
+		for (int g = 0; g < n && !seen; g++)
+			seen = same_actions(&pol->rules[leader[g]], &pol->rules[j]);
+		if (!seen && n <= max)
+			leader[n++] = j;
+	}
+	return n;
+}
+
 static void pass_tables(struct ir_program *p, struct l7_diags *d)
 {
-	(void)d;
 	for (int i = 0; i < p->npolicies; i++) {
 		struct ir_policy *pol = &p->policies[i];
 		for (int k = 0; k < pol->nrules; k++) {
-			struct ir_table_entry first;
+			struct ir_table_entry e;
 			struct terms guard, rest;
-			if (!split_entry(&pol->rules[k], &first, &guard))
+			if (!split_entry(&pol->rules[k], &e, &guard) || guard.n >= MAX_TERMS)
 				continue;
 			int end = k + 1;
-			while (end < pol->nrules) {
-				struct ir_table_entry e;
-				if (!same_actions(&pol->rules[k], &pol->rules[end]) || !split_entry(&pol->rules[end], &e, &rest) ||
-				    !same_terms(&guard, &rest))
-					break;
+			while (end < pol->nrules && split_entry(&pol->rules[end], &e, &rest) && same_terms(&guard, &rest))
 				end++;
-			}
 			if (end - k < TABLE_MIN_RULES)
 				continue;
-			struct ir_table *tabs = l7_alloc(&p->arena, sizeof(*tabs) * (size_t)(p->ntables + 1));
-			if (p->ntables)
-				memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
-			struct ir_table *t = &tabs[p->ntables];
-			t->entries = l7_alloc(&p->arena, sizeof(*t->entries) * (size_t)(end - k));
-			for (int j = k; j < end; j++) {
-				struct ir_table_entry *e = &t->entries[t->n++];
-				split_entry(&pol->rules[j], e, &rest);
-				if (e->prefix)
-					*(e->method ? &t->prefix_method : &t->prefix_any) = true;
-				else
-					*(e->method ? &t->exact_method : &t->exact_any) = true;
-			}
-			struct ir_cond *tc = l7_alloc(&p->arena, sizeof(*tc));
-			tc->kind = IR_C_TABLE;
-			tc->table = p->ntables;
-			tc->line = pol->rules[k].line;
-			guard.t[guard.n++] = tc;
-			p->tables = tabs;
-			p->ntables++;
-			pol->rules[k].cond = rebuild(p, &guard, pol->rules[k].line);
-			memmove(&pol->rules[k + 1], &pol->rules[end], sizeof(pol->rules[0]) * (size_t)(pol->nrules - end));
-			pol->nrules -= end - k - 1;
+			while (groups_in(pol, k, end, L7_TABLE_MAX_GROUPS) > L7_TABLE_MAX_GROUPS)
+				end -= (end - k) / 8 + 1;   /* too many ways to decide: a shorter run */
+			if (end - k < TABLE_MIN_RULES)
+				continue;
+			make_table(p, pol, k, end, &guard, d);
 		}
 	}
 }

@@ -48,12 +48,12 @@ int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size
 			n++;
 			continue;
 		}
-		if (sscanf(line, "table %u %7s %u %64s", &table, kind, &method, p) != 4) {
-			if (sscanf(line, "table %u %7s %u", &table, kind, &method) != 3 || strcmp(kind, "exact"))
+		unsigned value;   /* L7_TABLE_VALUE(position in the run, group) */
+		if (sscanf(line, "table %u %7s %u %u %64s", &table, kind, &method, &value, p) != 5) {
+			if (sscanf(line, "table %u %7s %u %u", &table, kind, &method, &value) != 4 || strcmp(kind, "exact"))
 				continue;
 			p[0] = 0;   /* the empty path (exact only) */
 		}
-		uint32_t one = 1;
 		size_t len = strlen(p);
 		if (exact < 0 || prefix < 0) {
 			snprintf(err, errlen, "the object has rule tables but no l7_exact/l7_prefix maps");
@@ -63,12 +63,12 @@ int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size
 		if (!strcmp(kind, "exact")) {
 			struct l7_table_key k = { .table = table, .method = method, .len = (uint32_t)len };
 			memcpy(k.path, p, len);
-			rc = bpf_map_update_elem(exact, &k, &one, BPF_ANY);
+			rc = bpf_map_update_elem(exact, &k, &value, BPF_ANY);
 		} else {
 			struct l7_prefix_key k = { .prefixlen = (uint32_t)(64 + 8 * len), .table = htonl(table),
 						   .method = htonl(method) };
 			memcpy(k.path, p, len);
-			rc = bpf_map_update_elem(prefix, &k, &one, BPF_ANY);
+			rc = bpf_map_update_elem(prefix, &k, &value, BPF_ANY);
 		}
 		if (rc) {
 			snprintf(err, errlen, "rule table %u: cannot insert '%s': %s", table, p, strerror(errno));

@@ -177,10 +177,17 @@ struct l7_table_keys {
 	struct l7_prefix_key prefix;
 };
 
-L7_INLINE int l7_table_match(const struct l7_req *req, __u32 table, __u32 lookups)
+/* The smallest value of the lookups that find an entry (L7_TABLE_VALUE: the first matching
+ * rule of the run, its group in the low byte), 0 when none does. */
+static __always_inline __u32 l7_table_min(__u32 best, const __u32 *v)
+{
+	return v && (!best || *v < best) ? *v : best;
+}
+
+L7_INLINE __u32 l7_table_match(const struct l7_req *req, __u32 table, __u32 lookups)
 {
 	struct l7_table_keys k;
-	__u32 len = req->path.len;
+	__u32 len = req->path.len, best = 0;
 	__u32 n = len < L7_TABLE_PATH ? len : L7_TABLE_PATH;
 	__builtin_memset(&k, 0, sizeof(k));
 	for (__u32 i = 0; i < L7_TABLE_PATH; i++) {
@@ -194,18 +201,18 @@ L7_INLINE int l7_table_match(const struct l7_req *req, __u32 table, __u32 lookup
 	k.prefix.table = __builtin_bswap32(table);
 	k.prefix.prefixlen = 64 + 8 * n;
 	if (len <= L7_TABLE_PATH) {
-		if ((lookups & 1) && bpf_map_lookup_elem(&l7_exact, &k.exact))
-			return 1;
+		if (lookups & 1)
+			best = l7_table_min(best, bpf_map_lookup_elem(&l7_exact, &k.exact));
 		k.exact.method = req->method;
-		if ((lookups & 2) && req->method && bpf_map_lookup_elem(&l7_exact, &k.exact))
-			return 1;
+		if ((lookups & 2) && req->method)
+			best = l7_table_min(best, bpf_map_lookup_elem(&l7_exact, &k.exact));
 	}
-	if ((lookups & 4) && bpf_map_lookup_elem(&l7_prefix, &k.prefix))
-		return 1;
+	if (lookups & 4)
+		best = l7_table_min(best, bpf_map_lookup_elem(&l7_prefix, &k.prefix));
 	k.prefix.method = __builtin_bswap32(req->method);
-	if ((lookups & 8) && req->method && bpf_map_lookup_elem(&l7_prefix, &k.prefix))
-		return 1;
-	return 0;
+	if ((lookups & 8) && req->method)
+		best = l7_table_min(best, bpf_map_lookup_elem(&l7_prefix, &k.prefix));
+	return best;
 }
 
 /* The backend slot a Ketama ring (balance.h) gives this request: the key is a span of the head

@@ -94,7 +94,11 @@ struct l7_req {
 
 /* Large runs of rules that differ only in method and path become tables (ir/passes.c
  * "tables"): an exact-path hash map and a longest-prefix-match trie, filled by l7run from the
- * object's l7.config before any traffic. method 0 matches any method. */
+ * object's l7.config before any traffic. method 0 matches any method. An entry's value is
+ * L7_TABLE_VALUE(its position in the run, its group): the smallest value over the lookups
+ * is the first matching rule, and its low byte the group whose rule decides. */
+#define L7_TABLE_VALUE(pos, group) ((__u32)(pos) << 8 | (__u32)(group))
+#define L7_TABLE_MAX_GROUPS 255
 struct l7_table_key {
 	__u32 table;
 	__u32 method;
