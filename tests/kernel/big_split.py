@@ -5,7 +5,10 @@ program. l7c must cut the first-match rule list into a chain of decide programs;
 loads into the kernel (every program accepted, at most 33 in a chain), and real requests in
 gateway and mesh mode get what the reference evaluator (`l7c --eval`) says for the first,
 middle and last rules, for near misses and for a request no rule matches -- including a Deny of
-a second policy after a Route remembered in an earlier program of the chain (deny wins).
+a second policy after a Route remembered in an earlier program of the chain (deny wins) -- and
+for heads of exactly 16 KiB (the limit) whose x-tenant line comes last, after ~75 other fields
+(the parse half scans them all, the decide chain reads the header it found), and one byte more
+(431).
 Emptying a middle slot of the chain fails closed exactly the requests that need it.
 Prints the compile time, the chain and the verifier's numbers per program.
 
@@ -19,6 +22,7 @@ from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
 N = 10000
+HEAD_LIMIT = 16384   # L7_MAX_HEAD: request line and header fields
 PID = os.getpid()
 BASE = 27000 + (PID % 400) * 4
 SVC, UPS = BASE, [BASE + 1, BASE + 2]
@@ -43,33 +47,42 @@ def policy():
             "    Deny(request, 451);\n  }\n}\n" % (SVC, UPS[0], UPS[1], "\n".join(rules)))
 
 
-def raw(path, tenant):
-    return ("GET %s HTTP/1.1\r\nHost: front\r\n%s\r\n" % (path, "x-tenant: %s\r\n" % tenant if tenant else "")).encode()
+def raw(path, tenant, size=0):
+    """The request; with size, filler fields before x-tenant make the head exactly size bytes."""
+    head = "GET %s HTTP/1.1\r\nHost: front\r\n" % path
+    tail = ("x-tenant: %s\r\n" % tenant if tenant else "") + "\r\n"
+    pad, i = "", 0
+    while size and size > len(head) + len(pad) + len(tail):
+        name = "x-pad-%03d: " % i
+        room = size - len(head) - len(pad) - len(tail) - len(name) - 2
+        pad += name + "p" * (room if room <= 400 else 200) + "\r\n"
+        i += 1
+    return (head + pad + tail).encode()
 
 
-def expected(src, path, tenant):
+def expected(src, path, tenant, size=0):
     f = os.path.join(WORK, "req.http")
-    open(f, "wb").write(raw(path, tenant))
+    open(f, "wb").write(raw(path, tenant, size))
     out = subprocess.run([L7C, "--eval=" + f, src], check=True, capture_output=True, text=True).stdout
-    m = re.search(r"^verdict: (forward|deny) (\S+)", out, re.M)
+    m = re.search(r"^verdict: (forward|deny|refuse) (\S+)", out, re.M)
     hdr = re.search(r"^set-header: x-tenant-rule: (\S+)", out, re.M)
     if m.group(1) == "forward":
         return 200, m.group(2), hdr.group(1) if hdr else None
     return int(m.group(2)), None, None
 
 
-def send(path, tenant):
-    st, body = request(SVC, raw(path, tenant))
+def send(path, tenant, size=0):
+    st, body = request(SVC, raw(path, tenant, size))
     return st, body.lower()
 
 
 def drive(mode, cases, pin, array, chunk_of):
-    for path, tenant, want in cases:
-        st, body = send(path, tenant)
+    for path, tenant, size, want in cases:
+        st, body = send(path, tenant, size)
         m = re.search(r"backend=(\w+)", body)
         ok = st == want[0] and (st != 200 or (m and m.group(1) == want[1])) and \
             (want[2] is None or re.search(r"x-tenant-rule[:=] ?%s\n" % want[2], body))
-        check(ok, "%s: %s x-tenant=%s -> %d (l7c --eval: %s)" % (mode, path, tenant, st, want))
+        check(ok, "%s: %s x-tenant=%s head %s -> %d (l7c --eval: %s)" % (mode, path, tenant, size or "short", st, want))
     # empty a middle slot: a deny decided before it still answers, a request that needs it
     # (every Route: the guard policy runs in the last program) fails closed
     mid = chunk_of // 2
@@ -108,13 +121,18 @@ def main():
           "--explain places rule 1 in the first decide program, rule %d in the last (%s, %s)" % (N, placed[1], placed[N]))
 
     picks = [0, 1, 2, N // 2 - 1, N // 2, N // 2 + 1, N - 3, N - 2, N - 1]
-    cases = [("/x", "t%d" % i, None) for i in picks]
-    cases += [("/x", "t%d" % N, None), ("/x", "t", None), ("/x", "t10x", None), ("/x", None, None),   # no rule
-              ("/admin/x", "t0", None), ("/admin/x", "t%d" % (N - 1), None)]                        # deny wins
-    cases = [(p, t, expected(src, p, t)) for p, t, _ in cases]
-    want = dict(((p, t), w) for p, t, w in cases)
-    check(want[("/x", "t0")][:2] == (200, "a") and want[("/x", "t%d" % N)][0] == 404 and want[("/admin/x", "t0")][0] == 451,
-          "the reference evaluator's answers are the policy's (%s)" % [want[("/x", "t0")], want[("/x", "t%d" % N)]])
+    cases = [("/x", "t%d" % i, 0) for i in picks]
+    cases += [("/x", "t%d" % N, 0), ("/x", "t", 0), ("/x", "t10x", 0), ("/x", None, 0),   # no rule
+              ("/admin/x", "t0", 0), ("/admin/x", "t%d" % (N - 1), 0)]                    # deny wins
+    cases += [("/x", "t%d" % i, HEAD_LIMIT) for i in (0, 1, N // 2 + 1, N - 1)]            # 16 KiB heads
+    cases += [("/x", "t0", HEAD_LIMIT + 1)]
+    check(all(len(raw(p, t, z)) == z for p, t, z in cases if z), "the long heads are exactly their sizes")
+    cases = [(p, t, z, expected(src, p, t, z)) for p, t, z in cases]
+    want = dict(((p, t, z), w) for p, t, z, w in cases)
+    check(want[("/x", "t0", 0)][:2] == (200, "a") and want[("/x", "t%d" % N, 0)][0] == 404 and
+          want[("/admin/x", "t0", 0)][0] == 451 and want[("/x", "t0", HEAD_LIMIT)][:2] == (200, "a") and
+          want[("/x", "t0", HEAD_LIMIT + 1)][0] == 431,
+          "the reference evaluator's answers are the policy's (%s)" % [want[("/x", "t0", 0)], want[("/x", "t%d" % N, 0)]])
 
     os.mkdir(CG)
     try:
