@@ -173,6 +173,19 @@ static const char *term_name(enum ir_term t)
 	return t == IR_FORWARD ? "forward" : t == IR_DENY ? "deny" : t == IR_FALLBACK ? "fallback" : "continue";
 }
 
+/* The rule table a rule tests (its first conjunct, ir/passes.c "tables"), or -1; *entries: the
+ * table's entries that decide as this rule does. */
+static int rule_table(const struct ir_program *p, const struct ir_rule *ru, int *entries)
+{
+	const struct ir_cond *c = ru->cond->kind == IR_C_AND ? ru->cond->a : ru->cond;
+	*entries = 0;
+	if (c->kind != IR_C_TABLE)
+		return -1;
+	for (int i = 0; i < p->tables[c->table].n; i++)
+		*entries += p->tables[c->table].entries[i].group == c->group;
+	return c->table;
+}
+
 /* The .l7 lines a rule owns: its decision and its actions; conditions were placed on the
  * lines of their expressions, which are the rule's if-lines. */
 static int rule_insns(const struct report *r, const struct ir_rule *ru, int *prog)
@@ -271,11 +284,21 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 				snprintf(dec, sizeof(dec), "deny %d", ru->status);
 			else
 				snprintf(dec, sizeof(dec), "continue");
-			printf("%-6d %-5u %-16s %-22s %6d %6.2f%%  %s%s\n", ru->id, ru->line, p->policies[i].name,
+			int entries, t = rule_table(p, ru, &entries);
+			char tab[64] = "";
+			if (t >= 0)
+				snprintf(tab, sizeof(tab), " (table #%d: %d rule%s)", t, entries, entries == 1 ? "" : "s");
+			printf("%-6d %-5u %-16s %-22s %6d %6.2f%%  %s%s%s\n", ru->id, ru->line, p->policies[i].name,
 			       g ? runs_in(r, prog, where, sizeof(where)) : "(folded away)", n,
 			       g && g->f->insns ? 100.0 * n / g->f->insns : 0.0, dec,
-			       ru->nactions ? " + header mutations" : "");
+			       ru->nactions ? " + header mutations" : "", tab);
 		}
+	for (int t = 0; t < p->ntables; t++) {
+		const struct ir_table *tb = &p->tables[t];
+		printf("%stable #%d: %d rules of lines %u..%u, one lookup (l7_exact, l7_prefix), %d decision%s\n",
+		       t ? "" : "\nrule tables:\n", t, tb->n, tb->entries[0].line, tb->entries[tb->n - 1].line, tb->ngroups,
+		       tb->ngroups == 1 ? "" : "s");
+	}
 	printf("\nslow path (userspace):\n");
 	int any = 0;
 	for (int i = 0; i < p->npolicies; i++)
@@ -346,13 +369,19 @@ static void json_report(const struct report *r, const struct ir_program *p, cons
 			json_str(stdout, prog >= 0 ? runs_in(r, prog, where, sizeof(where)) : NULL);
 			printf(",\"insns\":%d,\"decision\":\"%s\",\"status\":%d,\"upstream\":", n, term_name(ru->term), ru->status);
 			json_str(stdout, ru->upstream >= 0 && ru->term != IR_DENY ? p->upstreams[ru->upstream].name : "");
-			printf(",\"slow_path\":");
+			int entries, t = rule_table(p, ru, &entries);
+			printf(",\"table\":%d,\"table_rules\":%d,\"slow_path\":", t, entries);
 			if (ru->term == IR_FALLBACK)
 				json_str(stdout, ru->reason);
 			else
 				printf("null");
 			printf("}");
 		}
+	printf("],\"tables\":[");
+	for (int t = 0; t < p->ntables; t++)
+		printf("%s{\"id\":%d,\"rules\":%d,\"first_line\":%u,\"last_line\":%u,\"decisions\":%d}", t ? "," : "", t,
+		       p->tables[t].n, p->tables[t].entries[0].line, p->tables[t].entries[p->tables[t].n - 1].line,
+		       p->tables[t].ngroups);
 	printf("]}\n");
 }
 
@@ -396,10 +425,13 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 		for (int k = 0; k < p->policies[i].nrules; k++) {
 			const struct ir_rule *ru = &p->policies[i].rules[k];
 			int prog, n = rule_insns(r, ru, &prog);
-			char where[256];
-			fprintf(f, "<tr><td>%d</td><td>%u</td><td>%s</td><td>%s</td><td>%d</td><td>%s%s%s</td></tr>\n", ru->id,
+			char where[256], tab[64] = "";
+			int entries, t = rule_table(p, ru, &entries);
+			if (t >= 0)
+				snprintf(tab, sizeof(tab), " (table #%d: %d rule%s)", t, entries, entries == 1 ? "" : "s");
+			fprintf(f, "<tr><td>%d</td><td>%u</td><td>%s</td><td>%s</td><td>%d</td><td>%s%s%s%s</td></tr>\n", ru->id,
 				ru->line, p->policies[i].name, prog >= 0 ? runs_in(r, prog, where, sizeof(where)) : "(folded away)", n,
-				term_name(ru->term), ru->term == IR_FALLBACK ? ": " : "", ru->term == IR_FALLBACK ? ru->reason : "");
+				term_name(ru->term), ru->term == IR_FALLBACK ? ": " : "", ru->term == IR_FALLBACK ? ru->reason : "", tab);
 		}
 	fprintf(f, "</table>\n\n## Slow path\n\n");
 	int any = 0;

@@ -77,6 +77,17 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rules"][1
   && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-json: not the expected JSON"; head -c 400 "$tmp/out"; }
 check explain-html 0 "$l7c" --explain --format=html "$ex"
 contains explain-html '<table>'; contains explain-html-bar 'background:#3a3'
+# a route table: 40 rules, 7 decisions, one lookup; each group rule says how many rules it stands for
+rt=$src/tests/compiler/ir/route_table.l7
+check explain-table 0 "$l7c" --explain "$rt"
+contains explain-table-rule '^2 +19 +routes +l7_client_parser +[0-9]+ +[0-9.]+% +forward users \(table #0: [0-9]+ rules\)$'
+contains explain-table 'table #0: 40 rules of lines 19\.\.100, one lookup \(l7_exact, l7_prefix\), 7 decisions'
+check explain-table-json 0 "$l7c" --explain --format=json "$rt"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tables"][0]; r=[x for x in d["rules"] if x["table"]==0]
+assert t["rules"]==40 and t["decisions"]==7 and len(r)==7 and sum(x["table_rules"] for x in r)==40, (t, r)' "$tmp/out" \
+  && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-table-json"; head -c 600 "$tmp/out"; }
+check explain-table-html 0 "$l7c" --explain --format=html "$rt"
+contains explain-table-html '<td>forward \(table #0: [0-9]+ rules\)</td>'
 check explain-fallback 0 "$l7c" --explain "$src/tests/compiler/ir/multi.l7"
 contains explain-fallback 'rule 5 \(line 27\): Fallback\(\) at line 27'
 # split programs (issue 6): the chains in the three formats, tail calls per program against 33
