@@ -277,8 +277,9 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 		if (!c->table_val[k->table]) {
 			unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
 					   (t->prefix_method ? 8 : 0);
-			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->table), u32c(c, lookups) };
-			c->table_val[k->table] = call(c, c->table_ty, c->table_fn, args, 3);
+			LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(t->field, t->header)),
+						u32c(c, (unsigned)k->table), u32c(c, lookups) };
+			c->table_val[k->table] = call(c, c->table_ty, c->table_fn, args, 4);
 		}
 		LLVMValueRef group = LLVMBuildAnd(g->b, c->table_val[k->table], u32c(c, 0xff), "");
 		v = LLVMBuildICmp(g->b, LLVMIntEQ, group, u32c(c, (unsigned)k->group), "");
@@ -444,8 +445,8 @@ static void declare_leaves(struct pcx *c)
 	LLVMTypeRef tp[] = { g->ptr, g->i32, g->ptr, g->i32, g->i32 };
 	c->take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
 	c->take_fn = declare(c, "l7_bucket_take", c->take_ty);
-	LLVMTypeRef tbp[] = { g->ptr, g->i32, g->i32 };
-	c->table_ty = LLVMFunctionType(g->i32, tbp, 3, 0);
+	LLVMTypeRef tbp[] = { g->ptr, g->ptr, g->i32, g->i32 };
+	c->table_ty = LLVMFunctionType(g->i32, tbp, 4, 0);
 	c->table_fn = declare(c, "l7_table_match", c->table_ty);
 	LLVMTypeRef hp[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->i32 };
 	c->hash_ty = LLVMFunctionType(g->i32, hp, 5, 0);

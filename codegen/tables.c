@@ -223,7 +223,7 @@ static void config_section(struct cg *g)
 		for (int i = 0; i < p->tables[t].n; i++) {
 			const struct ir_table_entry *e = &p->tables[t].entries[i];
 			fprintf(f, "table %d %s %u %u %.*s\n", t, e->prefix ? "prefix" : "exact", e->method,
-				L7_TABLE_VALUE(i, e->group), (int)e->len, e->path);
+				L7_TABLE_VALUE(i, e->group), (int)e->len, e->value);
 		}
 	/* telemetry: l7_counters holds the Counter instances, then one hit counter per rule */
 	for (int i = 0; i < p->ncounters; i++)

@@ -90,8 +90,9 @@ static int too_many(const struct ir_program *p, int total, int n, const char *wh
 {
 	fprintf(stderr,
 		"l7c: error: %s: %d rules need %d decide programs %s, but a tail-call chain holds at most %d "
-		"(the kernel's limit); rules alike in method and path become tables, and source prefixes in one "
-		"`in [...]` list a set, but header and claim tests stay code: fewer or shorter ones fit\n",
+		"(the kernel's limit); a run of 32+ rules that differ only in method and one field's value (the path, "
+		"Host, one header) becomes a table, and source prefixes in one `in [...]` list a set, but rules that "
+		"mix fields, regexes and claim tests stay code: fewer or shorter ones fit\n",
 		p->source_path, total, n, why, CODEGEN_MAX_CHUNKS);
 	return 1;
 }

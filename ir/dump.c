@@ -113,11 +113,12 @@ void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 		return;
 	case IR_C_TABLE: {
 		const struct ir_table *t = &p->tables[c->table];
+		fputs("(method, ", o);
+		field_out(p, t->field, t->header, o);
 		if (t->ngroups == 1)
-			fprintf(o, "(method, path) in table #%d (%d entries)", c->table, t->n);
+			fprintf(o, ") in table #%d (%d entries)", c->table, t->n);
 		else
-			fprintf(o, "(method, path) first in table #%d is of group %d of %d (%d entries)", c->table, c->group,
-				t->ngroups, t->n);
+			fprintf(o, ") first in table #%d is of group %d of %d (%d entries)", c->table, c->group, t->ngroups, t->n);
 		return;
 	}
 	case IR_C_SERVICE_IN:
@@ -271,13 +272,16 @@ void ir_dump(const struct ir_program *p, FILE *o)
 	}
 	for (int i = 0; i < p->ntables; i++) {
 		const struct ir_table *t = &p->tables[i];
-		fprintf(o, "table #%d: %d entries (lines %u..%u), %d group%s\n", i, t->n, t->entries[0].line,
-			t->entries[t->n - 1].line, t->ngroups, t->ngroups == 1 ? "" : "s");
+		fprintf(o, "table #%d on ", i);
+		field_out(p, t->field, t->header, o);
+		fprintf(o, ": %d entries (lines %u..%u), %d group%s\n", t->n, t->entries[0].line, t->entries[t->n - 1].line,
+			t->ngroups, t->ngroups == 1 ? "" : "s");
 		for (int k = 0; k < t->n && k < 16; k++) {   /* enough to see its shape */
 			const struct ir_table_entry *e = &t->entries[k];
-			fprintf(o, "  %s path %s ", !e->method ? "any" : e->method < sizeof(method_names) / sizeof(*method_names) ? method_names[e->method] : "?",
+			fprintf(o, "  method %s, %s ",
+				!e->method ? "any" : e->method < sizeof(method_names) / sizeof(*method_names) ? method_names[e->method] : "?",
 				e->prefix ? "starts with" : "==");
-			str_out(o, e->path, e->len);
+			str_out(o, e->value, e->len);
 			fprintf(o, " -> group %d (line %u)\n", e->group, e->line);
 		}
 		if (t->n > 16)

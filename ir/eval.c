@@ -95,11 +95,12 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	}
 	case IR_C_TABLE: {   /* the first entry in rule order decides the group */
 		const struct ir_table *t = &e->p->tables[c->table];
+		const struct l7_span *s = span_of(r, t->field, t->header);
 		for (int i = 0; i < t->n; i++) {
 			const struct ir_table_entry *en = &t->entries[i];
-			bool len_ok = en->prefix ? r->path.len >= en->len : r->path.len == en->len;
+			bool len_ok = en->prefix ? s->len >= en->len : s->len == en->len;
 			if ((!en->method || en->method == r->method) && len_ok &&
-			    (size_t)r->path.off + en->len <= sizeof(r->buf) && !memcmp(r->buf + r->path.off, en->path, en->len))
+			    (size_t)s->off + en->len <= sizeof(r->buf) && !memcmp(r->buf + s->off, en->value, en->len))
 				return en->group == c->group;
 		}
 		return false;

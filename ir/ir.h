@@ -34,7 +34,7 @@ enum ir_cond_kind {
 	IR_C_PORT_IN,      /* lo <= port the client connected to <= hi */
 	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
 	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
-	IR_C_TABLE,        /* the first entry of rule table `table` that (method, path) matches
+	IR_C_TABLE,        /* the first entry of rule table `table` that (method, field) matches
 	                    * belongs to group `group` (passes.c "tables") */
 	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
 	IR_C_COUNTER_IN,   /* lo <= value of counter `state` <= hi (as the request arrives) */
@@ -135,20 +135,23 @@ struct ir_bucket { char *name; unsigned rate, burst, status; };
 
 struct ir_table_entry {
 	unsigned method;             /* enum l7_method; 0: any */
-	bool prefix;                 /* path is a prefix (else exact) */
-	char *path;
+	bool prefix;                 /* value is a prefix of the field (else equal to it) */
+	char *value;
 	size_t len;
 	int group;                   /* 1..ngroups: the rules that decide alike share one */
 	unsigned line;               /* .l7 line of the rule it came from */
 };
 
-/* A run of rules that differ only in method and path, as one lookup: the first entry the
+/* A run of rules that differ only in method and one field's value (the path, Host, a header
+ * or the query; the same for the whole run), as one lookup: the first entry the
  * request matches names its group, and one rule per group (the group's actions) tests it.
  * No entry is shadowed by an earlier one (passes.c removes those), so in each of the lookups
  * (exact or prefix, with or without method) the longest match is also the first. */
 struct ir_table {
 	struct ir_table_entry *entries;   /* in rule order */
 	int n, ngroups;
+	enum ir_field field;         /* what the entries' values are compared with */
+	int header;                  /* IR_F_HEADER: index into the header vector */
 	bool exact_any, exact_method, prefix_any, prefix_method;   /* which lookups can match */
 };
 

@@ -350,18 +350,31 @@ static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 	return true;
 }
 
-static bool table_path(const struct ir_cond *c)
+/* A compare a table can hold: with a field of the head (not a claim) and a constant that
+ * l7.config can carry as a word and the lookup key holds whole. Lower ranks are preferred when
+ * a rule has several: runs form on the path first. */
+static int table_rank(const struct ir_cond *c)
 {
-	if ((c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX) || c->field != IR_F_PATH || c->len > L7_TABLE_PATH)
-		return false;
+	static const int rank[] = { [IR_F_PATH] = 1, [IR_F_HOST] = 2, [IR_F_HEADER] = 3, [IR_F_QUERY] = 4 };
+	if ((c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX) || c->len > L7_TABLE_PATH ||
+	    (c->field != IR_F_PATH && c->field != IR_F_HOST && c->field != IR_F_HEADER && c->field != IR_F_QUERY))
+		return 0;
 	for (size_t i = 0; i < c->len; i++)
 		if ((unsigned char)c->str[i] <= ' ' || (unsigned char)c->str[i] >= 127)
-			return false;   /* l7.config carries entries as words */
-	return c->kind == IR_C_STR_EQ || c->len > 0;
+			return 0;   /* l7.config carries entries as words */
+	return c->kind == IR_C_STR_EQ || c->len > 0 ? rank[c->field] : 0;
 }
 
-/* Splits a rule's conjunction into its table entry (method, path) and the rest. */
-static bool split_entry(const struct ir_rule *r, struct ir_table_entry *e, struct terms *rest)
+/* Two compares on the same field (the same header). */
+static bool same_field(const struct ir_cond *a, const struct ir_cond *b)
+{
+	return a->field == b->field && (a->field != IR_F_HEADER || a->header == b->header);
+}
+
+/* Splits a rule's conjunction into its table entry (method, value of the field `on` compares)
+ * and the rest; *key is the compare the entry came from. */
+static bool split_entry(const struct ir_rule *r, const struct ir_cond *on, struct ir_table_entry *e,
+			const struct ir_cond **key, struct terms *rest)
 {
 	struct terms s = { .n = 0 };
 	flatten(r->cond, &s);
@@ -369,19 +382,23 @@ static bool split_entry(const struct ir_rule *r, struct ir_table_entry *e, struc
 		return false;
 	rest->n = 0;
 	rest->overflow = false;
-	const struct ir_cond *path = NULL, *method = NULL;
+	const struct ir_cond *k = NULL, *method = NULL;
+	for (int i = 0; i < s.n; i++)
+		if (table_rank(s.t[i]) && same_field(s.t[i], on) && (!k || table_rank(s.t[i]) < table_rank(k)))
+			k = s.t[i];
 	for (int i = 0; i < s.n; i++) {
-		if (!path && table_path(s.t[i]))
-			path = s.t[i];
-		else if (!method && s.t[i]->kind == IR_C_METHOD_IS)
+		if (s.t[i] == k)
+			continue;
+		if (!method && s.t[i]->kind == IR_C_METHOD_IS)
 			method = s.t[i];
 		else
 			rest->t[rest->n++] = s.t[i];
 	}
-	if (!path)
+	if (!k)
 		return false;
-	*e = (struct ir_table_entry){ .method = method ? method->method : 0, .prefix = path->kind == IR_C_STR_PREFIX,
-				       .path = path->str, .len = path->len, .line = r->line };
+	*e = (struct ir_table_entry){ .method = method ? method->method : 0, .prefix = k->kind == IR_C_STR_PREFIX,
+				       .value = k->str, .len = k->len, .line = r->line };
+	*key = k;
 	return true;
 }
 
@@ -405,26 +422,29 @@ static bool entry_covers(const struct ir_table_entry *a, const struct ir_table_e
 	if (a->method && a->method != b->method)
 		return false;
 	if (a->prefix)
-		return b->len >= a->len && !memcmp(a->path, b->path, a->len);
-	return !b->prefix && a->len == b->len && !memcmp(a->path, b->path, a->len);
+		return b->len >= a->len && !memcmp(a->value, b->value, a->len);
+	return !b->prefix && a->len == b->len && !memcmp(a->value, b->value, a->len);
 }
 
 /* The rules [k, end) of pol (one guard, `guard`) as table p->ntables: entries an earlier entry
  * shadows go with a warning (so the longest match in a lookup is the first), the rules of each
  * group but its first go, and the group's first tests the table. */
-static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int end, struct terms *guard,
-		       struct l7_diags *d)
+static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int end, const struct ir_cond *field,
+		       struct terms *guard, struct l7_diags *d)
 {
 	struct ir_table *tabs = l7_alloc(&p->arena, sizeof(*tabs) * (size_t)(p->ntables + 1));
 	if (p->ntables)
 		memcpy(tabs, p->tables, sizeof(*tabs) * (size_t)p->ntables);
 	struct ir_table *t = &tabs[p->ntables];
 	t->entries = l7_alloc(&p->arena, sizeof(*t->entries) * (size_t)(end - k));
+	t->field = field->field;
+	t->header = field->header;
 	int *leader = l7_alloc(&p->arena, sizeof(int) * (size_t)(end - k));   /* group -> its first rule */
 	struct terms rest;
 	for (int j = k; j < end; j++) {
 		struct ir_table_entry e;
-		split_entry(&pol->rules[j], &e, &rest);
+		const struct ir_cond *key;
+		split_entry(&pol->rules[j], field, &e, &key, &rest);
 		const struct ir_table_entry *by = NULL;
 		for (int i = 0; i < t->n && !by; i++)
 			if (t->entries[i].prefix || !e.prefix)
@@ -485,25 +505,46 @@ static int groups_in(const struct ir_policy *pol, int k, int end, int max)
 	return n;
 }
 
+/* The end of the run of rules from k keyed on the field `on` compares (guard: rule k's rest). */
+static int run_end(const struct ir_policy *pol, int k, const struct ir_cond *on, struct terms *guard)
+{
+	struct ir_table_entry e;
+	const struct ir_cond *key;
+	struct terms rest;
+	if (!split_entry(&pol->rules[k], on, &e, &key, guard) || guard->n >= MAX_TERMS)
+		return k;
+	int end = k + 1;
+	while (end < pol->nrules && split_entry(&pol->rules[end], on, &e, &key, &rest) && same_terms(guard, &rest))
+		end++;
+	return end;
+}
+
 static void pass_tables(struct ir_program *p, struct l7_diags *d)
 {
 	for (int i = 0; i < p->npolicies; i++) {
 		struct ir_policy *pol = &p->policies[i];
 		for (int k = 0; k < pol->nrules; k++) {
-			struct ir_table_entry e;
-			struct terms guard, rest;
-			if (!split_entry(&pol->rules[k], &e, &guard) || guard.n >= MAX_TERMS)
-				continue;
-			int end = k + 1;
-			while (end < pol->nrules && split_entry(&pol->rules[end], &e, &rest) && same_terms(&guard, &rest))
-				end++;
+			/* key the run on whichever of rule k's compares gives the longest one (a path
+			 * prefix every rule shares is guard; the header value that varies is the key) */
+			struct terms s = { .n = 0 }, guard;
+			flatten(pol->rules[k].cond, &s);
+			const struct ir_cond *field = NULL;
+			int end = k;
+			for (int t = 0; t < s.n && !s.overflow; t++) {
+				if (!table_rank(s.t[t]))
+					continue;
+				int e = run_end(pol, k, s.t[t], &guard);
+				if (e > end)
+					end = e, field = s.t[t];
+			}
 			if (end - k < TABLE_MIN_RULES)
 				continue;
 			while (groups_in(pol, k, end, L7_TABLE_MAX_GROUPS) > L7_TABLE_MAX_GROUPS)
 				end -= (end - k) / 8 + 1;   /* too many ways to decide: a shorter run */
 			if (end - k < TABLE_MIN_RULES)
 				continue;
-			make_table(p, pol, k, end, &guard, d);
+			run_end(pol, k, field, &guard);   /* the guard of the chosen key */
+			make_table(p, pol, k, end, field, &guard, d);
 		}
 	}
 }

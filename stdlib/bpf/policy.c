@@ -184,16 +184,16 @@ static __always_inline __u32 l7_table_min(__u32 best, const __u32 *v)
 	return v && (!best || *v < best) ? *v : best;
 }
 
-L7_INLINE __u32 l7_table_match(const struct l7_req *req, __u32 table, __u32 lookups)
+L7_INLINE __u32 l7_table_match(const struct l7_req *req, const struct l7_span *field, __u32 table, __u32 lookups)
 {
 	struct l7_table_keys k;
-	__u32 len = req->path.len, best = 0;
+	__u32 len = field->len, off = field->off, best = 0;
 	__u32 n = len < L7_TABLE_PATH ? len : L7_TABLE_PATH;
 	__builtin_memset(&k, 0, sizeof(k));
 	for (__u32 i = 0; i < L7_TABLE_PATH; i++) {
 		if (i >= n)
 			break;
-		k.exact.path[i] = req->buf[(req->path.off + i) & HEAD_MASK];
+		k.exact.path[i] = req->buf[(off + i) & HEAD_MASK];
 	}
 	__builtin_memcpy(k.prefix.path, k.exact.path, L7_TABLE_PATH);
 	k.exact.table = table;

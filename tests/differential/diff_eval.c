@@ -71,8 +71,8 @@ static void constants_of(const struct ir_program *p, const struct ir_cond *c)
 	case IR_C_TABLE:
 		for (int i = 0; i < p->tables[c->table].n; i++) {
 			const struct ir_table_entry *e = &p->tables[c->table].entries[i];
-			printf("path %s ", e->prefix ? "prefix" : "eq");
-			hex(e->path, e->len);
+			printf("%s %s ", p->tables[c->table].field == IR_F_PATH ? "path" : "value", e->prefix ? "prefix" : "eq");
+			hex(e->value, e->len);
 			printf("\nmethodnum %u\n", e->method);
 		}
 		break;
