@@ -125,7 +125,7 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source)
 	if (d.rule == &ir->rbac_rule)
 		printf("rule: rbac (an ALLOW policy applied and none of its rules allowed)\n");
 	else if (d.rule->id)
-		printf("rule: %d (line %u)\n", d.rule->id, d.rule->line);
+		printf("rule: %d (line %u)\n", d.rule->id, d.line);
 	else
 		printf("rule: default (no policy decided)\n");
 	for (int i = 0; i < d.ncounted; i++)

@@ -52,6 +52,21 @@ int ir_identity_of(const struct ir_program *p, unsigned src_be)
 	return best;
 }
 
+/* The first entry of table t the request matches, or NULL. */
+static const struct ir_table_entry *table_first(const struct ev *e, const struct ir_table *t)
+{
+	const struct l7_req *r = e->r;
+	const struct l7_span *s = span_of(r, t->field, t->header);
+	for (int i = 0; i < t->n; i++) {
+		const struct ir_table_entry *en = &t->entries[i];
+		bool len_ok = en->prefix ? s->len >= en->len : s->len == en->len;
+		if ((!en->method || en->method == r->method) && len_ok && (size_t)s->off + en->len <= sizeof(r->buf) &&
+		    !memcmp(r->buf + s->off, en->value, en->len))
+			return en;
+	}
+	return NULL;
+}
+
 static bool holds(const struct ev *e, const struct ir_cond *c)
 {
 	const struct l7_req *r = e->r;
@@ -94,16 +109,8 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 		return false;
 	}
 	case IR_C_TABLE: {   /* the first entry in rule order decides the group */
-		const struct ir_table *t = &e->p->tables[c->table];
-		const struct l7_span *s = span_of(r, t->field, t->header);
-		for (int i = 0; i < t->n; i++) {
-			const struct ir_table_entry *en = &t->entries[i];
-			bool len_ok = en->prefix ? s->len >= en->len : s->len == en->len;
-			if ((!en->method || en->method == r->method) && len_ok &&
-			    (size_t)s->off + en->len <= sizeof(r->buf) && !memcmp(r->buf + s->off, en->value, en->len))
-				return en->group == c->group;
-		}
-		return false;
+		const struct ir_table_entry *en = table_first(e, &e->p->tables[c->table]);
+		return en && en->group == c->group;
 	}
 	}
 	return false;
@@ -128,13 +135,23 @@ static void mutate(const struct ir_program *p, struct ir_decision *out, const st
 		set[(*n)++] = a->mutation;
 }
 
-static void decide(struct ir_decision *out, const struct ir_rule *r)
+/* The .l7 line that decided: a rule's, or for a rule that stands for a table (its first test),
+ * the line of the table entry the request matched. */
+static unsigned line_of(const struct ev *e, const struct ir_rule *r)
+{
+	const struct ir_cond *c = r->cond && r->cond->kind == IR_C_AND ? r->cond->a : r->cond;
+	const struct ir_table_entry *en = c && c->kind == IR_C_TABLE ? table_first(e, &e->p->tables[c->table]) : NULL;
+	return en ? en->line : r->line;
+}
+
+static void decide(const struct ev *e, struct ir_decision *out, const struct ir_rule *r)
 {
 	out->term = r->term;
 	out->upstream = r->upstream;
 	out->slot = -1;
 	out->status = r->status;
 	out->rule = r;
+	out->line = line_of(e, r);
 }
 
 void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
@@ -164,11 +181,12 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 					out->upstream = -1;
 					out->slot = -1;
 					out->rule = r;
+					out->line = line_of(&e, r);
 					return;
 				}
 			}
 			if (r->term == IR_DENY) {
-				decide(out, r);
+				decide(&e, out, r);
 				return;
 			}
 			if (r->term == IR_ALLOW)
@@ -179,11 +197,11 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 		}
 	}
 	if (allow_applies && !allowed)
-		decide(out, &p->rbac_rule);
+		decide(&e, out, &p->rbac_rule);
 	else if (route)
-		decide(out, route);
+		decide(&e, out, route);
 	else
-		decide(out, &p->default_rule);
+		decide(&e, out, &p->default_rule);
 	if (out->term == IR_DENY)
 		out->upstream = -1;
 	else   /* the endpoint: a Ketama ring picks it as the kernel does; round robin rotates */

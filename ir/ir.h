@@ -264,6 +264,8 @@ struct ir_decision {
 	int slot;                    /* FORWARD/FALLBACK: the backend slot the kernel sends it to;
 	                              * -1 for round robin (any slot of the upstream: it rotates) */
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
+	unsigned line;               /* its .l7 line; for a rule standing for a table (passes.c), the
+	                              * line of the rule of the run the request matched */
 	int set[16];                 /* lines added to the request (mutations), in order */
 	int nset;
 	unsigned del;                /* bit i: the client's lines of header i removed */

@@ -50,6 +50,9 @@ check eval-host 0 "$l7c" --eval="$ev/api-post-static-host.http" "$ex";   contain
 check eval-admin 0 "$l7c" --eval="$ev/admin.http" "$ex";                 contains eval-admin '^verdict: deny 403$'
 check eval-default 0 "$l7c" --eval="$ev/unmatched.http" "$ex";           contains eval-default '^verdict: deny 404$'
 contains eval-default-rule '^rule: default'
+# a rule that stands for a table (group 1 of route_table.l7): the line of the entry that matched
+check eval-table 0 "$l7c" --eval="$ev/table-entry.http" "$src/tests/compiler/ir/route_table.l7"
+contains eval-table '^verdict: forward users$'; contains eval-table-line '^rule: 2 \(line 48\)$'
 check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
