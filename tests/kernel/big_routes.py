@@ -128,6 +128,8 @@ def main():
     for p in progs:
         print("  %-22s insns %6d  estimated %7d  processed %7d  %s" % (p["name"], p["insns"], p["estimated_processed"],
                                                                       p["processed"], p["verifier"]))
+    print("rule tables: %s" % ("; ".join("%d rules (lines %d-%d, %d decisions)" % (
+        t["rules"], t["first_line"], t["last_line"], t["decisions"]) for t in ex.get("tables", [])) or "none"))
     byname = dict((p["name"], p) for p in progs)
     for host, mode in (("l7_client_parser", "gateway"), ("l7_mesh_msg_prog", "mesh")):
         run = [byname[host]] + [byname[c] for c in chains.get(host, [])]
