@@ -121,6 +121,18 @@ static LLVMValueRef bytes_const(struct cg *g, const char *s, unsigned n)
 }
 
 /* JWT configurations and the claims rules read (struct l7_jwt_cfg of l7/abi.h). */
+/* " policy NAME DECISION [TARGET]\n": the rest of an l7.config rule line */
+static void rule_target(FILE *f, const struct ir_program *p, int policy, const struct ir_rule *r)
+{
+	static const char *term[] = { "continue", "forward", "deny", "fallback", "allow" };
+	fprintf(f, " policy %s %s", p->policies[policy].name, term[r->term]);
+	if (r->term == IR_FORWARD || r->term == IR_FALLBACK)
+		fprintf(f, " %s", p->upstreams[r->upstream].name);
+	else if (r->term == IR_DENY)
+		fprintf(f, " %d", r->status);
+	fputc('\n', f);
+}
+
 static void jwt_tables(struct cg *g)
 {
 	const struct ir_program *p = g->p;
@@ -218,12 +230,13 @@ static void config_section(struct cg *g)
 			fprintf(f, "cidrset %d %u.%u.%u.%u/%d\n", s, b[0], b[1], b[2], b[3],
 				__builtin_popcount(p->cidr_sets[s].netmasks[k]));
 		}
-	/* rule tables: l7run puts these in l7_exact / l7_prefix before traffic */
-	for (int t = 0; t < p->ntables; t++)
-		for (int i = 0; i < p->tables[t].n; i++) {
+	/* rule tables: l7run puts these in l7_exact / l7_prefix before traffic; positions run on
+	 * across tables (they index l7_entry_hits too) */
+	for (int t = 0, pos = 0; t < p->ntables; t++)
+		for (int i = 0; i < p->tables[t].n; i++, pos++) {
 			const struct ir_table_entry *e = &p->tables[t].entries[i];
 			fprintf(f, "table %d %s %u %u %.*s\n", t, e->prefix ? "prefix" : "exact", e->method,
-				L7_TABLE_VALUE(i, e->group), (int)e->len, e->value);
+				L7_TABLE_VALUE(pos, e->group), (int)e->len, e->value);
 		}
 	/* telemetry: l7_counters holds the Counter instances, then one hit counter per rule */
 	for (int i = 0; i < p->ncounters; i++)
@@ -231,14 +244,21 @@ static void config_section(struct cg *g)
 	for (int i = 0; i < p->npolicies; i++)
 		for (int k = 0; k < p->policies[i].nrules; k++) {
 			const struct ir_rule *r = &p->policies[i].rules[k];
-			static const char *term[] = { "continue", "forward", "deny", "fallback", "allow" };
-			fprintf(f, "rule %d counter %d line %u policy %s %s", r->id, p->ncounters + r->id, r->line,
-				p->policies[i].name, term[r->term]);
-			if (r->term == IR_FORWARD || r->term == IR_FALLBACK)
-				fprintf(f, " %s", p->upstreams[r->upstream].name);
-			else if (r->term == IR_DENY)
-				fprintf(f, " %d", r->status);
-			fputc('\n', f);
+			const struct ir_cond *c = r->cond->kind == IR_C_AND ? r->cond->a : r->cond;
+			/* a rule standing for a table: one line per rule of the run it decides for, each
+			 * counted in l7_entry_hits (its position) at its own .l7 line */
+			int nt = c->kind == IR_C_TABLE ? c->table : -1, base = 0;
+			for (int t = 0; t < nt; t++)
+				base += p->tables[t].n;
+			for (int e = nt < 0 ? -1 : 0; e < (nt < 0 ? 0 : p->tables[nt].n); e++) {
+				if (e >= 0 && p->tables[nt].entries[e].group != c->group)
+					continue;
+				if (e < 0)
+					fprintf(f, "rule %d counter %d line %u", r->id, p->ncounters + r->id, r->line);
+				else
+					fprintf(f, "rule %d entry %d line %u", r->id, base + e, p->tables[nt].entries[e].line);
+				rule_target(f, p, i, r);
+			}
 		}
 	fclose(f);
 	/* No debug info: libbpf skips sections it does not know, and nothing in BTF refers here. */

@@ -199,7 +199,7 @@ void gateway_unload_all(void);
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
 /* metrics.c */
-int write_metrics(FILE *out, int counters_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
 		  const struct config *cfg);
 void upstat_local(int upstat_fd, int status, size_t bytes);   /* l7run answered itself */
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */

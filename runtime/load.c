@@ -130,7 +130,7 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
 		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
 			     (!cfg->uses_buckets && !strcmp(n, "l7_buckets")) ||
-			     (!cfg->uses_tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix")));
+			     (!cfg->uses_tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix") || !strcmp(n, "l7_entry_hits")));
 		if (unused)
 			bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH ? 64 : 1);
 		if (bpf_map__type(m) == BPF_MAP_TYPE_HASH)
@@ -354,7 +354,8 @@ static void pin_replace(int fd, const char *kind, const char *name)
 		fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
 }
 
-static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat" };
+static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat",
+					    "l7_entry_hits" };
 
 /* The pins name the serving version (l7run --stats, --metrics). */
 void version_pin(struct version *v)

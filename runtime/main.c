@@ -53,7 +53,7 @@ static int gateway_metrics(FILE *out)
 {
 	pthread_mutex_lock(&rt.lock);
 	struct version *v = rt.cur;
-	int rc = v ? write_metrics(out, v->map_counters, v->map_stats, v->map_upstat, state_map_fd(), v->config, &v->cfg)
+	int rc = v ? write_metrics(out, v->map_counters, bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->map_stats, v->map_upstat, state_map_fd(), v->config, &v->cfg)
 		   : -1;
 	pthread_mutex_unlock(&rt.lock);
 	return rc;

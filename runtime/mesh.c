@@ -231,7 +231,8 @@ static int mesh_metrics(FILE *out)
 {
 	pthread_mutex_lock(&rt.lock);
 	struct mesh_ver *v = M.cur;
-	int rc = v ? write_metrics(out, bpf_object__find_map_fd_by_name(v->obj, "l7_counters"), v->stats, v->upstat,
+	int rc = v ? write_metrics(out, bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
+				   bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->stats, v->upstat,
 				   state_map_fd(), v->config, &v->cfg)
 		   : -1;   /* not loaded yet: 503 */
 	pthread_mutex_unlock(&rt.lock);

@@ -144,20 +144,22 @@ void mesh_pin(struct mesh_ver *v, int on)
 {
 	/* l7_tail_mesh: the chain of a split SK_MSG program (tests empty a slot) */
 	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool", "map_l7_stats",
-				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat" };
+				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat", "map_l7_entry_hits" };
+	enum { N = sizeof names / sizeof names[0] };
 	char p[512];
 
 	if (on) {
-		int fds[] = { v->socks, v->conns, v->pool, v->stats,
-			      bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
-			      bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh"), v->upstat };
+		int fds[N] = { v->socks, v->conns, v->pool, v->stats,
+			       bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
+			       bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh"), v->upstat,
+			       bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits") };
 		mkdir(M.pin_dir, 0700);
-		for (int i = 0; i < 7; i++)
+		for (int i = 0; i < N; i++)
 			if (fds[i] >= 0)
 				pin_replace(fds[i], names[i]);
 		return;
 	}
-	for (int i = 0; i < 7; i++) {
+	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof p, "%s/%s", M.pin_dir, names[i]);
 		unlink(p);
 	}

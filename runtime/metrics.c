@@ -146,7 +146,7 @@ void upstat_local(int fd, int status, size_t bytes)
  * l7.config text and its configuration as run (cfg: names of the upstreams); the counters are
  * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
  * reset). */
-int write_metrics(FILE *out, int counters_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
 		  const struct config *cfg)
 {
 	int ncpu = libbpf_num_possible_cpus();
@@ -167,6 +167,14 @@ int write_metrics(FILE *out, int counters_fd, int stats_fd, int upstat_fd, int r
 				  target) >= 5) {
 			fprintf(out, "l7_rule_hits_total{rule=\"%d\",line=\"%u\",policy=\"%s\",decision=\"%s\",target=\"%s\"} %llu\n",
 				id, lineno, policy, term, target, percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf));
+		} else if (sscanf(line, "rule %d entry %d line %u policy %63s %15s %63s", &id, &idx, &lineno, policy, term,
+				  target) >= 5) {   /* a rule a table holds: its own count, at its own line */
+			uint64_t n = 0;
+			uint32_t key = (uint32_t)idx;
+			if (entry_fd >= 0)
+				bpf_map_lookup_elem(entry_fd, &key, &n);
+			fprintf(out, "l7_rule_hits_total{rule=\"%d\",line=\"%u\",policy=\"%s\",decision=\"%s\",target=\"%s\"} %llu\n",
+				id, lineno, policy, term, target, (unsigned long long)n);
 		}
 	}
 	fprintf(out, "# HELP l7_dataplane_total What the kernel data plane did, by event.\n# TYPE l7_dataplane_total counter\n");
@@ -191,12 +199,14 @@ int print_metrics(const char *dir, const char *object)
 	int rfd = bpf_obj_get(p);
 	snprintf(p, sizeof p, "%s/map_l7_upstat", dir);
 	int ufd = bpf_obj_get(p);
+	snprintf(p, sizeof p, "%s/map_l7_entry_hits", dir);
+	int efd = bpf_obj_get(p);
 	char *text = config_text(object);
 	struct config cfg;
 	memset(&cfg, 0, sizeof cfg);
 	if (text)
 		parse_config(text, &cfg);   /* upstream names as the object has them (no --upstream here) */
-	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, sfd, ufd, rfd, text, &cfg);
+	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, efd, sfd, ufd, rfd, text, &cfg);
 	if (rc)
 		fprintf(stderr, "l7run: --metrics: %s\n", fd < 0 ? "no pinned l7_counters (is l7run running with --pin?)"
 							    : "the object has no l7.config section");
@@ -208,6 +218,8 @@ int print_metrics(const char *dir, const char *object)
 		close(rfd);
 	if (ufd >= 0)
 		close(ufd);
+	if (efd >= 0)
+		close(efd);
 	ident_free(&cfg);
 	free(text);
 	return rc ? 1 : 0;

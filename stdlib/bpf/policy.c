@@ -177,6 +177,17 @@ struct l7_table_keys {
 	struct l7_prefix_key prefix;
 };
 
+extern struct { void *type, *max_entries, *key, *value; } l7_entry_hits;
+
+/* One more request decided by the table rule l7_table_match answered `value` for. */
+L7_INLINE void l7_table_hit(__u32 value)
+{
+	__u32 pos = value >> 8;
+	__u64 *n = bpf_map_lookup_elem(&l7_entry_hits, &pos);
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
 /* The smallest value of the lookups that find an entry (L7_TABLE_VALUE: the first matching
  * rule of the run, its group in the low byte), 0 when none does. */
 static __always_inline __u32 l7_table_min(__u32 best, const __u32 *v)

@@ -12,7 +12,7 @@ for heads of exactly 16 KiB (the limit) whose x-tenant line comes last, after ~7
 (431).
 With `table` as fifth argument the same 10,000 rules test one header (x-tenant) and the tables
 pass makes them one lookup: no chain, one program per host, the same answers (issue 6: header
-values in a hash map).
+values in a hash map), and `l7run --metrics` counts each tenant rule's hits at its own line.
 Emptying a middle slot of the chain fails closed exactly the requests that need it.
 Prints the compile time, the chain and the verifier's numbers per program.
 
@@ -77,19 +77,40 @@ def expected(src, path, tenant, size=0):
     return int(m.group(2)), None, None
 
 
+def tenant_line(src, tenant):
+    """The line of the tenant rule a request with this x-tenant matches (l7c --eval), or None."""
+    f = os.path.join(WORK, "req.http")
+    open(f, "wb").write(raw("/x", tenant))
+    out = subprocess.run([L7C, "--eval=" + f, src], check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^rule: \d+ \(line (\d+)\)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def rule_hits(pin, obj, policy):
+    """l7_rule_hits_total of one policy, by .l7 line."""
+    text = subprocess.run([L7RUN, "--metrics", pin, obj], capture_output=True, text=True, timeout=30).stdout
+    hits = {}
+    for line, n in re.findall(r'l7_rule_hits_total\{rule="\d+",line="(\d+)",policy="%s"[^}]*\} (\d+)' % policy, text):
+        hits[int(line)] = hits.get(int(line), 0) + int(n)
+    return hits
+
+
 def send(path, tenant, size=0):
     st, body = request(SVC, raw(path, tenant, size))
     return st, body.lower()
 
 
-def drive(mode, cases, pin, array, chunk_of):
+def drive(mode, cases, pin, array, chunk_of, obj=None, hits_want=None):
     for path, tenant, size, want in cases:
         st, body = send(path, tenant, size)
         m = re.search(r"backend=(\w+)", body)
         ok = st == want[0] and (st != 200 or (m and m.group(1) == want[1])) and \
             (want[2] is None or re.search(r"x-tenant-rule[:=] ?%s\n" % want[2], body))
         check(ok, "%s: %s x-tenant=%s head %s -> %d (l7c --eval: %s)" % (mode, path, tenant, size or "short", st, want))
-    if not chunk_of:   # a table: no chain to break
+    if not chunk_of:   # a table: no chain to break; every rule it holds counted at its own line
+        got = dict((k, v) for k, v in rule_hits(pin, obj, "tenants").items() if v)
+        check(got == hits_want, "%s: rule hits by line = the requests each tenant rule decided (%d lines, %d hits; "
+              "got %d lines, %d hits)" % (mode, len(hits_want), sum(hits_want.values()), len(got), sum(got.values())))
         return
     # empty a middle slot: a deny decided before it still answers, a request that needs it
     # (every Route: the guard policy runs in the last program) fails closed
@@ -147,6 +168,11 @@ def main():
           want[("/x", "t0", HEAD_LIMIT + 1)][0] == 431,
           "the reference evaluator's answers are the policy's (%s)" % [want[("/x", "t0", 0)], want[("/x", "t%d" % N, 0)]])
 
+    hits_want = {}   # per tenant rule line: the requests (any path, a head the parser takes) it matched
+    for p, t, z, w in cases:
+        line = tenant_line(src, t) if t and w[0] != 431 else None
+        if line:
+            hits_want[line] = hits_want.get(line, 0) + 1
     os.mkdir(CG)
     try:
         for mode in ("gateway", "mesh"):
@@ -168,7 +194,8 @@ def main():
                 if mesh:
                     time.sleep(0.3)
                     cgroup_join(CG)
-                drive(mode, cases, pin, "l7_tail_mesh" if mesh else "map_l7_tail_gw", 0 if TABLE else nchunks)
+                drive(mode, cases, pin, "l7_tail_mesh" if mesh else "map_l7_tail_gw", 0 if TABLE else nchunks,
+                      obj, hits_want)
             finally:
                 if mesh:
                     cgroup_join(home)

@@ -95,8 +95,9 @@ struct l7_req {
 /* Large runs of rules that differ only in method and path become tables (ir/passes.c
  * "tables"): an exact-path hash map and a longest-prefix-match trie, filled by l7run from the
  * object's l7.config before any traffic. method 0 matches any method. An entry's value is
- * L7_TABLE_VALUE(its position in the run, its group): the smallest value over the lookups
- * is the first matching rule, and its low byte the group whose rule decides. */
+ * L7_TABLE_VALUE(its position, its group), positions numbered in rule order across all the
+ * tables of the object: the smallest value over a table's lookups is its first matching rule,
+ * the low byte the group whose rule decides, the rest the l7_entry_hits counter of that rule. */
 #define L7_TABLE_VALUE(pos, group) ((__u32)(pos) << 8 | (__u32)(group))
 #define L7_TABLE_MAX_GROUPS 255
 struct l7_table_key {
