@@ -1,8 +1,10 @@
 """Process, port and cgroup helpers shared by the Python tests: every process started here is
 ended by pid (never by name), waits are bounded, cgroups are unique children of CG_ROOT that the
 test itself made."""
+import contextlib
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -82,3 +84,32 @@ def l7run_stats(l7run, pin):
     """`l7run --stats PIN`'s counters: {name: value} of its `stat NAME VALUE` lines."""
     out = subprocess.run([l7run, "--stats", pin], capture_output=True, text=True, timeout=10).stdout
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
+
+
+@contextlib.contextmanager
+def serving(mode, l7run, obj, svc, backends, log, cg, pin, up_timeout=60):
+    """l7run serving obj in `mode` ("gateway", or "mesh" on cgroup cg, which this process then
+    joins as the client) on service port svc, after the backends, (argv, port) pairs, are up (in
+    cg for mesh). Yields l7run's process; then stops it and the backends, leaves cg and removes
+    the pin directory."""
+    mesh = mode == "mesh"
+    started = [start(argv, cgroup=cg if mesh else None, stdout=subprocess.DEVNULL, stderr=log) for argv, _ in backends]
+    for _, port in backends:
+        wait_port(port, 10)
+    args = [l7run, "--mesh", "--cgroup", cg, "--pool", "4", "--pin", pin, obj] if mesh else [l7run, "--pin", pin, obj]
+    l7 = start(args, stdout=log, stderr=log)
+    home = cgroup_home()
+    try:
+        if not wait_port(svc, up_timeout):
+            raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
+        if mesh:
+            time.sleep(0.3)   # the pool fills
+            cgroup_join(cg)
+        yield l7
+    finally:
+        if mesh:
+            cgroup_join(home)
+        stop(l7)
+        for b in started:
+            stop(b)
+        shutil.rmtree(pin, ignore_errors=True)

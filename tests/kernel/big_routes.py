@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, start, stop, stop_all, wait_port  # noqa: E402
+from procs import CG_ROOT, cgroup_remove, serving, stop_all  # noqa: E402
 from rawhttp import request  # noqa: E402
 import routegen  # noqa: E402
 
@@ -158,32 +158,12 @@ def main():
         for mode in ("gateway", "mesh"):
             pin = "/sys/fs/bpf/l7c-bigroutes-%d-%s" % (PID, mode)
             log = open(os.path.join(WORK, mode + ".log"), "w")
-            mesh = mode == "mesh"
-            backends = [start([sys.executable, MESH_ECHO, "u%d" % k, str(port)] if mesh else
-                              [sys.executable, ECHO, str(port), "u%d" % k], cgroup=CG if mesh else None,
-                              stdout=subprocess.DEVNULL, stderr=log)
-                        for k, port in enumerate(UPS)]
-            for port in UPS:
-                wait_port(port, 10)
-            args = [L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj] if mesh else [L7RUN, "--pin", pin, obj]
-            l7run = start(args, stdout=log, stderr=log)
-            home = cgroup_home()
-            try:
-                if not wait_port(SVC, 90):
-                    raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
-                if mesh:
-                    time.sleep(0.3)
-                    cgroup_join(CG)
+            backends = [([sys.executable, MESH_ECHO, "u%d" % k, str(port)] if mode == "mesh" else
+                         [sys.executable, ECHO, str(port), "u%d" % k], port) for k, port in enumerate(UPS)]
+            with serving(mode, L7RUN, obj, SVC, backends, log, CG, pin, up_timeout=90):
                 t0 = time.time()
                 drive(mode, todo)
                 print("%s: %d requests in %.1f s" % (mode, len(todo), time.time() - t0))
-            finally:
-                if mesh:
-                    cgroup_join(home)
-                stop(l7run)
-                for b in backends:
-                    stop(b)
-                shutil.rmtree(pin, ignore_errors=True)
     finally:
         stop_all()
         cgroup_remove(CG)

@@ -21,7 +21,7 @@ import json, os, re, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, start, stop, stop_all, wait_port  # noqa: E402
+from procs import CG_ROOT, cgroup_remove, serving, stop_all  # noqa: E402
 from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
@@ -178,31 +178,11 @@ def main():
         for mode in ("gateway", "mesh"):
             pin = "/sys/fs/bpf/l7c-bigsplit-%d-%s" % (PID, mode)
             log = open(os.path.join(WORK, mode + ".log"), "w")
-            mesh = mode == "mesh"
-            backends = [start([sys.executable, MESH_ECHO, name, str(port)] if mesh else
-                              [sys.executable, ECHO, str(port), name], cgroup=CG if mesh else None,
-                              stdout=subprocess.DEVNULL, stderr=log)
-                        for name, port in zip(("a", "b"), UPS)]
-            for port in UPS:
-                wait_port(port, 10)
-            args = [L7RUN, "--mesh", "--cgroup", CG, "--pool", "4", "--pin", pin, obj] if mesh else [L7RUN, "--pin", pin, obj]
-            l7run = start(args, stdout=log, stderr=log)
-            home = cgroup_home()
-            try:
-                if not wait_port(SVC, 60):
-                    raise RuntimeError("l7run did not come up:\n" + open(log.name).read()[-2000:])
-                if mesh:
-                    time.sleep(0.3)
-                    cgroup_join(CG)
-                drive(mode, cases, pin, "l7_tail_mesh" if mesh else "map_l7_tail_gw", 0 if TABLE else nchunks,
+            backends = [([sys.executable, MESH_ECHO, name, str(port)] if mode == "mesh" else
+                         [sys.executable, ECHO, str(port), name], port) for name, port in zip(("a", "b"), UPS)]
+            with serving(mode, L7RUN, obj, SVC, backends, log, CG, pin):
+                drive(mode, cases, pin, "l7_tail_mesh" if mode == "mesh" else "map_l7_tail_gw", 0 if TABLE else nchunks,
                       obj, hits_want)
-            finally:
-                if mesh:
-                    cgroup_join(home)
-                stop(l7run)
-                for b in backends:
-                    stop(b)
-                shutil.rmtree(pin, ignore_errors=True)
     finally:
         stop_all()
         cgroup_remove(CG)
