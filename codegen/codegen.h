@@ -23,7 +23,16 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 /* How the programs that hold the policy are split (driver/split.c decides it from the verifier
  * budget model; docs/architecture.md). A split host ends its parse half with a tail call into
  * a chain of decide programs; decide program k runs rule chunk k. */
+/* The loop form of a compare with a constant, chosen by its verifier cost: up to unroll_max
+ * bytes it is unrolled (fastest, ~5 instructions a byte on every verifier path through the
+ * rule), longer it is one bpf_strncmp call (~30, whatever the length). split.c lowers the
+ * line to CODEGEN_UNROLL_COMPACT before it splits a program. */
+#define CODEGEN_UNROLL_MAX     64
+#define CODEGEN_UNROLL_COMPACT 8
+
 struct codegen_split {
+	int unroll_max;            /* compares with longer constants call bpf_strncmp (0: the default,
+	                            * CODEGEN_UNROLL_MAX) */
 	int gw, mesh;              /* split the gateway client parser / the mesh SK_MSG program */
 	int nchunks;               /* rule chunks = decide programs per chain (1: the whole policy) */
 	int chunk_first[CODEGEN_MAX_CHUNKS];   /* first rule of each chunk, as an index into the
@@ -46,6 +55,6 @@ struct ir_rule;
 /* An upper estimate of the BPF instructions rule r becomes (its tests, actions and decision),
  * so that rule chunks can be cut before anything is compiled: a function far over the 32K-insn
  * reach of a CPU v3 jump cannot be emitted at all. */
-int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r);
+int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll_max);
 
 #endif

@@ -8,7 +8,7 @@
  * the semantics of ir_eval, which the tests hold this code to.
  *
  * Conditions are lowered with short-circuit branches; leaves are compares emitted here (string
- * compares up to L7_UNROLL_CMP bytes, unrolled) or calls into stdlib/bpf/policy.c (and
+ * compares up to unroll_max bytes, unrolled) or calls into stdlib/bpf/policy.c (and
  * l7_jwt_check of the machinery) that inline. Every instruction carries the .l7 line it came
  * from.
  *
@@ -146,13 +146,17 @@ static LLVMValueRef regex_desc(struct pcx *c, const struct ir_regex *re)
 
 /* field == str, starts_with(field, str): what l7_field_equals/_prefix and l7_claim_* of
  * stdlib/bpf/policy.c compute (ir/eval.c is the reference), emitted already unrolled for
- * constants up to L7_UNROLL_CMP bytes (longer field compares call l7_field_*, one bpf_strncmp;
- * claims always compare bytes, as there): the span's length decides first, then the bytes at
+ * constants up to unroll_max bytes (codegen.h; longer field compares call l7_field_*, one
+ * bpf_strncmp; claims always compare bytes, as there): the span's length decides first, then the bytes at
  * masked offsets (the mask is what bounds the index for the verifier) are compared without a
  * branch per byte. Leaving the unrolling to LLVM cost most of the optimisation time of large
  * policies (LoopFullUnroll, one loop per compare), and every byte's branch was a state for the
  * verifier to keep. */
-#define L7_UNROLL_CMP 64   /* stdlib/bpf/policy.c */
+static int unroll_max(const struct codegen_split *s)
+{
+	return s && s->unroll_max ? s->unroll_max : CODEGEN_UNROLL_MAX;
+}
+
 static void str_match(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
 	struct cg *g = c->g;
@@ -208,7 +212,7 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 	}
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX: {
-		if (k->field == IR_F_CLAIM || k->len <= L7_UNROLL_CMP) {
+		if (k->field == IR_F_CLAIM || k->len <= (size_t)unroll_max(g->split)) {
 			str_match(c, k, yes, no);
 			return;
 		}
@@ -755,17 +759,17 @@ void cg_policy(struct cg *g)
  * Limit 113): an unrolled byte compare is up to 7 instructions a byte before LLVM shares loads
  * between rules; a claim or auth.valid inlines l7_jwt_check's cached path. */
 
-static int cond_size(const struct ir_cond *k)
+static int cond_size(const struct ir_cond *k, int unroll)
 {
 	switch (k->kind) {
 	case IR_C_TRUE:
 	case IR_C_FALSE: return 0;
 	case IR_C_AND:
-	case IR_C_OR: return cond_size(k->a) + cond_size(k->b) + 1;
-	case IR_C_NOT: return cond_size(k->a);
+	case IR_C_OR: return cond_size(k->a, unroll) + cond_size(k->b, unroll) + 1;
+	case IR_C_NOT: return cond_size(k->a, unroll);
 	case IR_C_STR_EQ:
 	case IR_C_STR_PREFIX:
-		return k->field == IR_F_CLAIM ? 30 + 5 * (int)k->len : k->len <= L7_UNROLL_CMP ? 6 + 5 * (int)k->len : 30;
+		return k->field == IR_F_CLAIM ? 30 + 5 * (int)k->len : k->len <= (size_t)unroll ? 6 + 5 * (int)k->len : 30;
 	case IR_C_METHOD_IS:
 	case IR_C_HAS_HEADER:
 	case IR_C_SOURCE_IN:
@@ -782,10 +786,10 @@ static int cond_size(const struct ir_cond *k)
 	return 0;
 }
 
-int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r)
+int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {
 	(void)p;
-	int n = cond_size(r->cond) + 12 + 10;   /* the hit counter, the decision */
+	int n = cond_size(r->cond, unroll ? unroll : CODEGEN_UNROLL_MAX) + 12 + 10;   /* the hit counter, the decision */
 	for (int a = 0; a < r->nactions; a++)
 		n += r->actions[a].kind == IR_A_MUTATE ? 24 : r->actions[a].kind == IR_A_LIMIT ? 120 : 24;
 	return n;

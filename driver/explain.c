@@ -226,6 +226,9 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 {
 	printf("%s: %d program%s, %d rule%s, budget %ld processed instructions per program\n\n", p->source_path,
 	       r->nprogs, r->nprogs == 1 ? "" : "s", p->nrules, p->nrules == 1 ? "" : "s", o->budget);
+	if (r->sb.plan.unroll_max == CODEGEN_UNROLL_COMPACT)
+		printf("compact compares: constants over %d bytes are one bpf_strncmp call each (unrolled, the rules "
+		       "would not fit the budget or one program)\n\n", CODEGEN_UNROLL_COMPACT);
 	if (r->sb.plan.gw || r->sb.plan.mesh) {
 		printf("split into tail-call chains (parse half -> decide programs, %d rule chunk%s):\n", r->sb.plan.nchunks,
 		       r->sb.plan.nchunks == 1 ? "" : "s");
@@ -333,7 +336,7 @@ static void json_report(const struct report *r, const struct ir_program *p, cons
 {
 	printf("{\"source\":");
 	json_str(stdout, p->source_path);
-	printf(",\"budget\":%ld,\"programs\":[", o->budget);
+	printf(",\"budget\":%ld,\"unroll_max\":%d,\"programs\":[", o->budget, r->sb.plan.unroll_max);
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct prog *g = &r->progs[i];
 		printf("%s{\"name\":\"%s\",\"section\":\"%s\",\"subprogram\":%s,\"rule_chunk\":%s,\"insns\":%d,"
@@ -394,6 +397,9 @@ static void html_report(const struct report *r, const struct ir_program *p, cons
 	FILE *f = open_memstream(&md, &len);
 	fprintf(f, "# l7c --explain: `%s`\n\nBudget: %ld processed instructions per program%s.\n\n## Programs\n\n",
 		p->source_path, o->budget, o->verify ? "; *processed* is the kernel verifier's count" : "");
+	if (r->sb.plan.unroll_max == CODEGEN_UNROLL_COMPACT)
+		fprintf(f, "Compact compares: constants over %d bytes are one `bpf_strncmp` call each (unrolled, the rules "
+			   "would not fit the budget or one program).\n\n", CODEGEN_UNROLL_COMPACT);
 	if (r->sb.plan.gw || r->sb.plan.mesh) {
 		fprintf(f, "Split into tail-call chains (parse half, then decide programs; %d rule chunk%s):\n\n",
 			r->sb.plan.nchunks, r->sb.plan.nchunks == 1 ? "" : "s");

@@ -6,9 +6,12 @@
  * model (budget.c, which reads the object):
  *
  *   0. rules whose code would not fit in one function (a CPU v3 jump reaches 32K
- *      instructions) are cut into chunks by their sizes (codegen_rule_size) before anything is
- *      compiled: both hosts split, one decide program per chunk;
- *   1. a host estimated over the budget is split (split point A): its parse half ends with a
+ *      instructions) take the compact loop form first (compares with constants past
+ *      CODEGEN_UNROLL_COMPACT bytes call bpf_strncmp instead of unrolling); what still does not
+ *      fit is cut into chunks by their sizes (codegen_rule_size) before anything is compiled:
+ *      both hosts split, one decide program per chunk;
+ *   1. a program estimated over the budget first gets the compact loop form, if that changes
+ *      anything; then a host over the budget is split (split point A): its parse half ends with a
  *      tail call into decide program 0, which runs the whole policy and the action half;
  *   2. a decide program estimated over the budget has its chunk cut into pieces (split point
  *      B): a chain of decide programs, each running a chunk of the first-match rule list and
@@ -77,6 +80,15 @@ static int cut(const int *size, int first, int last, int pieces, int *starts, in
 	return n;
 }
 
+/* Each rule's estimated code size in a loop form; returns the sum. */
+static long sizes(const struct ir_program *p, const struct ir_rule **rules, int total, int unroll, int *size)
+{
+	long sum = 0;
+	for (int i = 0; i < total; i++)
+		sum += size[i] = codegen_rule_size(p, rules[i], unroll);
+	return sum;
+}
+
 static void set_chunks(struct codegen_split *plan, const int *starts, int n)
 {
 	plan->nchunks = n;
@@ -99,11 +111,23 @@ static int too_many(const struct ir_program *p, int total, int n, const char *wh
 
 /* One round of the plan from the model of the last compile. Returns 1 if the plan changed,
  * 0 if not, -1 if the policy cannot fit. */
-static int refine(const struct ir_program *p, const int *size, int total, long budget, struct split_build *sb)
+static int refine(const struct ir_program *p, const int *size, int total, long budget, bool compactable,
+		  struct split_build *sb)
 {
 	struct codegen_split *plan = &sb->plan;
 	const struct budget_func *gw = find(&sb->b, SPLIT_HOST_GW), *mesh = find(&sb->b, SPLIT_HOST_MESH);
 	int changed = 0;
+	if (compactable && plan->unroll_max > CODEGEN_UNROLL_COMPACT) {   /* before any split */
+		bool over = false;
+		for (int i = 0; i < sb->b.nfuncs; i++)
+			over |= !sb->b.funcs[i].is_subprog && sb->b.funcs[i].estimate > budget &&
+				(!strcmp(sb->b.funcs[i].name, SPLIT_HOST_GW) || !strcmp(sb->b.funcs[i].name, SPLIT_HOST_MESH) ||
+				 strstr(sb->b.funcs[i].name, "_decide_"));
+		if (over) {
+			plan->unroll_max = CODEGEN_UNROLL_COMPACT;
+			return 1;
+		}
+	}
 	if (gw && !plan->gw && gw->estimate > budget)
 		plan->gw = changed = 1;
 	if (mesh && !plan->mesh && mesh->estimate > budget)
@@ -169,10 +193,17 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 	int total = rules_of(p, NULL);
 	const struct ir_rule **rules = malloc(sizeof(*rules) * (size_t)(total + 1));
 	int *size = malloc(sizeof(int) * (size_t)(total + 1));
-	long sum = 0;
 	rules_of(p, rules);
-	for (int i = 0; i < total; i++)
-		sum += size[i] = codegen_rule_size(p, rules[i]);
+	/* does the compact loop form change anything? (then it comes before any split) */
+	bool compactable = false;
+	for (int i = 0; i < total && !compactable; i++)
+		compactable = codegen_rule_size(p, rules[i], CODEGEN_UNROLL_COMPACT) < codegen_rule_size(p, rules[i], CODEGEN_UNROLL_MAX);
+	sb->plan.unroll_max = CODEGEN_UNROLL_MAX;
+	long sum = sizes(p, rules, total, CODEGEN_UNROLL_MAX, size);
+	if (sum > CHUNK_SIZE && compactable) {
+		sb->plan.unroll_max = CODEGEN_UNROLL_COMPACT;
+		sum = sizes(p, rules, total, CODEGEN_UNROLL_COMPACT, size);
+	}
 	int rc = 0;
 	if (sum > CHUNK_SIZE) {   /* too big for one function whatever the budget */
 		int starts[2 * CODEGEN_MAX_CHUNKS + 1], n = 1;
@@ -217,13 +248,16 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 			rc = 2;
 			goto out;
 		}
-		int r = round + 1 < MAX_ROUNDS && mode != SPLIT_NONE ? refine(p, size, total, budget, sb) : 0;
+		int unroll = sb->plan.unroll_max;
+		int r = round + 1 < MAX_ROUNDS && mode != SPLIT_NONE ? refine(p, size, total, budget, compactable, sb) : 0;
 		if (r < 0) {
 			rc = 1;
 			goto out;
 		}
 		if (!r)
 			break;
+		if (sb->plan.unroll_max != unroll)
+			sizes(p, rules, total, sb->plan.unroll_max, size);
 		split_build_free(sb);
 	}
 	note_over(sb, budget);

@@ -25,18 +25,17 @@ extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_bucket
 	l7_counter_values, l7_timers;
 extern const __u32 l7_n_identities;
 
-/* Compares with a constant (n is one after inlining, so the choice below folds away). Short
- * ones unroll: ~3 instructions a byte, no call. Past L7_UNROLL_CMP bytes the verifier would walk
- * every byte on every path through the policy (4 rules on 3,000-byte values took the mesh
- * program past the 1M limit), so one bpf_strncmp call does it: a constant cost whatever the
- * length. Request fields hold no NUL (the parser refuses it), so strncmp == 0 means equal;
- * the constant is NUL-terminated in .rodata (codegen's cg_string). JWT claims may hold an
- * escaped NUL (\u0000), so they always compare byte by byte (by_call 0). */
-#define L7_UNROLL_CMP 64
-
+/* Compares with a constant. codegen unrolls the short ones itself (~3 instructions a byte, no
+ * call) and calls l7_field_* for the others: every unrolled byte is walked by the verifier on
+ * every path through the policy (4 rules on 3,000-byte values took the mesh program past the 1M
+ * limit), one bpf_strncmp call is a constant cost whatever the length. Where the line lies is
+ * codegen's choice (codegen_split.unroll_max). Request fields hold no NUL (the parser refuses
+ * it), so strncmp == 0 means equal; the constant is NUL-terminated in .rodata (codegen's
+ * cg_string). JWT claims may hold an escaped NUL (\u0000), so they always compare byte by byte
+ * (by_call 0). */
 L7_INLINE int l7_bytes_at(const __u8 *buf, __u32 mask, __u32 off, const char *s, __u32 n, int by_call)
 {
-	if (by_call && n > L7_UNROLL_CMP) {
+	if (by_call) {
 		off &= mask;
 		if (n > mask + 1 || off > mask + 1 - n)
 			return 0;   /* cannot be: spans lie inside their buffer */

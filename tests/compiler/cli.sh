@@ -114,12 +114,20 @@ grep -aq l7_gw_decide_0 "$tmp/split.o" && pass=$((pass+1)) || { fail=$((fail+1))
 check split-none 0 "$l7c" --split=none --budget=1000 "$ex" -o "$tmp/nosplit.o"
 grep -aq l7_gw_decide_0 "$tmp/nosplit.o" && { fail=$((fail+1)); echo "FAIL split-none: split"; } || pass=$((pass+1))
 check bad-split 2 "$l7c" --split=sometimes "$ex";        contains bad-split 'expected auto, none or parse'
+# 150 rules on 40-byte values: unrolled they are too big for one program, compared with
+# bpf_strncmp they fit: the compact loop form, not a chain
+python3 -c 'print("service s = 127.0.0.1:1;\nupstream a = 127.0.0.1:2;\npolicy p (act (HttpRequest request)) {")
+for i in range(150): print("  %s (request.header(\"%s\") == \"k%039d\") { Route(request, a);" % ("if" if i == 0 else "} else if", "x-j" if i % 2 else "x-k", i))
+print("  }\n}")' >"$tmp/keys.l7"
+check compact 0 "$l7c" --explain "$tmp/keys.l7"
+contains compact '^compact compares: constants over 8 bytes are one bpf_strncmp call each'
+grep -q 'split into' "$tmp/out" && { fail=$((fail+1)); echo "FAIL compact: split"; } || pass=$((pass+1))
 # more rules than 33 decide programs hold: an error naming the rule count, before compiling
 python3 -c 'print("service s = 127.0.0.1:1;\nupstream a = 127.0.0.1:2;\npolicy p (act (HttpRequest request)) {")
-for i in range(4000): print("  %s (request.header(\"%s\") == \"v%038d\") { Route(request, a);" % ("if" if i == 0 else "} else if", "x-j" if i % 2 else "x-k", i))   # neighbours on two headers: no table
+for i in range(12000): print("  %s (request.header(\"%s\") == \"v%07d\") { Route(request, a);" % ("if" if i == 0 else "} else if", "x-j" if i % 2 else "x-k", i))   # neighbours on two headers: no table; 8-byte values: no compact form
 print("  }\n}")' >"$tmp/toomany.l7"
 check too-many-rules 1 "$l7c" "$tmp/toomany.l7" -o "$tmp/toomany.o"
-contains too-many-rules '4000 rules need 3[0-9] decide programs .* a tail-call chain holds at most 33'
+contains too-many-rules '12000 rules need 3[0-9] decide programs .* a tail-call chain holds at most 33'
 check bad-format 2 "$l7c" --explain --format=xml "$ex"
 check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
 

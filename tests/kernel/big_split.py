@@ -10,13 +10,16 @@ a second policy after a Route remembered in an earlier program of the chain (den
 for heads of exactly 16 KiB (the limit) whose x-tenant line comes last, after ~75 other fields
 (the parse half scans them all, the decide chain reads the header it found), and one byte more
 (431).
+With `compact` 1,000 such rules compare 40-byte values: unrolled they would not fit one
+program (nor, chunked, the 512-byte stack), so l7c compares them with one bpf_strncmp call each
+(the compact loop form, --explain's unroll_max 8) before it splits; the same answers.
 With `table` as fifth argument the same 10,000 rules test one header (x-tenant) and the tables
 pass makes them one lookup: no chain, one program per host, the same answers (issue 6: header
 values in a hash map), and `l7run --metrics` counts each tenant rule's hits at its own line.
 Emptying a middle slot of the chain fails closed exactly the requests that need it.
 Prints the compile time, the chain and the verifier's numbers per program.
 
-Usage: big_split.py L7C L7RUN ECHO_BACKEND MESH_ECHO [table]"""
+Usage: big_split.py L7C L7RUN ECHO_BACKEND MESH_ECHO [table | compact]"""
 import json, os, re, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
@@ -26,7 +29,9 @@ from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
 TABLE = sys.argv[5:6] == ["table"]   # one header for all rules: a rule table, not a chain
-N = 10000
+COMPACT = sys.argv[5:6] == ["compact"]   # 1,000 rules on 40-byte values: compares call bpf_strncmp
+N = 1000 if COMPACT else 10000
+PAD = "-" + "p" * 36 if COMPACT else ""   # after every tenant value, in the policy and the requests
 HEAD_LIMIT = 16384   # L7_MAX_HEAD: request line and header fields
 PID = os.getpid()
 BASE = 27000 + (PID % 400) * 4
@@ -44,8 +49,9 @@ def action(i):
 
 
 def policy():
-    rules = ["  %s (request.header(\"%s\") == \"t%d\") {\n    %s" % ("if" if i == 0 else "} else if",
-                                                                   "x-team" if i % 2 and not TABLE else "x-tenant", i, action(i))
+    rules = ["  %s (request.header(\"%s\") == \"t%d%s\") {\n    %s" % ("if" if i == 0 else "} else if",
+                                                                     "x-team" if i % 2 and not TABLE else "x-tenant", i, PAD,
+                                                                     action(i))
              for i in range(N)]
     return ("service front = 127.0.0.1:%d;\nupstream a = 127.0.0.1:%d;\nupstream b = 127.0.0.1:%d;\n"
             "policy tenants (act (HttpRequest request) context ('.*->front')) {\n%s\n  }\n}\n"
@@ -56,7 +62,7 @@ def policy():
 def raw(path, tenant, size=0):
     """The request; with size, filler fields before x-tenant make the head exactly size bytes."""
     head = "GET %s HTTP/1.1\r\nHost: front\r\n" % path
-    tail = ("x-tenant: %s\r\nx-team: %s\r\n" % (tenant, tenant) if tenant else "") + "\r\n"
+    tail = ("x-tenant: %s%s\r\nx-team: %s%s\r\n" % (tenant, PAD, tenant, PAD) if tenant else "") + "\r\n"
     pad, i = "", 0
     while size and size > len(head) + len(pad) + len(tail):
         name = "x-pad-%03d: " % i
@@ -144,6 +150,7 @@ def main():
     check(all(p["verifier"] == "accepted" for p in progs), "every program accepted by the kernel")
     nchunks = len(chains.get("l7_client_parser", []))
     placed = dict((r["id"], r["program"]) for r in ex["rules"])
+    check(ex["unroll_max"] == (8 if COMPACT else 64), "compares unrolled up to %d bytes" % ex["unroll_max"])
     if TABLE:
         tables = ex["tables"]
         check(not chains and len(tables) == 1 and tables[0]["rules"] == N and len(placed) == tables[0]["decisions"] + 1,
