@@ -325,9 +325,11 @@ static void pass_shadow(struct ir_program *p, struct l7_diags *d)
 }
 
 /* ---- pass: tables ----
- * A run of rules that differ only in method and path (RBAC lists, route tables) costs compares
- * per rule, in instructions and in verifier work; as a table it costs at most four map lookups
- * (exact and prefix, with and without the method), whatever its size. The run's rules may
+ * A run of rules that differ only in method and one field's value (RBAC lists and route tables
+ * on the path, tenants on a header, virtual hosts on Host) costs compares per rule, in
+ * instructions and in verifier work; as a table it costs at most four map lookups (exact and
+ * prefix, with and without the method), whatever its size. What the run's rules share besides
+ * stays a guard beside the lookup. The run's rules may
  * decide differently: those that decide alike form a group, the lookup answers the group of
  * the first matching entry, and the run becomes one rule per group (the groups exclude each
  * other, so their order does not matter). A 10,000-line route table to eight upstreams is
