@@ -298,9 +298,11 @@ static void text_report(const struct report *r, const struct ir_program *p, cons
 		}
 	for (int t = 0; t < p->ntables; t++) {
 		const struct ir_table *tb = &p->tables[t];
-		printf("%stable #%d: %d rules of lines %u..%u, one lookup (l7_exact, l7_prefix), %d decision%s\n",
-		       t ? "" : "\nrule tables:\n", t, tb->n, tb->entries[0].line, tb->entries[tb->n - 1].line, tb->ngroups,
-		       tb->ngroups == 1 ? "" : "s");
+		static const char *field[] = { "path", "query", "method", "Host", "header", "claim" };
+		printf("%stable #%d on %s%s%s: %d rules of lines %u..%u, one lookup (l7_exact, l7_prefix), %d decision%s\n",
+		       t ? "" : "\nrule tables:\n", t, field[tb->field], tb->field == IR_F_HEADER ? " " : "",
+		       tb->field == IR_F_HEADER ? p->headers[tb->header] : "", tb->n, tb->entries[0].line,
+		       tb->entries[tb->n - 1].line, tb->ngroups, tb->ngroups == 1 ? "" : "s");
 	}
 	printf("\nslow path (userspace):\n");
 	int any = 0;
@@ -381,10 +383,14 @@ static void json_report(const struct report *r, const struct ir_program *p, cons
 			printf("}");
 		}
 	printf("],\"tables\":[");
-	for (int t = 0; t < p->ntables; t++)
-		printf("%s{\"id\":%d,\"rules\":%d,\"first_line\":%u,\"last_line\":%u,\"decisions\":%d}", t ? "," : "", t,
-		       p->tables[t].n, p->tables[t].entries[0].line, p->tables[t].entries[p->tables[t].n - 1].line,
-		       p->tables[t].ngroups);
+	for (int t = 0; t < p->ntables; t++) {
+		static const char *field[] = { "path", "query", "method", "host", "header", "claim" };
+		const struct ir_table *tb = &p->tables[t];
+		printf("%s{\"id\":%d,\"field\":\"%s\",\"header\":", t ? "," : "", t, field[tb->field]);
+		json_str(stdout, tb->field == IR_F_HEADER ? p->headers[tb->header] : NULL);
+		printf(",\"rules\":%d,\"first_line\":%u,\"last_line\":%u,\"decisions\":%d}", tb->n, tb->entries[0].line,
+		       tb->entries[tb->n - 1].line, tb->ngroups);
+	}
 	printf("]}\n");
 }
 

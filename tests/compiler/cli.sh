@@ -84,7 +84,10 @@ contains explain-html '<table>'; contains explain-html-bar 'background:#3a3'
 rt=$src/tests/compiler/ir/route_table.l7
 check explain-table 0 "$l7c" --explain "$rt"
 contains explain-table-rule '^2 +19 +routes +l7_client_parser +[0-9]+ +[0-9.]+% +forward users \(table #0: [0-9]+ rules\)$'
-contains explain-table 'table #0: 40 rules of lines 19\.\.100, one lookup \(l7_exact, l7_prefix\), 7 decisions'
+contains explain-table 'table #0 on path: 40 rules of lines 19\.\.100, one lookup \(l7_exact, l7_prefix\), 7 decisions'
+check explain-tenants 0 "$l7c" --explain "$src/tests/compiler/ir/tenant_table.l7"
+contains explain-tenants '^table #0 on header x-tenant: 34 rules of lines 16\.\.82, .*, 3 decisions$'
+contains explain-hosts '^table #1 on Host: 32 rules of lines 84\.\.146, .*, 2 decisions$'
 check explain-table-json 0 "$l7c" --explain --format=json "$rt"
 "$l7c" --explain --format=json "$rt" 2>/dev/null >"$tmp/tables.json"   # without the shadowing warning
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tables"][0]; r=[x for x in d["rules"] if x["table"]==0]
