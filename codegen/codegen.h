@@ -20,9 +20,6 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 
 #define CODEGEN_MAX_CHUNKS 33   /* decide programs one chain holds (l7/abi.h L7_MAX_TAILS) */
 
-/* How the programs that hold the policy are split (driver/split.c decides it from the verifier
- * budget model; docs/architecture.md). A split host ends its parse half with a tail call into
- * a chain of decide programs; decide program k runs rule chunk k. */
 /* The loop form of a compare with a constant, chosen by its verifier cost: up to unroll_max
  * bytes it is unrolled (fastest, ~5 instructions a byte on every verifier path through the
  * rule), longer it is one bpf_strncmp call (~30, whatever the length). split.c lowers the
@@ -30,6 +27,9 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 #define CODEGEN_UNROLL_MAX     64
 #define CODEGEN_UNROLL_COMPACT 8
 
+/* How the programs that hold the policy are split (driver/split.c decides it from the verifier
+ * budget model; docs/architecture.md). A split host ends its parse half with a tail call into
+ * a chain of decide programs; decide program k runs rule chunk k. */
 struct codegen_split {
 	int unroll_max;            /* compares with longer constants call bpf_strncmp (0: the default,
 	                            * CODEGEN_UNROLL_MAX) */

@@ -576,9 +576,9 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			LLVMPositionBuilderAtEnd(g->b, match);
 			cg_di_at(g, c->sp, rule->line);
 			count(c, (unsigned)(p->ncounters + rule->id));
-			const struct ir_cond *first = rule->cond->kind == IR_C_AND ? rule->cond->a : rule->cond;
-			if (first->kind == IR_C_TABLE)   /* which rule of the table: its own hit counter */
-				call(c, c->count_ty, declare(c, "l7_table_hit", c->count_ty), &c->table_val[first->table], 1);
+			const struct ir_cond *tab = ir_rule_table(rule);
+			if (tab)   /* which rule of the table: its own hit counter */
+				call(c, c->count_ty, declare(c, "l7_table_hit", c->count_ty), &c->table_val[tab->table], 1);
 			for (int k = 0; k < rule->nactions; k++) {
 				const struct ir_action *act = &rule->actions[k];
 				cg_di_at(g, c->sp, act->line);

@@ -120,7 +120,6 @@ static LLVMValueRef bytes_const(struct cg *g, const char *s, unsigned n)
 	return LLVMConstStringInContext(g->ctx, buf, n, 1);
 }
 
-/* JWT configurations and the claims rules read (struct l7_jwt_cfg of l7/abi.h). */
 /* " policy NAME DECISION [TARGET]\n": the rest of an l7.config rule line */
 static void rule_target(FILE *f, const struct ir_program *p, int policy, const struct ir_rule *r)
 {
@@ -133,6 +132,7 @@ static void rule_target(FILE *f, const struct ir_program *p, int policy, const s
 	fputc('\n', f);
 }
 
+/* JWT configurations and the claims rules read (struct l7_jwt_cfg of l7/abi.h). */
 static void jwt_tables(struct cg *g)
 {
 	const struct ir_program *p = g->p;
@@ -244,10 +244,10 @@ static void config_section(struct cg *g)
 	for (int i = 0; i < p->npolicies; i++)
 		for (int k = 0; k < p->policies[i].nrules; k++) {
 			const struct ir_rule *r = &p->policies[i].rules[k];
-			const struct ir_cond *c = r->cond->kind == IR_C_AND ? r->cond->a : r->cond;
+			const struct ir_cond *c = ir_rule_table(r);
 			/* a rule standing for a table: one line per rule of the run it decides for, each
 			 * counted in l7_entry_hits (its position) at its own .l7 line */
-			int nt = c->kind == IR_C_TABLE ? c->table : -1, base = 0;
+			int nt = c ? c->table : -1, base = 0;
 			for (int t = 0; t < nt; t++)
 				base += p->tables[t].n;
 			for (int e = nt < 0 ? -1 : 0; e < (nt < 0 ? 0 : p->tables[nt].n); e++) {

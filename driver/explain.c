@@ -177,9 +177,9 @@ static const char *term_name(enum ir_term t)
  * table's entries that decide as this rule does. */
 static int rule_table(const struct ir_program *p, const struct ir_rule *ru, int *entries)
 {
-	const struct ir_cond *c = ru->cond->kind == IR_C_AND ? ru->cond->a : ru->cond;
+	const struct ir_cond *c = ir_rule_table(ru);
 	*entries = 0;
-	if (c->kind != IR_C_TABLE)
+	if (!c)
 		return -1;
 	for (int i = 0; i < p->tables[c->table].n; i++)
 		*entries += p->tables[c->table].entries[i].group == c->group;

@@ -139,8 +139,8 @@ static void mutate(const struct ir_program *p, struct ir_decision *out, const st
  * the line of the table entry the request matched. */
 static unsigned line_of(const struct ev *e, const struct ir_rule *r)
 {
-	const struct ir_cond *c = r->cond && r->cond->kind == IR_C_AND ? r->cond->a : r->cond;
-	const struct ir_table_entry *en = c && c->kind == IR_C_TABLE ? table_first(e, &e->p->tables[c->table]) : NULL;
+	const struct ir_cond *c = ir_rule_table(r);
+	const struct ir_table_entry *en = c ? table_first(e, &e->p->tables[c->table]) : NULL;
 	return en ? en->line : r->line;
 }
 

@@ -251,6 +251,9 @@ void ir_dump(const struct ir_program *p, FILE *out);
  * NULL); with dump_each, the IR is printed after every pass. */
 int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE *dump_each);
 const char *ir_pass_names(void);
+/* The table test a rule begins with when it stands for the rules of a table (passes.c
+ * "tables": the test comes first), or NULL. */
+const struct ir_cond *ir_rule_table(const struct ir_rule *r);
 void ir_free(struct ir_program *p);
 
 /* ---- the reference evaluator: the IR's meaning, run in userspace ----

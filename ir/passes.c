@@ -655,4 +655,10 @@ int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE
 	return 0;
 }
 
+const struct ir_cond *ir_rule_table(const struct ir_rule *r)
+{
+	const struct ir_cond *c = r->cond && r->cond->kind == IR_C_AND ? r->cond->a : r->cond;
+	return c && c->kind == IR_C_TABLE ? c : NULL;
+}
+
 const char *ir_pass_names(void) { return "simplify,tables,sets,first-match,shadow"; }
