@@ -21,6 +21,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 from gw_client import Reader as FramedReader  # noqa: E402  (chunked framing, bytes per response)
+from telemetry import UpstreamTally, samples  # noqa: E402  (tests/common, on the path through gw_client)
 CG_ROOT = "/sys/fs/cgroup/unified"
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
@@ -478,16 +479,6 @@ def t_metrics():
           "404 off /metrics")
 
 
-def samples(text):
-    """Prometheus text -> {'name{labels}': value}."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, val = line.rpartition(" ")
-            out[key] = int(float(val))
-    return out
-
-
 def t_upstream_metrics():
     """Per upstream: responses by status class, request bytes as sent (the header the policy
     inserts for /a included), response bytes as received; l7run's own answers apart. The
@@ -496,30 +487,20 @@ def t_upstream_metrics():
     responses framed over many sendmsg calls (a 10,000-byte POST's answer, chunked bodies of one
     write per chunk), an interim 103, a HEAD."""
     inserted = len(b"x-l7-mesh: a\r\n")
-    want = {}
-
-    def add(key, n):
-        want[key] = want.get(key, 0) + n
+    tally = UpstreamTally()
 
     def upstream(path):
         return "b" if path.startswith("/b") else "a"
 
     def count_request(path, data):
-        add('l7_upstream_request_bytes_total{upstream="%s"}' % upstream(path),
-            len(data) + (inserted if path.startswith("/a") else 0))
+        tally.request(upstream(path), len(data) + (inserted if path.startswith("/a") else 0))
 
     def read(r, path, statuses, local=False, no_body=False):
         body = b""
         for want_st in statuses:
             st, n, body = r.framed(no_body)
             check(st == want_st, "%s: status %d, expected %d" % (path, st, want_st))
-            if local:
-                add('l7_local_responses_total{class="%dxx"}' % (st // 100), 1)
-                add("l7_local_response_bytes_total", n)
-            else:
-                up = upstream(path)
-                add('l7_upstream_responses_total{upstream="%s",class="%dxx"}' % (up, st // 100), 1)
-                add('l7_upstream_response_bytes_total{upstream="%s"}' % up, n)
+            tally.response(None if local else upstream(path), st, n)
         return body
 
     def scrape():
@@ -572,10 +553,9 @@ def t_upstream_metrics():
     read(r, "/bad", [400], local=True)
     s.close()
 
-    after = scrape()
-    keys = [k for k in after if k.startswith(("l7_upstream_", "l7_local_"))]
+    keys, got = tally.deltas(before, scrape())
+    want = tally.want
     check(len(keys) == 2 * 5 + 2 * 2 + 5 + 1, "metric lines: %s" % keys)
-    got = {k: after[k] - before.get(k, 0) for k in keys}
     bad = {k: (got[k], want.get(k, 0)) for k in keys if got[k] != want.get(k, 0)}
     check(not bad and set(want) <= set(keys), "counted != sent/received (got, want): %s" % bad)
 

@@ -14,6 +14,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gw_client import Reader, connect, get, req, wait_port  # noqa: E402
+from telemetry import UpstreamTally, samples  # noqa: E402  (tests/common, on the path through gw_client)
 
 L7C, L7RUN, POLICY = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -228,16 +229,6 @@ def t_metrics_http():
     stall.close()
 
 
-def samples(text):
-    """Prometheus text -> {'name{labels}': value}."""
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, val = line.rpartition(" ")
-            out[key] = int(float(val))
-    return out
-
-
 INSERTED = len(b"x-l7: yes\r\n")   # gw_test.l7 sets this header on every routed request
 
 
@@ -248,29 +239,20 @@ def t_upstream_metrics():
     l7run's (first request: pool miss; a pipelined switch of upstream: order; a chunked
     request body: held by l7run), with bodies streamed in pieces (10,000-byte POST, chunked
     responses) and an interim 103."""
-    want = {}
-
-    def add(key, n):
-        want[key] = want.get(key, 0) + n
+    tally = UpstreamTally()
 
     def upstream(path):
         return "one" if path.startswith("/a") else "two"
 
     def count_request(path, data):
-        add('l7_upstream_request_bytes_total{upstream="%s"}' % upstream(path), len(data) + INSERTED)
+        tally.request(upstream(path), len(data) + INSERTED)
 
     def read(r, path, statuses, local=False, no_body=False):
         bodies = []
         for want_st in statuses:
             st, n, body = r.framed(no_body)
             assert st == want_st, (path, st, want_st, body[:200])
-            if local:
-                add('l7_local_responses_total{class="%dxx"}' % (st // 100), 1)
-                add("l7_local_response_bytes_total", n)
-            else:
-                up = upstream(path)
-                add('l7_upstream_responses_total{upstream="%s",class="%dxx"}' % (up, st // 100), 1)
-                add('l7_upstream_response_bytes_total{upstream="%s"}' % up, n)
+            tally.response(None if local else upstream(path), st, n)
             bodies.append(body)
         return bodies[-1]
 
@@ -324,12 +306,11 @@ def t_upstream_metrics():
     read(r, "/bad", [400], local=True)
     s.close()
 
-    after = samples(scrape()[2])
-    keys = [k for k in after if k.startswith(("l7_upstream_", "l7_local_"))]
+    keys, got = tally.deltas(before, samples(scrape()[2]))
+    want = tally.want
     assert len(keys) == 2 * 5 + 2 * 2 + 5 + 1, keys   # classes and bytes of "one" and "two", local
     for k in keys:
-        got = after[k] - before.get(k, 0)
-        assert got == want.get(k, 0), (k, got, want.get(k, 0), {k: after[k] - before.get(k, 0) for k in keys}, want)
+        assert got[k] == want.get(k, 0), (k, got[k], want.get(k, 0), got, want)
     assert set(want) <= set(keys), set(want) - set(keys)
 
 
