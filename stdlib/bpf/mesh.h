@@ -86,35 +86,23 @@ static __always_inline struct l7_mesh_slot *l7_mesh_slot_at(__u32 idx)
 
 /* ---- sock_ops ------------------------------------------------------------------------- */
 
-static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct l7_mesh_key *k)
+/* Frees the pool slots client k holds. At close every one goes (a slot still owing responses
+ * as ORPHAN: they would reach whoever takes it next, so they are dropped first). At the client's
+ * FIN (owed_too 0) only those that owe it nothing: no request can follow, and freeing them then
+ * rather than once l7run's end closes too keeps the pool from running out under connection
+ * churn (new clients got 503); the client may still read what the others owe. */
+static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct l7_mesh_key *k, int owed_too)
 {
 	for (int u = 0; u < L7_MESH_UPSTREAMS; u++) {
 		__u32 b = c->bind[u];
 		if (!b)
 			continue;
 		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
-		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k))
+		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k) ||
+		    (!owed_too && s->req_cnt != s->resp_cnt))
 			continue;
-		/* responses still owed would reach whoever takes the slot next: drop them first */
 		__u32 to = s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
-		__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to);
-	}
-}
-
-/* The client closed its side: no request can follow, so a slot that owes it nothing is free
- * now, not only once the socket is closed (after l7run's end closes too). Under connection
- * churn the pool ran out in between and new clients got 503. Slots with responses owed stay
- * BUSY: the client may still read them. */
-static __always_inline void l7_mesh_release_idle(struct l7_mesh_conn *c, const struct l7_mesh_key *k)
-{
-	for (int u = 0; u < L7_MESH_UPSTREAMS; u++) {
-		__u32 b = c->bind[u];
-		if (!b)
-			continue;
-		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
-		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k) || s->req_cnt != s->resp_cnt)
-			continue;
-		if (__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, L7_MS_IDLE) == L7_MS_BUSY)
+		if (__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to) == L7_MS_BUSY)
 			c->bind[u] = 0;
 	}
 }
@@ -126,7 +114,7 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 	if (!c)
 		return;
 	if (c->role == L7_MR_CLIENT) {
-		l7_mesh_release(c, k);
+		l7_mesh_release(c, k, 1);
 	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL) {
 		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
 		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
@@ -205,7 +193,7 @@ __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 	} else if (s->op == BPF_SOCK_OPS_STATE_CB && s->args[1] == L7_TCP_FIN_WAIT1) {
 		struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
 		if (c && c->role == L7_MR_CLIENT)
-			l7_mesh_release_idle(c, &k);
+			l7_mesh_release(c, &k, 0);
 	}
 	return 1;
 }
