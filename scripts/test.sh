@@ -8,4 +8,6 @@ if [ "$(id -u)" != 0 ]; then
   exit 2
 fi
 cd build
+# Debian's own tools first (python3 that sees the python3-* packages), as on a fresh machine.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 ctest --output-on-failure -j"${L7C_TEST_JOBS:-2}" --timeout 900 "$@"
