@@ -4,8 +4,8 @@
 # Needs root (BPF). Cleans up its processes and pins on exit.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+[ "$(id -u)" = 0 ] || { echo "demo.sh: needs root (installs Debian packages, loads BPF programs); run it in a root shell or with sudo" >&2; exit 2; }
 bash scripts/build.sh
-[ "$(id -u)" = 0 ] || { echo "demo.sh: needs root (loads BPF programs)" >&2; exit 2; }
 
 work=$(mktemp -d /tmp/l7c-demo.XXXXXX)
 pin=/sys/fs/bpf/l7c-demo-$$

@@ -47,6 +47,7 @@ from procs import start, stop_all, wait_port  # noqa: E402
 from rawhttp import parse_responses  # noqa: E402
 
 L7C, L7RUN, EVAL, BACKEND, CORPUS = sys.argv[1:6]
+CORPUS = os.environ.get("L7_CORPUS") or CORPUS   # as every corpus test: the environment wins
 POLICIES = sys.argv[6:]
 PER_POLICY = int(os.environ.get("L7_DIFF_N", "2000"))
 WORKERS = int(os.environ.get("L7_DIFF_WORKERS", "6"))
@@ -653,8 +654,13 @@ def head_diff(sent, got, muts, dels=()):
 def main():
     corpus = corpus_cases()
     if not corpus:
-        print("no corpus at %s" % CORPUS)
-        return 1
+        # The generated requests need nothing beside the clone; the external corpus adds its
+        # cases when it is there (required under CI=true).
+        if os.environ.get("CI") == "true":
+            print("FAILED: no conformance corpus at %s (CI=true requires it; set L7_CORPUS)" % CORPUS)
+            return 1
+        print("SKIPPED corpus cases: no conformance corpus at %s (set L7_CORPUS); generated requests only"
+              % CORPUS)
     totals, mismatches = {}, []
     t0 = time.time()
     try:

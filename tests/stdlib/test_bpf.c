@@ -130,7 +130,7 @@ Test(bpf, verifier)
 	fflush(stdout);
 }
 
-Test(bpf, sha256)
+Test(corpus, sha256)
 {
 	struct tsv t;
 	char got[65];
@@ -192,7 +192,7 @@ Test(bpf, sha256)
 	tsv_free(&t);
 }
 
-Test(bpf, hmac_sha256)
+Test(corpus, hmac_sha256)
 {
 	struct tsv t;
 	int n = 0;
@@ -237,7 +237,7 @@ Test(bpf, hmac_sha256)
 	tsv_free(&t);
 }
 
-Test(bpf, xxhash)
+Test(corpus, xxhash)
 {
 	struct tsv t;
 	int n = 0;
@@ -277,7 +277,7 @@ Test(bpf, xxhash)
 	tsv_free(&t);
 }
 
-Test(bpf, base64url)
+Test(corpus, base64url)
 {
 	struct tsv t;
 	int n = 0;
@@ -394,7 +394,7 @@ static void corpus_streams(const char *index, int *heads, int *bodies)
 	tsv_free(&t);
 }
 
-Test(bpf, http_corpus)
+Test(corpus, http_corpus)
 {
 	int heads = 0, bodies = 0;
 

@@ -346,12 +346,12 @@ static void prefixes(const char *index)
 	tsv_free(&t);
 }
 
-Test(http, split_delivery_http)
+Test(corpus, split_delivery_http)
 {
 	prefixes("http/index.tsv");
 }
 
-Test(http, split_delivery_smuggling)
+Test(corpus, split_delivery_smuggling)
 {
 	prefixes("smuggling/index.tsv");
 }

@@ -28,7 +28,7 @@ static void load(const char *index, struct tsv *t)
 	cr_assert_gt(t->nrows, 0);
 }
 
-Test(vectors, sha256)
+Test(corpus, sha256)
 {
 	struct tsv t;
 	int n = 0;
@@ -79,7 +79,7 @@ Test(vectors, sha256_span_checks)
 	cr_expect_eq(l7_sha256_update(&sha, in, 0, 65), -1, "update needs whole blocks");
 }
 
-Test(vectors, hmac_sha256)
+Test(corpus, hmac_sha256)
 {
 	struct tsv t;
 	int n = 0;
@@ -111,7 +111,7 @@ Test(vectors, hmac_sha256)
 	tsv_free(&t);
 }
 
-Test(vectors, xxhash)
+Test(corpus, xxhash)
 {
 	struct tsv t;
 	int n = 0;
@@ -140,7 +140,7 @@ Test(vectors, xxhash)
 	tsv_free(&t);
 }
 
-Test(vectors, base64url)
+Test(corpus, base64url)
 {
 	struct tsv t;
 	int n = 0;
