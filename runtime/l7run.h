@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <bpf/libbpf.h>
 #include "l7/dataplane.h"
+#include "probe.h"
 
 #define MAX_SERVICES 16
 #define MAX_FDS      65536
@@ -117,6 +118,7 @@ struct runtime {
 	int pool_max;            /* pool sockets per upstream and version */
 	uint64_t drain_ms;       /* --drain-timeout */
 	int epfd;
+	struct kernel_probe probe;   /* what this kernel can do (probe.c), asked at the first load */
 	/* Held by the run loop while it changes rt.cur or unloads a version, and by the
 	 * --metrics-listen thread while it reads the serving version's maps. */
 	pthread_mutex_t lock;

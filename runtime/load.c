@@ -172,6 +172,14 @@ struct bpf_object *open_policy(const struct policy_file *pf, const char *path, e
 		int unused = !strcmp(n, "l7_client_msg") && !cfg->resp_mut;
 		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh && !unused);
 	}
+	/* what this kernel lacks for such an object, named before the verifier or an attach fails */
+	int split = bpf_object__find_program_by_name(obj, mode == LOAD_MESH ? "l7_mesh_decide_0" : "l7_gw_decide_0") != NULL;
+	char why[1024];
+	if (probe_require(&rt.probe, mode == LOAD_MESH ? PM_MESH : PM_GW, split, why, sizeof why)) {
+		snprintf(err, errlen, "cannot run %s here: %s", path, why);
+		bpf_object__close(obj);
+		return NULL;
+	}
 	size_maps(obj, mode, cfg);
 	int e = bpf_object__load(obj);
 	if (e) {
@@ -301,7 +309,9 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 		/* the version's own SOCKHASH, empty until the version is published */
 		int fd = bpf_program__fd(p);
 		if (bpf_prog_attach(fd, mfd, type, 0)) {
-			snprintf(err, errlen, "attach %s to %s: %s", progs[i].name, progs[i].map, strerror(errno));
+			snprintf(err, errlen, "attach %s to %s: %s (the kernel refused it although its probes passed: "
+				 "`l7run --probe` lists what this kernel supports)", progs[i].name, progs[i].map,
+				 strerror(errno));
 			goto fail;
 		}
 		v->prog_fd[v->n_progs] = fd;

@@ -29,6 +29,7 @@ static void usage(void)
 		"       l7run --stats PIN_DIR\n"
 		"       l7run --metrics PIN_DIR POLICY.o    the policy's counters in Prometheus text format\n"
 		"       l7run --reload PID|PIDFILE [--pin DIR]   reload (SIGHUP); with DIR, wait and say the outcome\n"
+		"       l7run --probe              what this kernel supports of what l7run needs, one line each\n"
 		"  --listen [IDX=]ADDR:PORT   listen address of service IDX (default 0)\n"
 		"  --upstream IDX=ADDR:PORT   address of upstream IDX\n"
 		"  --fallback IDX             upstream that takes L7_FALLBACK requests\n"
@@ -62,6 +63,9 @@ static int gateway_metrics(FILE *out)
 int main(int argc, char **argv)
 {
 	const char *obj = NULL, *pidfile = NULL, *reload = NULL, *metrics_addr = NULL;
+	for (int i = 1; i < argc; i++)
+		if (!strcmp(argv[i], "--probe"))   /* what this kernel supports, for both modes */
+			return probe_print(stdout, &rt.probe, PM_GW | PM_MESH);
 	for (int i = 1; i < argc; i++)
 		if (!strcmp(argv[i], "--mesh"))
 			return mesh_main(argc, argv);   /* runtime/mesh.c */
