@@ -141,18 +141,24 @@ void accept_clients(int lfd, int service)
 	}
 }
 
-/* head_only: the request was HEAD, whose response has no body (RFC 9110 9.3.2) */
-static void respond(struct client *c, int status, int close_conn, int head_only)
+/* l7run's answer, for upstream `up` when it could not reach it (-1: its own, a deny, a bad
+ * request...); head_only: the request was HEAD, whose response has no body (RFC 9110 9.3.2) */
+static void respond_for(struct client *c, int up, int status, int close_conn, int head_only)
 {
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_conn, head_only);
-	upstat_local(c->v->map_upstat, status, (size_t)n);   /* before the client can read it */
+	upstat_answer(c->v->map_upstat, up, status, (size_t)n);   /* before the client can read it */
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
 	else
 		c->own_bytes += (uint64_t)n;
 	if (close_conn)
 		c->closing = 1;
+}
+
+static void respond(struct client *c, int status, int close_conn, int head_only)
+{
+	respond_for(c, -1, status, close_conn, head_only);
 }
 
 /* Every response redirected to this client has reached its socket (see l7_conn.resp_bytes). */
@@ -259,7 +265,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 	int up = rec->verdict == L7_FALLBACK ? c->v->cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
-		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
+		respond_for(c, up, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
 		return 0;
 	}
 	struct pool_sock *ps = c->bind[up];
@@ -269,7 +275,10 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 		if (!ps) {
 			if (err == EAGAIN && now_ms() - c->wait_since < POOL_WAIT_MS)
 				return 1;   /* pool at its bound: wait for a socket to come back */
-			respond(c, err == EAGAIN ? 503 : 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
+			/* at its bound: l7run's limit (503); out of fds: l7run's; else the connect
+			 * failed at once: the upstream's */
+			respond_for(c, err == EAGAIN || err == EMFILE ? -1 : up, err == EAGAIN ? 503 : 502, c->close_after,
+				    !!(rec->flags & L7_PASSF_HEADM));
 			return 0;
 		}
 		pool_bind(c, ps);
@@ -277,7 +286,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 	if (ps->connecting)
 		return 1;
 	if (pool_send(ps, head, hlen, rec) || (blen && pool_send(ps, body, blen, NULL))) {
-		respond(c, 502, 1, 0);
+		respond_for(c, up, 502, 1, 0);
 		return -1;
 	}
 	ctl_publish(c);   /* the binding now serves the kernel path */
@@ -484,19 +493,6 @@ void client_fin(struct client *c, uint64_t linger_ms)
 	c->deadline = now_ms() + linger_ms;
 }
 
-/* An event of l7run's own in l7_stats (per-CPU, in CPU 0's slot: no program writes this key). */
-static void stat_bump(struct version *v, uint32_t key)
-{
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t *vals = ncpu > 0 ? calloc((size_t)ncpu, sizeof *vals) : NULL;
-
-	if (vals && !bpf_map_lookup_elem(v->map_stats, &key, vals)) {
-		vals[0]++;
-		bpf_map_update_elem(v->map_stats, &key, vals, BPF_ANY);
-	}
-	free(vals);
-}
-
 /* A kernel defect (docs/architecture.md, *Known kernel defect*) can leave a request in the
  * socket with the stream parser never woken, and the client waiting until it gives up.
  * Stuck: bytes received that the verdict has not disposed of, the parser not waiting for more
@@ -533,7 +529,7 @@ static void client_check_stall(struct client *c, uint64_t now)
 			"closed so that it sends the request again\n", (unsigned long long)c->cookie,
 			(unsigned long long)(ti.tcpi_bytes_received - st.rx_done),
 			(unsigned long long)(now - c->stuck_since));
-		stat_bump(c->v, L7_STAT_STALL_CLOSED);
+		stat_bump(c->v->map_stats, L7_STAT_STALL_CLOSED);
 		client_fin(c, DRAIN_LIMIT_MS);
 	} else if (now - c->stuck_since >= STALL_MS) {
 		c->stalled = 1;

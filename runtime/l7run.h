@@ -145,6 +145,9 @@ struct version *version_load(const char *path, char *err, size_t errlen);
 void version_unload(struct version *v);
 void version_pin(struct version *v);
 void version_unpin(void);
+void pin_replace(const char *dir, int fd, const char *name);
+void pin_programs(const char *dir, struct bpf_object *obj, int mesh);   /* DIR/prog_NAME */
+void unpin_programs(const char *dir);
 uint64_t object_mem(struct bpf_object *obj);
 int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
@@ -197,13 +200,21 @@ void gateway_retire_tick(void);
 int gateway_draining(void);
 void gateway_unload_all(void);
 
-/* stats.c */
+/* stats.c: the data plane's counters as l7/counters.def names them (index: enum l7_stat) */
+struct stat_desc {
+	const char *name, *kind, *help;
+};
+extern const struct stat_desc l7_stat_desc[L7_STAT_MAX];
+int bpf_stats_on(void);   /* --bpf-stats: the BPF_ENABLE_STATS handle, -1 (and said) */
+void stat_bump(int stats_fd, uint32_t key);   /* a counter of kind RT */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
 /* metrics.c */
 int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
 		  const struct config *cfg);
-void upstat_local(int upstat_fd, int status, size_t bytes);   /* l7run answered itself */
+/* l7run answered `status` itself (bytes long): for upstream `up`, which it could not reach,
+ * or (up -1) on its own account */
+void upstat_answer(int upstat_fd, int up, int status, size_t bytes);
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */
 typedef int (*metrics_writer)(FILE *out);
 int metrics_http_start(const char *addr, metrics_writer write);
@@ -216,6 +227,10 @@ char *config_text(const char *object_path);   /* the l7.config section, malloc'd
 int fill_tail_calls(struct bpf_object *obj, int mesh, char *err, size_t errlen);
 int tail_chain_count(void);
 const char *tail_chain_name(int i, const char **prog_array);
+
+/* upstream.c: whether l7run's connects reach each upstream; each change is logged once */
+void upstream_seen(const struct cfg_endpoint *e, int ok, const char *why);
+int upstream_down(const struct cfg_endpoint *e);
 
 /* What an epoll event's fd is. */
 enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL, FD_RELOAD };

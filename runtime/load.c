@@ -349,55 +349,83 @@ void version_unload(struct version *v)
 	free(v);
 }
 
-/* Pin fd as DIR/kind_name, replacing an older version's pin in one step (rename), so that
+/* Pin fd as DIR/NAME, replacing an older version's pin in one step (rename), so that
  * `l7run --stats` never finds the directory without it. */
-static void pin_replace(int fd, const char *kind, const char *name)
+void pin_replace(const char *dir, int fd, const char *name)
 {
 	char p[512], tmp[512];
 
-	if (!rt.pin_dir[0] || fd < 0)
+	if (!dir[0] || fd < 0)
 		return;
-	snprintf(p, sizeof p, "%s/%s_%s", rt.pin_dir, kind, name);
-	snprintf(tmp, sizeof tmp, "%s/tmp_%s_%s", rt.pin_dir, kind, name);   /* bpffs refuses dots */
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	snprintf(tmp, sizeof tmp, "%s/tmp_%s", dir, name);   /* bpffs refuses dots */
 	unlink(tmp);
 	if (bpf_obj_pin(fd, tmp) || rename(tmp, p))
 		fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
 }
 
-static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat",
-					    "l7_entry_hits" };
-
-/* The pins name the serving version (l7run --stats, --metrics). */
-void version_pin(struct version *v)
+/* The programs of one mode as DIR/prog_NAME (l7run --stats): those of progs.def, and the
+ * decide programs NAME_k of its split host; a version with fewer has the rest of an older
+ * one's unpinned. */
+void pin_programs(const char *dir, struct bpf_object *obj, int mesh)
 {
-	if (!rt.pin_dir[0])
-		return;
-	mkdir(rt.pin_dir, 0700);
+	char n[64], p[512];
+
 	for (size_t i = 0; i < N_PROGS; i++) {
-		struct bpf_program *p = is_mesh(progs[i].map) ? NULL : bpf_object__find_program_by_name(v->obj, progs[i].name);
-		if (p)
-			pin_replace(bpf_program__fd(p), "prog", progs[i].name);
+		struct bpf_program *bp = is_mesh(progs[i].map) != mesh ? NULL : bpf_object__find_program_by_name(obj, progs[i].name);
+		snprintf(n, sizeof n, "prog_%s", progs[i].name);
+		if (bp)
+			pin_replace(dir, bpf_program__fd(bp), n);
 	}
-	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++)
-		pin_replace(bpf_object__find_map_fd_by_name(v->obj, pinned_maps[i]), "map", pinned_maps[i]);
-	/* a split parser's decide programs (l7run --stats) and its chain (tests empty a slot); a
-	 * version with fewer has the rest of an older one's unpinned */
 	for (int i = 0; i < tail_chain_count(); i++) {
-		const char *array, *name = tail_chain_name(i, &array);
-		if (strncmp(name, "l7_gw_", 6))
+		const char *name = tail_chain_name(i, NULL);
+		if ((strncmp(name, "l7_mesh_", 8) == 0) != mesh)
 			continue;
 		for (int k = 0; k < L7_MAX_TAILS; k++) {
-			char n[64], p[512];
-			snprintf(n, sizeof n, "%s_%d", name, k);
-			struct bpf_program *bp = bpf_object__find_program_by_name(v->obj, n);
+			snprintf(n, sizeof n, "prog_%s_%d", name, k);
+			struct bpf_program *bp = bpf_object__find_program_by_name(obj, n + 5);
 			if (bp) {
-				pin_replace(bpf_program__fd(bp), "prog", n);
+				pin_replace(dir, bpf_program__fd(bp), n);
 			} else {
-				snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, n);
+				snprintf(p, sizeof p, "%s/%s", dir, n);
 				unlink(p);
 			}
 		}
-		pin_replace(bpf_object__find_map_fd_by_name(v->obj, array), "map", array);
+	}
+}
+
+/* Every program pin either mode makes. */
+void unpin_programs(const char *dir)
+{
+	char p[512];
+
+	for (size_t i = 0; i < N_PROGS; i++) {
+		snprintf(p, sizeof p, "%s/prog_%s", dir, progs[i].name);
+		unlink(p);
+	}
+	for (int i = 0; i < tail_chain_count(); i++)
+		for (int k = 0; k < L7_MAX_TAILS; k++) {
+			snprintf(p, sizeof p, "%s/prog_%s_%d", dir, tail_chain_name(i, NULL), k);
+			unlink(p);
+		}
+}
+
+static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat",
+					    "l7_entry_hits", "l7_tail_gw" };
+
+/* The pins name the serving version (l7run --stats, --metrics; tests empty a slot of the
+ * decide chain, map_l7_tail_gw). */
+void version_pin(struct version *v)
+{
+	char n[64];
+
+	if (!rt.pin_dir[0])
+		return;
+	mkdir(rt.pin_dir, 0700);
+	pin_programs(rt.pin_dir, v->obj, 0);
+	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
+		snprintf(n, sizeof n, "map_%s", pinned_maps[i]);
+		pin_replace(rt.pin_dir, bpf_object__find_map_fd_by_name(v->obj, pinned_maps[i]), n);
 	}
 }
 
@@ -407,22 +435,10 @@ void version_unpin(void)
 
 	if (!rt.pin_dir[0])
 		return;
-	for (size_t i = 0; i < N_PROGS; i++) {
-		snprintf(p, sizeof p, "%s/prog_%s", rt.pin_dir, progs[i].name);
-		unlink(p);
-	}
+	unpin_programs(rt.pin_dir);
 	/* every map pinned here: a missed one keeps the directory (rmdir fails) */
 	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
 		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, pinned_maps[i]);
-		unlink(p);
-	}
-	for (int i = 0; i < tail_chain_count(); i++) {
-		const char *array, *name = tail_chain_name(i, &array);
-		for (int k = 0; k < L7_MAX_TAILS; k++) {
-			snprintf(p, sizeof p, "%s/prog_%s_%d", rt.pin_dir, name, k);
-			unlink(p);
-		}
-		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, array);
 		unlink(p);
 	}
 	snprintf(p, sizeof p, "%s/map_l7_reload", rt.pin_dir);

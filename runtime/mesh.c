@@ -117,41 +117,10 @@ static int mesh_listen(void)
 	return 0;
 }
 
-/* A pool miss (every connection of the upstream held by another client) is answered 503 by
- * the data plane; say so, at most every 10 s, with what to change. */
-struct miss_watch {
-	unsigned long long seen;
-	uint64_t said_at;
-};
-
-static void pool_miss_watch(struct miss_watch *w)
-{
-	struct mesh_ver *v = M.cur;
-	uint32_t key = L7_STAT_POOL_MISS;
-	int ncpu = libbpf_num_possible_cpus();
-	uint64_t vals[256];
-	unsigned long long sum = 0;
-
-	if (!v || v->stats < 0 || ncpu <= 0 || ncpu > 256 || bpf_map_lookup_elem(v->stats, &key, vals))
-		return;
-	for (int c = 0; c < ncpu; c++)
-		sum += vals[c];
-	if (sum < w->seen)
-		w->seen = 0;   /* a new version: its counters start from 0 */
-	if (sum > w->seen && mesh_now_ms() - w->said_at >= 10000) {
-		fprintf(stderr, "l7run[mesh]: pool exhausted: %llu request(s) answered 503 because every pool "
-			"connection of their upstream was held by another client; --pool is %d (at most %d)\n",
-			sum - w->seen, M.pool_n, L7_MESH_SLOTS);
-		w->seen = sum;
-		w->said_at = mesh_now_ms();
-	}
-}
-
 static void run_loop(void)
 {
 	struct epoll_event evs[256];
 	uint64_t last_fill = 0;
-	struct miss_watch mw = { 0, 0 };
 
 	while (!stop) {
 		reload_poll();
@@ -180,7 +149,6 @@ static void run_loop(void)
 				mesh_pool_fill(v, 0);
 			}
 			mesh_retire_tick();
-			pool_miss_watch(&mw);
 			last_fill = mesh_now_ms();
 		}
 	}

@@ -109,6 +109,8 @@ void mesh_pool_fill(struct mesh_ver *v, int force);
 void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev);
 void mesh_pool_close_all(struct mesh_ver *v);
 void mesh_pool_reap(struct mesh_ver *v);
+int mesh_upstream_live(struct mesh_ver *v, int up);
+void mesh_pool_exhausted(struct mesh_ver *v, int up);
 
 /* mesh_client.c */
 void mesh_accept(int lfd);
@@ -116,7 +118,7 @@ void mesh_client_event(struct mesh_client *c, uint32_t ev);
 void mesh_clients_tick(void);
 void mesh_client_close(struct mesh_client *c);
 struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_key *k);
-void mesh_client_answer(struct mesh_client *c, int status, int close_after);
+void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after);
 void mesh_clients_check_over(void);
 
 /* epoll data: what an event's fd is */

@@ -28,14 +28,15 @@ static void send_all(int fd, const char *p, size_t n)
 }
 
 /* Written on l7run's end; SK_MSG moves it into the client's receive queue, behind whatever
- * the kernel delivered before. */
-void mesh_client_answer(struct mesh_client *c, int status, int close_after)
+ * the kernel delivered before. up: the upstream it answers for, which could not be reached
+ * (-1: l7run's own answer). */
+void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after)
 {
 	/* the request being answered is at the front of c->in: a HEAD gets no body (RFC 9110 9.3.2) */
 	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_after, head_only);
-	upstat_local(c->v->upstat, status, (size_t)n);   /* before the client can read it */
+	upstat_answer(c->v->upstat, up, status, (size_t)n);   /* before the client can read it */
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {
@@ -231,7 +232,7 @@ static void chunk_pump(struct mesh_client *c)
 	while (c->chunk && !c->closing && c->in_len >= c->chunk_pos) {
 		size_t avail = c->in_len - c->chunk_pos;
 		if (c->chunk_pos > MESH_HOLD_MAX) {
-			mesh_client_answer(c, 413, 1);
+			mesh_client_answer(c, -1, 413, 1);
 			break;
 		}
 		if (c->chunk_state == 1) {
@@ -274,7 +275,7 @@ static void chunk_pump(struct mesh_client *c)
 				send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */
 				c->close_when = c->chunk_req + 1;
 			} else {
-				mesh_client_answer(c, 502, 1);
+				mesh_client_answer(c, (int)(c->chunk_slot / L7_MESH_SLOTS), 502, 1);
 			}
 			c->chunk = 0;
 			c->in_len = 0;   /* nothing after it is forwarded */
@@ -290,7 +291,20 @@ static void chunk_pump(struct mesh_client *c)
 bad:
 	c->chunk = 0;
 	c->in_len = 0;
-	mesh_client_answer(c, 400, 1);
+	mesh_client_answer(c, -1, 400, 1);
+}
+
+/* The kernel found no live pool connection to upstream `up`: with none connected at all it
+ * cannot be reached (502, its failure); with some, every one is another client's (503, the
+ * pool's bound: l7run's answer, and said). Or its backend's socket was gone (502). */
+static void answer_for(struct mesh_client *c, int up, int status)
+{
+	if (status == 503 && up < L7_MESH_UPSTREAMS && mesh_upstream_live(c->v, up)) {
+		mesh_pool_exhausted(c->v, up);
+		mesh_client_answer(c, -1, 503, 0);
+	} else {
+		mesh_client_answer(c, up, 502, 0);
+	}
 }
 
 /* Handle the records whose bytes have arrived, in order; stop at one that must wait. */
@@ -317,7 +331,7 @@ static void pump(struct mesh_client *c)
 			 * answer) and close; whatever else arrives is discarded */
 			c->in_len = 0;
 			if (r.status) {
-				mesh_client_answer(c, (int)r.status, 1);
+				mesh_client_answer(c, -1, (int)r.status, 1);
 			} else {
 				c->closing = 1;
 				c->close_at = mesh_now_ms() + 20;
@@ -343,9 +357,11 @@ static void pump(struct mesh_client *c)
 			if (fd >= 0)
 				send_all(fd, c->in, r.len);   /* SK_MSG moves it into the backend */
 			else
-				mesh_client_answer(c, 502, 0);
+				mesh_client_answer(c, (int)(r.slot / L7_MESH_SLOTS), 502, 0);
+		} else if (r.slot) {
+			answer_for(c, (int)r.slot - 1, (int)r.status);
 		} else {
-			mesh_client_answer(c, (int)r.status, 0);
+			mesh_client_answer(c, -1, (int)r.status, 0);
 		}
 		consume(c, r.len);
 		bpf_map_delete_elem(c->v->pass, &pk);

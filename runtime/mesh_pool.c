@@ -94,6 +94,7 @@ static int pool_open(struct mesh_ver *v, int idx)
 	}
 	claim(v, &la, 1);
 	int r = connect(fd, (struct sockaddr *)&v->cfg.upstream[up].addr, sizeof(struct sockaddr_in));
+	int e = errno;
 	struct l7_mesh_key mine = mesh_key_of(fd), be = rev(mine);
 	/* sock_ops enrolls the backend's end when its handshake completes; on loopback that is
 	 * almost always before connect returns, but wait for it rather than assume */
@@ -101,15 +102,17 @@ static int pool_open(struct mesh_ver *v, int idx)
 		usleep(1000);
 	claim(v, &la, 0);
 	if (r) {
+		upstream_seen(&v->cfg.upstream[up], 0, strerror(e));
 		close(fd);
+		errno = e;
 		return -1;
 	}
 	if (!in_sockhash(v, &mine) || !in_sockhash(v, &be)) {
-		fprintf(stderr, "l7run[mesh]: pool connection to %s not enrolled (is the backend in the cgroup?)\n",
-			v->cfg.upstream[up].name);
+		upstream_seen(&v->cfg.upstream[up], 0, "its connections are not enrolled (is the backend in the cgroup?)");
 		close(fd);
 		return -1;
 	}
+	upstream_seen(&v->cfg.upstream[up], 1, NULL);
 	uint32_t gen = pc->gen + 1;
 	struct l7_mesh_conn c = { .role = L7_MR_RT_POOL, .index = (uint32_t)idx, .gen = gen };
 	bpf_map_update_elem(v->conns, &mine, &c, BPF_ANY);
@@ -149,6 +152,36 @@ void mesh_pool_fill(struct mesh_ver *v, int force)
 	}
 }
 
+/* Upstream up has a pool connection the data plane can use or is using. */
+int mesh_upstream_live(struct mesh_ver *v, int up)
+{
+	for (int i = 0; i < M.pool_n && i < L7_MESH_SLOTS; i++) {
+		uint32_t k = (uint32_t)(up * L7_MESH_SLOTS + i);
+		struct l7_mesh_slot s;
+		if (v->slot[k].fd >= 0 && !bpf_map_lookup_elem(v->pool, &k, &s) && s.gen == v->slot[k].gen &&
+		    (s.state == L7_MS_IDLE || s.state == L7_MS_BUSY || s.state == L7_MS_ORPHAN))
+			return 1;
+	}
+	return 0;
+}
+
+/* A request to upstream up was answered 503 because every pool connection of it was held by
+ * another client: say so, at most every 10 s, with what to change. */
+void mesh_pool_exhausted(struct mesh_ver *v, int up)
+{
+	static unsigned long long n;
+	static uint64_t said_at;
+
+	n++;
+	if (said_at && mesh_now_ms() - said_at < 10000)
+		return;
+	fprintf(stderr, "l7run[mesh]: pool exhausted: %llu request(s) answered 503 because every pool connection "
+		"of their upstream (%s) was held by another client; --pool is %d (at most %d)\n", n, v->cfg.upstream[up].name,
+		M.pool_n, L7_MESH_SLOTS);
+	n = 0;
+	said_at = mesh_now_ms();
+}
+
 /* A pool connection ended: the client bound to it with responses owed gets a 502. */
 static void pool_dead(struct mesh_ver *v, int idx)
 {
@@ -172,7 +205,7 @@ static void pool_dead(struct mesh_ver *v, int idx)
 	if (was == L7_MS_BUSY && s.req_cnt != s.resp_cnt) {
 		struct mesh_client *c = mesh_client_by_key(v, &s.owner);
 		if (c)
-			mesh_client_answer(c, 502, 1);
+			mesh_client_answer(c, idx / L7_MESH_SLOTS, 502, 1);
 	}
 }
 

@@ -127,22 +127,12 @@ fail:
 	return -1;
 }
 
-static void pin_replace(int fd, const char *name)
-{
-	char p[512], tmp[512];
-
-	snprintf(p, sizeof p, "%s/%s", M.pin_dir, name);
-	snprintf(tmp, sizeof tmp, "%s/tmp_%s", M.pin_dir, name);   /* bpffs refuses dots */
-	unlink(tmp);
-	if (bpf_obj_pin(fd, tmp) || rename(tmp, p))
-		fprintf(stderr, "l7run[mesh]: pin %s: %s\n", p, strerror(errno));
-}
-
-/* The pins name the serving version's maps (on), or are removed (off, v unused): the mesh
- * maps for tests and bpftool, l7_stats and l7_counters for l7run --stats and --metrics. */
+/* The pins name the serving version's maps and programs (on), or are removed (off, v unused):
+ * the mesh maps for tests and bpftool, l7_stats, l7_counters and the programs for l7run
+ * --stats and --metrics, l7_tail_mesh for the chain of a split SK_MSG program (tests empty a
+ * slot). */
 void mesh_pin(struct mesh_ver *v, int on)
 {
-	/* l7_tail_mesh: the chain of a split SK_MSG program (tests empty a slot) */
 	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool", "map_l7_stats",
 				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat", "map_l7_entry_hits" };
 	enum { N = sizeof names / sizeof names[0] };
@@ -155,14 +145,15 @@ void mesh_pin(struct mesh_ver *v, int on)
 			       bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits") };
 		mkdir(M.pin_dir, 0700);
 		for (int i = 0; i < N; i++)
-			if (fds[i] >= 0)
-				pin_replace(fds[i], names[i]);
+			pin_replace(M.pin_dir, fds[i], names[i]);
+		pin_programs(M.pin_dir, v->obj, 1);
 		return;
 	}
 	for (int i = 0; i < N; i++) {
 		snprintf(p, sizeof p, "%s/%s", M.pin_dir, names[i]);
 		unlink(p);
 	}
+	unpin_programs(M.pin_dir);
 	snprintf(p, sizeof p, "%s/map_l7_reload", M.pin_dir);
 	unlink(p);
 	rmdir(M.pin_dir);

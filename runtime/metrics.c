@@ -22,14 +22,39 @@ static unsigned long long percpu_sum(int fd, uint32_t key, int ncpu, uint64_t *b
 	return sum;
 }
 
-static const char *const stat_names[L7_STAT_MAX] = {
-	[L7_STAT_REQUESTS] = "requests", [L7_STAT_FORWARDED] = "forwarded", [L7_STAT_DENIED] = "denied",
-	[L7_STAT_FALLBACK] = "fallback", [L7_STAT_POOL_MISS] = "pool_miss", [L7_STAT_BAD_REQUEST] = "bad_request",
-	[L7_STAT_PASSED] = "passed_to_l7run", [L7_STAT_ORDER_WAIT] = "order_wait", [L7_STAT_RESPONSES] = "responses",
-	[L7_STAT_HDR_INSERT] = "header_inserts", [L7_STAT_JWT_HIT] = "jwt_cache_hits",
-	[L7_STAT_JWT_VERIFY] = "jwt_verifications", [L7_STAT_JWT_REJECT] = "jwt_rejects",
-	[L7_STAT_CHAIN_FAIL] = "tail_call_failures", [L7_STAT_STALL_CLOSED] = "stalled_clients_closed",
+/* The metric families, from l7/counters.def: each is introduced by its HELP and TYPE. */
+enum {
+#define L7_METRIC(id, name, kind, help) L7M_##id,
+#include "l7/counters.def"
+#undef L7_METRIC
 };
+static const struct {
+	const char *name, *kind, *help;
+} families[] = {
+#define L7_METRIC(id, name, kind, help) { #name, #kind, help },
+#include "l7/counters.def"
+#undef L7_METRIC
+};
+
+static const char *family(FILE *out, int id)
+{
+	fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", families[id].name, families[id].help, families[id].name,
+		families[id].kind);
+	return families[id].name;
+}
+
+/* A label value as the text format wants it: backslash, double quote and newline escaped. */
+static void label_value(FILE *out, const char *v)
+{
+	for (; *v; v++) {
+		if (*v == '\\' || *v == '"')
+			fputc('\\', out);
+		if (*v == '\n')
+			fputs("\\n", out);
+		else
+			fputc(*v, out);
+	}
+}
 
 /* The reload state (l7_reload, reload.c): which version serves, reloads done and refused. */
 static void write_reload(FILE *out, int reload_fd)
@@ -39,26 +64,19 @@ static void write_reload(FILE *out, int reload_fd)
 
 	if (reload_fd < 0 || bpf_map_lookup_elem(reload_fd, &k, &rs))
 		return;
-	fprintf(out, "# HELP l7_policy_version Policy version serving new connections (1 = as started).\n"
-		"# TYPE l7_policy_version gauge\nl7_policy_version %llu\n"
-		"# HELP l7_reloads_total Reloads published.\n# TYPE l7_reloads_total counter\nl7_reloads_total %llu\n"
-		"# HELP l7_reload_failures_total Reloads refused (the serving version stayed).\n"
-		"# TYPE l7_reload_failures_total counter\nl7_reload_failures_total %llu\n"
-		"# HELP l7_versions_draining Older versions still judging connections.\n"
-		"# TYPE l7_versions_draining gauge\nl7_versions_draining %llu\n"
-		"# HELP l7_reload_last_seconds From the signal to the new version taking connections, last reload.\n"
-		"# TYPE l7_reload_last_seconds gauge\nl7_reload_last_seconds %.6f\n",
-		(unsigned long long)rs.version, (unsigned long long)rs.reloads, (unsigned long long)rs.failed,
-		(unsigned long long)rs.draining, rs.last_us / 1e6);
+	fprintf(out, "%s %llu\n", family(out, L7M_VERSION), (unsigned long long)rs.version);
+	fprintf(out, "%s %llu\n", family(out, L7M_RELOADS), (unsigned long long)rs.reloads);
+	fprintf(out, "%s %llu\n", family(out, L7M_RELOAD_FAILS), (unsigned long long)rs.failed);
+	fprintf(out, "%s %llu\n", family(out, L7M_DRAINING), (unsigned long long)rs.draining);
+	fprintf(out, "%s %.6f\n", family(out, L7M_RELOAD_LAST), rs.last_us / 1e6);
 }
 
-/* The sums over CPUs of row `key` of l7_upstat. 0 if found. */
+/* The sums over CPUs of row `key` of l7_upstat, added to *sum. 0 if found. */
 static int upstat_sum(int fd, uint32_t key, int ncpu, struct l7_upstat *sum)
 {
 	struct l7_upstat *rows = calloc((size_t)ncpu, sizeof *rows);
 	int rc = rows ? bpf_map_lookup_elem(fd, &key, rows) : -1;
 
-	memset(sum, 0, sizeof *sum);
 	for (int c = 0; rc == 0 && c < ncpu; c++) {
 		for (int i = 0; i < 6; i++)
 			sum->status[i] += rows[c].status[i];
@@ -69,63 +87,77 @@ static int upstat_sum(int fd, uint32_t key, int ncpu, struct l7_upstat *sum)
 	return rc;
 }
 
-static void write_classes(FILE *out, const char *metric, const char *label, const struct l7_upstat *u)
+static void write_classes(FILE *out, const char *metric, const char *upstream, const struct l7_upstat *u)
 {
-	for (int c = 1; c <= 5; c++)
-		fprintf(out, "%s{%sclass=\"%dxx\"} %llu\n", metric, label, c, (unsigned long long)u->status[c]);
-	if (u->status[0])   /* a status outside 100-599: only when one was seen */
-		fprintf(out, "%s{%sclass=\"other\"} %llu\n", metric, label, (unsigned long long)u->status[0]);
+	for (int i = 1; i <= 6; i++) {
+		int c = i % 6;   /* 1xx .. 5xx, then [0]: a status outside 100-599, only once one was seen */
+		if (!c && !u->status[0])
+			continue;
+		fprintf(out, "%s{", metric);
+		if (upstream) {
+			fputs("upstream=\"", out);
+			label_value(out, upstream);
+			fputs("\",", out);
+		}
+		if (c)
+			fprintf(out, "class=\"%dxx\"} %llu\n", c, (unsigned long long)u->status[c]);
+		else
+			fprintf(out, "class=\"other\"} %llu\n", (unsigned long long)u->status[0]);
+	}
 }
 
 /* One byte counter per upstream slot: resp 0 the request bytes, 1 the response bytes. */
-static void write_bytes(FILE *out, const char *metric, const char *help, const struct config *cfg,
-			const struct l7_upstat *u, int resp)
+static void write_bytes(FILE *out, int id, const struct config *cfg, const struct l7_upstat *u, int resp)
 {
-	fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", metric, help, metric);
+	const char *metric = family(out, id);
+
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
-		if (cfg->upstream[i].set)
-			fprintf(out, "%s{upstream=\"%s\"} %llu\n", metric, cfg->upstream[i].name,
-				(unsigned long long)(resp ? u[i].resp_bytes : u[i].req_bytes));
+		if (cfg->upstream[i].set) {
+			fprintf(out, "%s{upstream=\"", metric);
+			label_value(out, cfg->upstream[i].name);
+			fprintf(out, "\"} %llu\n", (unsigned long long)(resp ? u[i].resp_bytes : u[i].req_bytes));
+		}
 }
 
 /* Per upstream slot (named as l7.config and --upstream name it: `upstream="api"`, an endpoint
- * of a set `upstream="users#0"`), then l7run's own answers. */
+ * of a set `upstream="users#0"`): what it answered, and the 502s l7run answered because it
+ * could not reach it; then l7run's own answers, whose bytes include those 502s. */
 static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
 {
-	struct l7_upstat u[L7_UPSTAT_ROWS];
-	char label[96];
+	struct l7_upstat u[L7_MAX_UPSTREAMS], local;
 
 	if (fd < 0 || !cfg)
 		return;
-	for (uint32_t i = 0; i < L7_UPSTAT_ROWS; i++)
+	memset(u, 0, sizeof u);
+	memset(&local, 0, sizeof local);
+	for (uint32_t i = 0; i < L7_MAX_UPSTREAMS; i++) {
+		struct l7_upstat fail;
+		memset(&fail, 0, sizeof fail);
 		upstat_sum(fd, i, ncpu, &u[i]);
-	fprintf(out, "# HELP l7_upstream_responses_total Response heads received from each upstream, by status class "
-		     "(interim 1xx counted in 1xx).\n# TYPE l7_upstream_responses_total counter\n");
+		upstat_sum(fd, L7_UPSTAT_FAIL + i, ncpu, &fail);
+		for (int c = 0; c < 6; c++)
+			u[i].status[c] += fail.status[c];
+		local.resp_bytes += fail.resp_bytes;
+	}
+	upstat_sum(fd, L7_UPSTAT_LOCAL, ncpu, &local);
+	const char *metric = family(out, L7M_UP_RESPONSES);
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
-		if (cfg->upstream[i].set) {
-			snprintf(label, sizeof label, "upstream=\"%s\",", cfg->upstream[i].name);
-			write_classes(out, "l7_upstream_responses_total", label, &u[i]);
-		}
-	write_bytes(out, "l7_upstream_request_bytes_total",
-		    "Request bytes sent to each upstream (heads after header mutations, and bodies).", cfg, u, 0);
-	write_bytes(out, "l7_upstream_response_bytes_total",
-		    "Response bytes received from each upstream (heads before response mutations, and bodies).", cfg, u, 1);
-	fprintf(out, "# HELP l7_local_responses_total Answers l7run wrote itself (denies, malformed requests, "
-		     "unreachable upstreams), by status class.\n# TYPE l7_local_responses_total counter\n");
-	write_classes(out, "l7_local_responses_total", "", &u[L7_UPSTAT_LOCAL]);
-	fprintf(out, "# HELP l7_local_response_bytes_total Bytes of the answers l7run wrote itself.\n"
-		     "# TYPE l7_local_response_bytes_total counter\nl7_local_response_bytes_total %llu\n",
-		(unsigned long long)u[L7_UPSTAT_LOCAL].resp_bytes);
+		if (cfg->upstream[i].set)
+			write_classes(out, metric, cfg->upstream[i].name, &u[i]);
+	write_bytes(out, L7M_UP_REQ_BYTES, cfg, u, 0);
+	write_bytes(out, L7M_UP_RESP_BYTES, cfg, u, 1);
+	write_classes(out, family(out, L7M_LOCAL), NULL, &local);
+	fprintf(out, "%s %llu\n", family(out, L7M_LOCAL_BYTES), (unsigned long long)local.resp_bytes);
 }
 
-/* l7run answered `status` itself with `bytes` bytes: count it in the local row of l7_upstat
- * (its only writer; the data plane never touches that row). On CPU 0's value: the sum is
- * what is read. */
-void upstat_local(int fd, int status, size_t bytes)
+/* l7run answered `status` itself with `bytes` bytes, for upstream `up` when it could not reach
+ * it (-1: its own answer): count it in l7run's rows of l7_upstat (their only writer; the data
+ * plane never touches them). On CPU 0's value: the sum is what is read. */
+void upstat_answer(int fd, int up, int status, size_t bytes)
 {
 	static struct l7_upstat *rows;
 	static int ncpu;
-	uint32_t key = L7_UPSTAT_LOCAL;
+	uint32_t key = up >= 0 && up < L7_MAX_UPSTREAMS ? L7_UPSTAT_FAIL + (uint32_t)up : L7_UPSTAT_LOCAL;
 
 	if (fd < 0)
 		return;
@@ -142,10 +174,43 @@ void upstat_local(int fd, int status, size_t bytes)
 	bpf_map_update_elem(fd, &key, rows, BPF_ANY);
 }
 
+/* The rule hits (sample lines of l7.config's `rule` lines): a rule of its own has a slot of
+ * l7_counters, a rule a table holds its own entry of l7_entry_hits, at its own line. */
+static void write_rule_hits(FILE *out, char *text, int counters_fd, int entry_fd, int ncpu, uint64_t *buf)
+{
+	const char *metric = family(out, L7M_RULE_HITS);
+
+	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char policy[64], term[16], target[64] = "", kind[8];
+		int idx, id;
+		unsigned lineno;
+		if (sscanf(line, "rule %d %7s %d line %u policy %63s %15s %63s", &id, kind, &idx, &lineno, policy, term,
+			   target) < 6)
+			continue;
+		unsigned long long n = 0;
+		if (!strcmp(kind, "counter")) {
+			n = percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf);
+		} else if (!strcmp(kind, "entry")) {
+			uint64_t v = 0;
+			uint32_t key = (uint32_t)idx;
+			if (entry_fd >= 0)
+				bpf_map_lookup_elem(entry_fd, &key, &v);
+			n = v;
+		} else {
+			continue;
+		}
+		fprintf(out, "%s{rule=\"%d\",line=\"%u\",policy=\"", metric, id, lineno);
+		label_value(out, policy);
+		fprintf(out, "\",decision=\"%s\",target=\"", term);
+		label_value(out, target);
+		fprintf(out, "\"} %llu\n", n);
+	}
+}
+
 /* The metrics of one loaded policy: its l7_counters, l7_stats and l7_upstat maps, its
  * l7.config text and its configuration as run (cfg: names of the upstreams); the counters are
  * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
- * reset). */
+ * reset). Every family is grouped, after its HELP and TYPE (text format 0.0.4). */
 int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
 		  const struct config *cfg)
 {
@@ -156,31 +221,21 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 		return -1;
 	}
 	uint64_t *buf = calloc((size_t)ncpu, sizeof *buf);
-	fprintf(out, "# HELP l7_counter_total Counter instances of the policy (Increment).\n# TYPE l7_counter_total counter\n");
+	const char *metric = family(out, L7M_INCREMENTS);
 	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char name[64], policy[64], term[16], target[64] = "";
-		int idx, id;
-		unsigned lineno;
+		char name[64];
+		int idx;
 		if (sscanf(line, "counter %d %63s", &idx, name) == 2) {
-			fprintf(out, "l7_counter_total{name=\"%s\"} %llu\n", name, percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf));
-		} else if (sscanf(line, "rule %d counter %d line %u policy %63s %15s %63s", &id, &idx, &lineno, policy, term,
-				  target) >= 5) {
-			fprintf(out, "l7_rule_hits_total{rule=\"%d\",line=\"%u\",policy=\"%s\",decision=\"%s\",target=\"%s\"} %llu\n",
-				id, lineno, policy, term, target, percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf));
-		} else if (sscanf(line, "rule %d entry %d line %u policy %63s %15s %63s", &id, &idx, &lineno, policy, term,
-				  target) >= 5) {   /* a rule a table holds: its own count, at its own line */
-			uint64_t n = 0;
-			uint32_t key = (uint32_t)idx;
-			if (entry_fd >= 0)
-				bpf_map_lookup_elem(entry_fd, &key, &n);
-			fprintf(out, "l7_rule_hits_total{rule=\"%d\",line=\"%u\",policy=\"%s\",decision=\"%s\",target=\"%s\"} %llu\n",
-				id, lineno, policy, term, target, (unsigned long long)n);
+			fprintf(out, "%s{name=\"", metric);
+			label_value(out, name);
+			fprintf(out, "\"} %llu\n", percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf));
 		}
 	}
-	fprintf(out, "# HELP l7_dataplane_total What the kernel data plane did, by event.\n# TYPE l7_dataplane_total counter\n");
+	strcpy(text, config);   /* strtok_r cut it */
+	write_rule_hits(out, text, counters_fd, entry_fd, ncpu, buf);
+	metric = family(out, L7M_DATAPLANE);
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
-		if (stat_names[i])
-			fprintf(out, "l7_dataplane_total{event=\"%s\"} %llu\n", stat_names[i], percpu_sum(stats_fd, i, ncpu, buf));
+		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));
 	write_upstat(out, upstat_fd, ncpu, cfg);
 	write_reload(out, reload_fd);
 	free(buf);

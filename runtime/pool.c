@@ -76,8 +76,11 @@ static int pool_ready(struct pool_sock *ps)
 	int one = 1, err = 0;
 	socklen_t l = sizeof err;
 
-	if (getsockopt(ps->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err)
+	if (getsockopt(ps->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err) {
+		upstream_seen(&v->cfg.upstream[ps->up], 0, strerror(err ? err : errno));
 		return -1;
+	}
+	upstream_seen(&v->cfg.upstream[ps->up], 1, NULL);
 	setsockopt(ps->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	/* blocking sends from here on, bounded by a timeout: l7run writes only slow-path requests */
 	fcntl(ps->fd, F_SETFL, fcntl(ps->fd, F_GETFL) & ~O_NONBLOCK);
@@ -158,8 +161,11 @@ static int pool_connect(struct pool_sock *ps)
 	fds[fd].kind = FD_POOL;
 	fds[fd].p = ps;
 	int r = connect(fd, (struct sockaddr *)&ps->v->cfg.upstream[ps->up].addr, sizeof ps->v->cfg.upstream[ps->up].addr);
-	if (r && errno != EINPROGRESS)
-		return errno;
+	if (r && errno != EINPROGRESS) {
+		int e = errno;
+		upstream_seen(&ps->v->cfg.upstream[ps->up], 0, strerror(e));
+		return e;
+	}
 	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
 	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
 	return 0;

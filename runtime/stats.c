@@ -1,13 +1,21 @@
-/* `l7run --stats DIR`: per-program run time from the kernel (needs the running l7run to have
- * been started with --bpf-stats, or kernel.bpf_stats_enabled=1), the policy's counters, how
- * many sockets the SOCKHASHes hold (all of the serving version), and the policy versions
- * loaded (hot reload). */
+/* `l7run --stats DIR`, for either mode's pin directory: per-program run time from the kernel
+ * (needs the running l7run to have been started with --bpf-stats, or
+ * kernel.bpf_stats_enabled=1), the data plane's counters (named by l7/counters.def), how many
+ * sockets the SOCKHASHes hold and, in mesh mode, the state of the pool (all of the serving
+ * version), and the policy versions loaded (hot reload). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <bpf/bpf.h>
+#include "l7/mesh.h"
 #include "l7run.h"
+
+const struct stat_desc l7_stat_desc[L7_STAT_MAX] = {
+#define L7_STAT(id, name, kind, help) [L7_STAT_##id] = { #name, #kind, help },
+#include "l7/counters.def"
+#undef L7_STAT
+};
 
 static const char *const prog_names[] = {
 #define L7_PROG(name, section, entry, map) #name,
@@ -15,21 +23,46 @@ static const char *const prog_names[] = {
 #undef L7_PROG
 };
 
-static const char *const stat_names[L7_STAT_MAX] = {
-	"requests", "forwarded", "denied", "fallback", "pool_miss", "bad_request",
-	"passed", "order_wait", "responses", "hdr_insert", "jwt_hit", "jwt_verify", "jwt_reject",
-	"chain_fail",
-};
+/* A counter l7run keeps itself (kind RT in l7/counters.def): in CPU 0's value of its key,
+ * which no program writes. */
+void stat_bump(int stats_fd, uint32_t key)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	uint64_t *vals = ncpu > 0 && stats_fd >= 0 ? calloc((size_t)ncpu, sizeof *vals) : NULL;
+
+	if (vals && !bpf_map_lookup_elem(stats_fd, &key, vals)) {
+		vals[0]++;
+		bpf_map_update_elem(stats_fd, &key, vals, BPF_ANY);
+	}
+	free(vals);
+}
+
+int bpf_stats_on(void)
+{
+	int fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+
+	if (fd < 0)
+		fprintf(stderr, "l7run: cannot enable BPF run-time stats: %s\n", strerror(errno));
+	return fd;
+}
+
+static int pinned(const char *dir, const char *name)
+{
+	char p[512];
+
+	snprintf(p, sizeof p, "%s/%s", dir, name);
+	return bpf_obj_get(p);
+}
 
 static long sockhash_count(int fd)
 {
-	uint64_t k, next;
+	uint64_t k[2], next[2];   /* the largest key: a mesh 4-tuple */
 	long n = 0;
 	void *prev = NULL;
 
-	while (bpf_map_get_next_key(fd, prev, &next) == 0) {
-		k = next;
-		prev = &k;
+	while (bpf_map_get_next_key(fd, prev, next) == 0) {
+		memcpy(k, next, sizeof k);
+		prev = k;
 		n++;
 	}
 	return n;
@@ -38,13 +71,11 @@ static long sockhash_count(int fd)
 /* The l7_reload map: which version serves, reloads, what is draining. 1 if found. */
 static int print_reload(const char *dir)
 {
-	char p[512];
 	struct reload_state s;
 	struct reload_version r;
 	uint32_t k = 0;
+	int fd = pinned(dir, "map_l7_reload");
 
-	snprintf(p, sizeof p, "%s/map_l7_reload", dir);
-	int fd = bpf_obj_get(p);
 	if (fd < 0)
 		return 0;
 	if (bpf_map_lookup_elem(fd, &k, &s) == 0)
@@ -60,73 +91,133 @@ static int print_reload(const char *dir)
 	return 1;
 }
 
-int print_stats(const char *dir)
+static void print_prog(const char *name, int fd)
 {
-	char p[512];
-	int ncpu = libbpf_num_possible_cpus(), found = 0;
+	struct bpf_prog_info info;
+	uint32_t len = sizeof info;
 
-	/* the programs of progs.def, then the decide programs of split ones (name_0, name_1, ...) */
-	size_t nfixed = sizeof prog_names / sizeof prog_names[0];
-	for (size_t i = 0, k = 0; i < nfixed + (size_t)tail_chain_count();) {
-		char name[64];
-		if (i < nfixed)
-			snprintf(name, sizeof name, "%s", prog_names[i]);
-		else
-			snprintf(name, sizeof name, "%s_%zu", tail_chain_name((int)(i - nfixed), NULL), k);
-		snprintf(p, sizeof p, "%s/prog_%s", dir, name);
-		int fd = bpf_obj_get(p);
-		if (i >= nfixed && (fd < 0 || ++k == L7_MAX_TAILS)) {   /* the end of this chain */
-			i++;
-			k = 0;
-		} else if (i < nfixed) {
-			i++;
+	memset(&info, 0, sizeof info);
+	if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
+		printf("prog %-20s run_cnt %llu run_time_ns %llu ns_per_run %.1f\n", name, (unsigned long long)info.run_cnt,
+		       (unsigned long long)info.run_time_ns, info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+}
+
+/* The programs of progs.def, then the decide programs of split ones (name_0, name_1, ...):
+ * those of the mode that pinned DIR. Returns how many, -1 on an error other than absence. */
+static int print_progs(const char *dir)
+{
+	char name[64];
+	int found = 0;
+
+	for (size_t i = 0; i < sizeof prog_names / sizeof prog_names[0] + (size_t)tail_chain_count(); i++)
+		for (int k = 0; k < L7_MAX_TAILS; k++) {
+			size_t nfixed = sizeof prog_names / sizeof prog_names[0];
+			if (i < nfixed)
+				snprintf(name, sizeof name, "%s", prog_names[i]);
+			else
+				snprintf(name, sizeof name, "%s_%d", tail_chain_name((int)(i - nfixed), NULL), k);
+			char pin[80];
+			snprintf(pin, sizeof pin, "prog_%s", name);
+			int fd = pinned(dir, pin);
+			if (fd < 0 && errno != ENOENT) {
+				fprintf(stderr, "l7run: %s/%s: %s\n", dir, pin, strerror(errno));
+				return -1;
+			}
+			if (fd >= 0) {
+				found++;
+				print_prog(name, fd);
+				close(fd);
+			}
+			if (i < nfixed || fd < 0)
+				break;   /* one program, or the end of this chain */
 		}
-		if (fd < 0 && errno == ENOENT)
-			continue;   /* a program of the other mode (gateway/mesh), or of no chain */
-		if (fd < 0) {
-			fprintf(stderr, "l7run: %s: %s\n", p, strerror(errno));
-			return 1;
+	return found;
+}
+
+/* Mesh mode: the pool slots by state, per upstream index (l7/mesh.h), and the sockets its
+ * programs see by role. */
+static void print_mesh(const char *dir)
+{
+	static const char *const state[] = { "empty", "idle", "busy", "orphan", "dead" };
+	static const char *const role[] = { "other", "clients", "l7run_ends", "pool", "backends" };
+	int fd = pinned(dir, "l7_mesh_pool");
+
+	if (fd >= 0) {
+		for (int up = 0; up < L7_MESH_UPSTREAMS; up++) {
+			unsigned n[5] = { 0 };
+			for (uint32_t i = 0; i < L7_MESH_SLOTS; i++) {
+				uint32_t k = (uint32_t)up * L7_MESH_SLOTS + i;
+				struct l7_mesh_slot s;
+				if (!bpf_map_lookup_elem(fd, &k, &s) && s.state < 5)
+					n[s.state]++;
+			}
+			if (n[0] == L7_MESH_SLOTS)
+				continue;   /* an upstream index the policy does not use */
+			printf("pool upstream %d", up);
+			for (int st = 1; st < 5; st++)
+				printf(" %s %u", state[st], n[st]);
+			printf("\n");
 		}
-		found++;
-		struct bpf_prog_info info;
-		uint32_t len = sizeof info;
-		memset(&info, 0, sizeof info);
-		if (bpf_obj_get_info_by_fd(fd, &info, &len) == 0)
-			printf("prog %-20s run_cnt %llu run_time_ns %llu ns_per_run %.1f\n", name,
-			       (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
-			       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
 		close(fd);
 	}
-	if (!found) {
-		/* mesh mode pins its maps and the reload state, not its programs */
+	fd = pinned(dir, "l7_mesh_conns");
+	if (fd >= 0) {
+		unsigned n[5] = { 0 };
+		struct l7_mesh_key k, next;
+		struct l7_mesh_conn c;
+		void *prev = NULL;
+		while (bpf_map_get_next_key(fd, prev, &next) == 0) {
+			k = next;
+			prev = &k;
+			if (!bpf_map_lookup_elem(fd, &k, &c))
+				n[c.role < 5 ? c.role : 0]++;
+		}
+		printf("mesh");
+		for (int r = 1; r < 5; r++)
+			printf(" %s %u", role[r], n[r]);
+		printf("\n");
+		close(fd);
+	}
+}
+
+int print_stats(const char *dir)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	int found = print_progs(dir);
+
+	if (found < 0)
+		return 1;
+	int sfd = pinned(dir, "map_l7_stats");
+	if (!found && sfd < 0) {
 		if (print_reload(dir))
 			return 0;
-		fprintf(stderr, "l7run: no programs pinned in %s\n", dir);
+		fprintf(stderr, "l7run: nothing of l7run's pinned in %s\n", dir);
 		return 1;
 	}
-	snprintf(p, sizeof p, "%s/map_l7_stats", dir);
-	int sfd = bpf_obj_get(p);
 	if (sfd >= 0 && ncpu > 0) {
 		uint64_t *v = calloc((size_t)ncpu, sizeof *v);
-		for (uint32_t i = 0; i < L7_STAT_MAX; i++) {
+		for (uint32_t i = 0; v && i < L7_STAT_MAX; i++) {
 			uint64_t sum = 0;
 			if (bpf_map_lookup_elem(sfd, &i, v) == 0)
 				for (int c = 0; c < ncpu; c++)
 					sum += v[c];
-			printf("stat %-12s %llu\n", stat_names[i], (unsigned long long)sum);
+			printf("stat %-24s %12llu  %s\n", l7_stat_desc[i].name, (unsigned long long)sum, l7_stat_desc[i].help);
 		}
 		free(v);
-		close(sfd);
 	}
-	const char *maps[] = { "l7_clients", "l7_upstreams" };
-	for (int i = 0; i < 2; i++) {
-		snprintf(p, sizeof p, "%s/map_%s", dir, maps[i]);
-		int fd = bpf_obj_get(p);
+	if (sfd >= 0)
+		close(sfd);
+	/* gateway: clients and pool sockets; mesh: every socket of the cgroup its programs see */
+	static const char *const maps[][2] = { { "map_l7_clients", "l7_clients" }, { "map_l7_upstreams", "l7_upstreams" },
+					       { "l7_mesh_socks", "l7_mesh_socks" } };
+	for (int i = 0; i < 3; i++) {
+		int fd = pinned(dir, maps[i][0]);
 		if (fd >= 0) {
-			printf("sockets %-12s %ld\n", maps[i], sockhash_count(fd));
+			printf("sockets %-12s %ld\n", maps[i][1], sockhash_count(fd));
 			close(fd);
 		}
 	}
+	print_mesh(dir);
 	print_reload(dir);
 	return 0;
 }

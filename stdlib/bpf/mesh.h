@@ -431,9 +431,9 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
 
 	__u32 b = l7_mesh_bind(c, k, up);
-	if (!b) {
+	if (!b) {   /* l7run tells an exhausted pool (503) from an upstream it cannot reach (502) */
 		l7_mesh_stat(L7_STAT_POOL_MISS);
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, L7_MP_FOR(up), seq);
 	}
 	struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
 	if (!s)
@@ -484,7 +484,7 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 		/* the backend's socket is gone (closed under us): 502, the slot gets refilled */
 		__sync_fetch_and_add(&s->resp_cnt, 1);
 		c->bind[up & (L7_MESH_UPSTREAMS - 1)] = 0;
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, total, 502, 0, seq);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, total, 502, L7_MP_FOR(up), seq);
 	}
 	c->last_up = up + 1;
 	l7_mesh_stat(L7_STAT_FORWARDED);

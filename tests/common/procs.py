@@ -87,16 +87,16 @@ def l7run_stats(l7run, pin):
 
 
 @contextlib.contextmanager
-def serving(mode, l7run, obj, svc, backends, log, cg, pin, up_timeout=60):
+def serving(mode, l7run, obj, svc, backends, log, cg, pin, up_timeout=60, extra=()):
     """l7run serving obj in `mode` ("gateway", or "mesh" on cgroup cg, which this process then
     joins as the client) on service port svc, after the backends, (argv, port) pairs, are up (in
-    cg for mesh). Yields l7run's process; then stops it and the backends, leaves cg and removes
-    the pin directory."""
+    cg for mesh); extra: more options for l7run. Yields l7run's process; then stops it and the
+    backends, leaves cg and removes the pin directory."""
     mesh = mode == "mesh"
     started = [start(argv, cgroup=cg if mesh else None, stdout=subprocess.DEVNULL, stderr=log) for argv, _ in backends]
     for _, port in backends:
         wait_port(port, 10)
-    args = [l7run, "--mesh", "--cgroup", cg, "--pool", "4", "--pin", pin, obj] if mesh else [l7run, "--pin", pin, obj]
+    args = ([l7run, "--mesh", "--cgroup", cg, "--pool", "4"] if mesh else [l7run]) + ["--pin", pin, *extra, obj]
     l7 = start(args, stdout=log, stderr=log)
     home = cgroup_home()
     try:

@@ -72,7 +72,7 @@ def run_example(path, slot):
             out = subprocess.run([L7RUN, "--metrics", pin, obj], capture_output=True, text=True).stdout
             for kv in want.split():
                 k, v = kv.split("=")
-                m = re.search(r'l7_counter_total\{name="%s"\} (\d+)' % k, out)
+                m = re.search(r'l7_increments_total\{name="%s"\} (\d+)' % k, out)
                 if m and int(m.group(1)) == int(v):
                     passed += 1
                     print("PASS %s: counter %s = %s" % (name, k, v))

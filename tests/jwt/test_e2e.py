@@ -2,7 +2,7 @@
 """JWT end to end: examples/social_network.l7 compiled by l7c, run by l7run (gateway mode) with
 echo backends, driven with real HTTP over loopback. Valid tokens are routed (and tagged), bad
 ones get 401 from the policy; a repeated token is answered from l7_jwt_cache (l7run --stats
-counts jwt_hit); a cached token still expires; --jwt-key overrides the policy's key file and
+counts jwt_cache_hits); a cached token still expires; --jwt-key overrides the policy's key file and
 a key longer than 64 bytes works (l7run hashes it). Tokens are made here with Python's hmac.
 
 Usage: test_e2e.py L7C L7RUN POLICY ECHO_BACKEND
@@ -60,12 +60,12 @@ def run(obj, key, extra_args, phase):
         if "x-processed-by" not in got[1].lower():
             failures.append("%s: x-processed-by at the backend" % phase)
         st = l7run_stats(L7RUN, pin)
-        hits = st.get("jwt_hit", -1)
+        hits = st.get("jwt_cache_hits", -1)
         print("%s stats after 6 requests with one token: %s" % (phase, st))
-        if hits != 5 or st.get("jwt_verify") != 1:
-            failures.append("%s: cache: jwt_hit %s (want 5), jwt_verify %s (want 1)" % (phase, hits, st.get("jwt_verify")))
+        if hits != 5 or st.get("jwt_verifications") != 1:
+            failures.append("%s: cache: jwt_cache_hits %s (want 5), jwt_verifications %s (want 1)" % (phase, hits, st.get("jwt_verifications")))
         else:
-            print("PASS %s: repeated token answered from the cache (jwt_hit 5, one HMAC)" % phase)
+            print("PASS %s: repeated token answered from the cache (jwt_cache_hits 5, one HMAC)" % phase)
         bad = [
             ("no Authorization", None),
             ("expired", "Bearer " + token(key, dict(good, exp=now - 600))),

@@ -138,9 +138,9 @@ def run_gateway(obj, key, variant):
             reload(pidfile, pin, "gateway", key, got)
         if variant != "unsplit":
             st = l7run_stats(L7RUN, pin)
-            check(st.get("chain_fail", -1) == 0, "gateway %s: no chain failures while the chain is whole" % variant)
+            check(st.get("tail_call_failures", -1) == 0, "gateway %s: no chain failures while the chain is whole" % variant)
             broken_chain("gateway " + variant, pin, "map_l7_tail_gw", key, CHUNKS[variant])
-            check(l7run_stats(L7RUN, pin).get("chain_fail", 0) >= 2,
+            check(l7run_stats(L7RUN, pin).get("tail_call_failures", 0) >= 2,
                   "gateway %s: l7run --stats counts the refusals" % variant)
         return got
     finally:

@@ -357,7 +357,7 @@ def main():
             # the kernel path did the work: requests forwarded by the client verdict, heads
             # edited by SK_MSG (the pool's and the client sockets')
             print("     stats: %s" % st)
-            if st.get("forwarded", 0) < 60 or st.get("hdr_insert", 0) < 120:
+            if st.get("forwarded", 0) < 60 or st.get("header_inserts", 0) < 120:
                 failures.append("kernel-path")
                 print("FAIL kernel path: %s" % st)
     finally:

@@ -193,22 +193,12 @@ struct l7_rx_key {
 	__u32 lport;       /* the service port (host order) */
 };
 
+/* The data plane's counters (l7_stats): one table, l7/counters.def, names them for the
+ * enum here, l7run --stats and --metrics. */
 enum l7_stat {
-	L7_STAT_REQUESTS = 0,
-	L7_STAT_FORWARDED,
-	L7_STAT_DENIED,
-	L7_STAT_FALLBACK,
-	L7_STAT_POOL_MISS,
-	L7_STAT_BAD_REQUEST,
-	L7_STAT_PASSED,       /* heads handed to l7run for any reason */
-	L7_STAT_ORDER_WAIT,   /* passed to keep responses in order */
-	L7_STAT_RESPONSES,    /* final responses redirected to clients */
-	L7_STAT_HDR_INSERT,   /* requests (and responses) SK_MSG edited: lines added or cut */
-	L7_STAT_JWT_HIT,      /* JWT checks answered from l7_jwt_cache (no SHA-256) */
-	L7_STAT_JWT_VERIFY,   /* JWT checks that ran the full verification (HMAC) */
-	L7_STAT_JWT_REJECT,   /* JWT checks that failed (any reason) */
-	L7_STAT_CHAIN_FAIL,   /* split programs: a tail call found no program (refused, 503) */
-	L7_STAT_STALL_CLOSED, /* l7run: clients closed with received bytes the parser never ran on */
+#define L7_STAT(id, name, kind, help) L7_STAT_##id,
+#include "counters.def"
+#undef L7_STAT
 	L7_STAT_MAX,
 };
 
@@ -216,11 +206,14 @@ enum l7_stat {
  * l7.config; stdlib/bpf/upstat.h counts, runtime/metrics.c exports). Bytes are those on the
  * upstream connection: requests as sent to it (after header mutations, bodies included, chunk
  * framing included), responses as received from it (before response mutations). Every
- * response head counts in its class, interim 1xx ones included. Row L7_UPSTAT_LOCAL: the
- * answers l7run writes itself (denies, 400/431/502/503...), written by l7run only (BPF never
- * touches it: one writer per value, dataplane.h's rule). */
+ * response head counts in its class, interim 1xx ones included. The rows after the data
+ * plane's are written by l7run only (BPF never touches them: one writer per value, the rule
+ * above): L7_UPSTAT_LOCAL its own answers (denies, 400/431, 503 for an exhausted pool...),
+ * L7_UPSTAT_FAIL + i the 502s it answered for upstream i when it could not reach it (connect
+ * refused, connection lost with a response owed), which --metrics charges to upstream i. */
 #define L7_UPSTAT_LOCAL L7_MAX_UPSTREAMS
-#define L7_UPSTAT_ROWS  (L7_MAX_UPSTREAMS + 1)
+#define L7_UPSTAT_FAIL  (L7_MAX_UPSTREAMS + 1)
+#define L7_UPSTAT_ROWS  (2 * L7_MAX_UPSTREAMS + 1)
 struct l7_upstat {
 	__u64 status[6];   /* [c]: responses of class cxx, c = 1..5; [0]: status outside 100-599 */
 	__u64 req_bytes;

@@ -159,9 +159,13 @@ struct l7_mesh_pass {
 	__u32 kind;           /* enum l7_mesh_pass_kind */
 	__u32 len;            /* bytes of the client's stream this record covers; 0 = the rest */
 	__u32 status;
-	__u32 slot;           /* FORWARD: pool index (upstream * L7_MESH_SLOTS + slot) */
+	__u32 slot;           /* FORWARD, CHUNKED: pool index (upstream * L7_MESH_SLOTS + slot);
+			       * ANSWER: L7_MP_FOR(upstream) when the answer is for an upstream the
+			       * kernel found no live connection to (l7run tells an exhausted pool
+			       * from an unreachable upstream and counts it so), 0 otherwise */
 	__u64 req;            /* the request's seq: earlier responses must be done first */
 };
+#define L7_MP_FOR(up) (1u + (up))
 
 /* l7_mesh_ctl value, keyed by the client key: how far l7run has caught up. */
 struct l7_mesh_ctl {
