@@ -326,11 +326,25 @@ void pool_close_all(void);
 void pool_close_version(struct version *v);
 void ctl_publish(struct client *c);
 
-/* mesh.c: l7run --mesh (mesh mode, its own runtime) */
-int mesh_main(int argc, char **argv);
-
-/* main.c */
+/* main.c: the command line (options.def); gateway mode */
+struct l7run_args {
+	const char *obj;          /* POLICY.o */
+	const char *pidfile, *metrics_addr;
+	const char *stats_dir, *metrics_dir, *reload;   /* commands */
+	int help, probe, mesh, bpf_stats;
+	const char *cgroup;       /* mesh mode */
+	int create_cgroup, pool_n;
+	char **cmd;               /* `-- CMD [ARGS]`, NULL-terminated; NULL if none */
+};
 int gateway_run_loop(volatile sig_atomic_t *stopping);
+
+/* mesh.c: l7run --mesh (mesh mode, its own runtime) */
+int mesh_main(const struct l7run_args *a);
+
+/* child.c: SIGTERM/SIGINT (to CMD while it runs), SIGCHLD; -- CMD */
+void signals_init(volatile sig_atomic_t *stop);
+int child_start(char **argv);
+int child_finish(int rc);
 
 /* conn.c */
 int listen_services(void);

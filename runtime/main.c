@@ -1,7 +1,10 @@
-/* l7run: run a compiled policy in gateway mode.
- *   l7run [options] POLICY.o
- *   l7run --stats PIN_DIR */
+/* l7run: run a compiled policy (gateway mode here, mesh mode in mesh.c), or one of its
+ * commands (--stats, --metrics, --reload, --help). Every option is a row of options.def.
+ *   l7run [options] POLICY.o [-- CMD [ARGS]]
+ *   l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]
+ *   l7run --stats PIN_DIR | --metrics PIN_DIR POLICY.o | --reload PID|PIDFILE [--pin DIR] | --probe */
 #include <errno.h>
+#include <getopt.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,39 +17,191 @@
 
 struct runtime rt = { .stats_fd = -1, .pool_max = 1024, .drain_ms = 5000,
 		      .ov = { .fallback = -2 }, .lock = PTHREAD_MUTEX_INITIALIZER };
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop;   /* SIGTERM, SIGINT, or the -- CMD ended (child.c) */
 
-static void on_signal(int sig)
+enum { OPT_GW = 1, OPT_MESH = 2, OPT_CMD = 4 };
+enum opt_id {
+#define L7_OPT(id, name, letter, arg, modes, help) O_##id,
+#include "options.def"
+#undef L7_OPT
+	N_OPTS
+};
+static const struct {
+	const char *name;
+	int letter;
+	const char *arg;
+	int modes;
+	const char *help;
+} opts[N_OPTS] = {
+#define L7_OPT(id, name, letter, arg, modes, help) { name, letter, arg, modes, help },
+#include "options.def"
+#undef L7_OPT
+};
+
+static const char synopsis[] =
+	"usage: l7run [options] POLICY.o [-- CMD [ARGS]]                    gateway mode\n"
+	"       l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]  mesh mode\n"
+	"       l7run --stats PIN_DIR\n"
+	"       l7run --metrics PIN_DIR POLICY.o\n"
+	"       l7run --reload PID|PIDFILE [--pin DIR]\n"
+	"       l7run --probe\n"
+	"       l7run --help\n";
+
+/* The options of one section: those whose modes, --reload's --pin aside, are `modes`. */
+static void print_opts(int modes, const char *title)
 {
-	(void)sig;
-	stop = 1;
+	printf("\n%s:\n", title);
+	for (int i = 0; i < N_OPTS; i++) {
+		if ((opts[i].modes == OPT_CMD ? OPT_CMD : opts[i].modes & ~OPT_CMD) != modes)
+			continue;
+		char spec[64];
+		int n = opts[i].letter ? snprintf(spec, sizeof spec, "-%c, --%s", opts[i].letter, opts[i].name)
+				       : snprintf(spec, sizeof spec, "    --%s", opts[i].name);
+		if (opts[i].arg)
+			snprintf(spec + n, sizeof spec - (size_t)n, " %s", opts[i].arg);
+		printf("  %-30s", spec);
+		if (strlen(spec) > 29)
+			printf("\n  %-30s", "");
+		for (const char *h = opts[i].help; *h; h++) {
+			putchar(*h);
+			if (*h == '\n')
+				printf("  %-30s", "");
+		}
+		putchar('\n');
+	}
 }
 
-static void usage(void)
+static void help(void)
 {
-	fprintf(stderr,
-		"usage: l7run [options] POLICY.o\n"
-		"       l7run --stats PIN_DIR\n"
-		"       l7run --metrics PIN_DIR POLICY.o    the policy's counters in Prometheus text format\n"
-		"       l7run --reload PID|PIDFILE [--pin DIR]   reload (SIGHUP); with DIR, wait and say the outcome\n"
-		"       l7run --probe              what this kernel supports of what l7run needs, one line each\n"
-		"  --listen [IDX=]ADDR:PORT   listen address of service IDX (default 0)\n"
-		"  --upstream IDX=ADDR:PORT   address of upstream IDX\n"
-		"  --fallback IDX             upstream that takes L7_FALLBACK requests\n"
-		"  --pool-max N               pool sockets per upstream (default 1024)\n"
-		"  --pin DIR                  pin programs and maps here (default /sys/fs/bpf/l7run-PID)\n"
-		"  --pidfile PATH             write the pid here (for --reload)\n"
-		"  --drain-timeout SECONDS    after a reload, close connections the old version still\n"
-		"                             serves after this long (default 5; idle ones close at once)\n"
-		"  --bpf-stats                enable run-time statistics of the programs\n"
-		"  --verbose                  log pool events\n"
-		"  --jwt-key IDX=PATH         key file of JWT configuration IDX (raw bytes, one trailing\n"
-		"                             newline stripped); overrides the policy's key_file\n"
-		"  --metrics-listen ADDR:PORT serve the metrics (Prometheus text) at http://ADDR:PORT/metrics\n"
-		"  --identities FILE          caller identities by address (lines `NAME PREFIX...`, names\n"
-		"                             from the policy), re-read when the file changes\n"
-		"SIGHUP reloads POLICY.o from the same path (replace the file with rename(2)): the new\n"
-		"version takes new connections once it is fully loaded; a refused one changes nothing.\n");
+	fputs(synopsis, stdout);
+	printf("\n-- CMD [ARGS]: once the policy serves, run CMD (in mesh mode inside the cgroup, so that\n"
+	       "its sockets are the mesh's), pass SIGTERM and SIGINT on to it, and when it ends clean\n"
+	       "up as on SIGTERM and exit with its status.\n");
+	print_opts(OPT_GW | OPT_MESH, "both modes");
+	print_opts(OPT_GW, "gateway mode");
+	print_opts(OPT_MESH, "mesh mode");
+	print_opts(OPT_CMD, "commands");
+	printf("\nSIGHUP reloads POLICY.o from the same path (replace the file with rename(2)): the new\n"
+	       "version takes new connections once it is fully loaded; a refused one changes nothing.\n");
+}
+
+/* A usage error: what is wrong, the synopsis, on stderr; exit code 2. */
+static int usage_error(const char *what, const char *arg)
+{
+	fprintf(stderr, "l7run: %s%s\n%s(l7run --help lists every option)\n", what, arg, synopsis);
+	return 2;
+}
+
+static const char *argv_name(const char *name)
+{
+	static char buf[64];
+
+	snprintf(buf, sizeof buf, "--%s", name);
+	return buf;
+}
+
+static int seconds_arg(const char *v, double *out)
+{
+	char *end;
+	*out = strtod(v, &end);
+	return end == v || *end || *out < 0 ? -1 : 0;
+}
+
+/* Parse argv into a and the runtime's settings; 0, or the exit code of a usage error. The
+ * policy object is the one argument that is not an option; what follows `--` is the command. */
+static int parse_args(int argc, char **argv, struct l7run_args *a)
+{
+	struct option lo[N_OPTS + 1];
+	char shorts[N_OPTS + 2] = "-";   /* '-': non-options in order (the object); `--` ends */
+	int seen[N_OPTS] = { 0 };
+
+	memset(lo, 0, sizeof lo);
+	for (int i = 0; i < N_OPTS; i++) {
+		lo[i] = (struct option){ opts[i].name, opts[i].arg ? required_argument : no_argument, NULL, 256 + i };
+		if (opts[i].letter) {
+			size_t n = strlen(shorts);
+			shorts[n] = (char)opts[i].letter;
+			shorts[n + 1] = 0;
+		}
+	}
+	opterr = 0;
+	for (;;) {
+		int c = getopt_long(argc, argv, shorts, lo, NULL);
+		if (c == -1)
+			break;
+		if (c == 1) {
+			if (a->obj)
+				return usage_error("more than one policy object: ", optarg);
+			a->obj = optarg;
+			continue;
+		}
+		int id = c >= 256 && c < 256 + N_OPTS ? c - 256 : -1;
+		for (int i = 0; id < 0 && i < N_OPTS; i++)
+			if (opts[i].letter && opts[i].letter == c)
+				id = i;
+		if (id < 0)
+			return usage_error("unknown option or missing argument: ", argv[optind - 1]);
+		const char *v = optarg;
+		double d;
+		seen[id] = 1;
+		switch ((enum opt_id)id) {
+		case O_MESH: a->mesh = 1; break;
+		case O_CGROUP: a->cgroup = v; break;
+		case O_CREATE_CGROUP: a->create_cgroup = 1; break;
+		case O_POOL: a->pool_n = atoi(v); break;
+		case O_LISTEN:
+			if (rt.ov.n_listen == MAX_SERVICES)
+				return usage_error("too many --listen: ", v);
+			rt.ov.listen[rt.ov.n_listen++] = v;
+			break;
+		case O_UPSTREAM:
+			if (rt.ov.n_up == L7_MAX_UPSTREAMS)
+				return usage_error("too many --upstream: ", v);
+			rt.ov.up[rt.ov.n_up++] = v;
+			break;
+		case O_FALLBACK: rt.ov.fallback = atoi(v); break;
+		case O_POOL_MAX: rt.pool_max = atoi(v); break;
+		case O_DRAIN_TIMEOUT:
+			if (seconds_arg(v, &d))
+				return usage_error("--drain-timeout expects seconds, not ", v);
+			rt.drain_ms = (uint64_t)(d * 1000);
+			break;
+		case O_PIN: snprintf(rt.pin_dir, sizeof rt.pin_dir, "%s", v); break;
+		case O_PIDFILE: a->pidfile = v; break;
+		case O_JWT_KEY:
+			if (jwt_key_arg(v))
+				return usage_error("--jwt-key expects IDX=PATH, not ", v);
+			break;
+		case O_IDENTITIES:
+			if (ident_file_arg(v))
+				return usage_error("--identities: not a usable path: ", v);
+			break;
+		case O_METRICS_LISTEN: a->metrics_addr = v; break;
+		case O_BPF_STATS: a->bpf_stats = 1; break;
+		case O_VERBOSE: rt.verbose = 1; break;
+		case O_STATS: a->stats_dir = v; break;
+		case O_METRICS: a->metrics_dir = v; break;
+		case O_RELOAD: a->reload = v; break;
+		case O_HELP: a->help = 1; break;
+		case O_PROBE: a->probe = 1; break;
+		case N_OPTS: break;
+		}
+	}
+	if (optind < argc)
+		a->cmd = argv + optind;
+	if (a->help || a->stats_dir || a->reload || a->probe)
+		return 0;
+	if (a->metrics_dir)
+		return a->obj ? 0 : usage_error("--metrics PIN_DIR needs the POLICY.o of that l7run", "");
+	int mode = a->mesh ? OPT_MESH : OPT_GW;
+	for (int i = 0; i < N_OPTS; i++)
+		if (seen[i] && !(opts[i].modes & (mode | OPT_CMD)))
+			return usage_error(argv_name(opts[i].name), a->mesh ? " is an option of gateway mode" : " is an option of mesh mode (--mesh)");
+	if (!a->obj)
+		return usage_error("no POLICY.o given", "");
+	if (a->mesh && !a->cgroup)
+		return usage_error("--mesh needs --cgroup PATH", "");
+	return 0;
 }
 
 /* --metrics-listen: the serving version's counters (its maps stay open while the lock is held) */
@@ -62,62 +217,26 @@ static int gateway_metrics(FILE *out)
 
 int main(int argc, char **argv)
 {
-	const char *obj = NULL, *pidfile = NULL, *reload = NULL, *metrics_addr = NULL;
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--probe"))   /* what this kernel supports, for both modes */
-			return probe_print(stdout, &rt.probe, PM_GW | PM_MESH);
-	for (int i = 1; i < argc; i++)
-		if (!strcmp(argv[i], "--mesh"))
-			return mesh_main(argc, argv);   /* runtime/mesh.c */
-	int bpf_stats = 0;
+	struct l7run_args a = { 0 };
+	int rc = parse_args(argc, argv, &a);
 
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i];
-		const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--stats") && v)
-			return print_stats(v);
-		if (!strcmp(a, "--metrics") && v && i + 2 < argc)
-			return print_metrics(v, argv[i + 2]);
-		else if (!strcmp(a, "--reload") && v)
-			reload = v, i++;
-		else if (!strcmp(a, "--listen") && v && rt.ov.n_listen < MAX_SERVICES)
-			rt.ov.listen[rt.ov.n_listen++] = v, i++;
-		else if (!strcmp(a, "--upstream") && v && rt.ov.n_up < L7_MAX_UPSTREAMS)
-			rt.ov.up[rt.ov.n_up++] = v, i++;
-		else if (!strcmp(a, "--fallback") && v)
-			rt.ov.fallback = atoi(v), i++;
-		else if (!strcmp(a, "--pool-max") && v)
-			rt.pool_max = atoi(v), i++;
-		else if (!strcmp(a, "--pin") && v)
-			snprintf(rt.pin_dir, sizeof rt.pin_dir, "%s", v), i++;
-		else if (!strcmp(a, "--pidfile") && v)
-			pidfile = v, i++;
-		else if (!strcmp(a, "--drain-timeout") && v && atof(v) >= 0)
-			rt.drain_ms = (uint64_t)(atof(v) * 1000), i++;
-		else if (!strcmp(a, "--bpf-stats"))
-			bpf_stats = 1;
-		else if (!strcmp(a, "--verbose") || !strcmp(a, "-v"))
-			rt.verbose = 1;
-		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
-			i++;
-		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
-			i++;
-		else if (!strcmp(a, "--metrics-listen") && v)
-			metrics_addr = v, i++;
-		else if (a[0] != '-' && !obj)
-			obj = a;
-		else {
-			usage();
-			return 2;
-		}
+	if (rc)
+		return rc;
+	if (a.help) {
+		help();
+		return 0;
 	}
-	if (reload)
-		return reload_command(reload, rt.pin_dir);
-	if (!obj) {
-		usage();
-		return 2;
-	}
-	snprintf(rt.obj_path, sizeof rt.obj_path, "%s", obj);
+	if (a.probe)   /* what this kernel supports, for both modes */
+		return probe_print(stdout, &rt.probe, PM_GW | PM_MESH);
+	if (a.stats_dir)
+		return print_stats(a.stats_dir);
+	if (a.metrics_dir)
+		return print_metrics(a.metrics_dir, a.obj);
+	if (a.reload)
+		return reload_command(a.reload, rt.pin_dir);
+	if (a.mesh)
+		return mesh_main(&a);   /* runtime/mesh.c */
+	snprintf(rt.obj_path, sizeof rt.obj_path, "%s", a.obj);
 	if (!rt.pin_dir[0])
 		snprintf(rt.pin_dir, sizeof rt.pin_dir, "/sys/fs/bpf/l7run-%d", (int)getpid());
 
@@ -126,52 +245,49 @@ int main(int argc, char **argv)
 	struct rlimit nf = { MAX_FDS, MAX_FDS };
 	setrlimit(RLIMIT_NOFILE, &nf);
 	fds = calloc(MAX_FDS, sizeof *fds);
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	signals_init(&stop);
 
 	char err[1024];
-	struct version *first = version_load(obj, err, sizeof err);
+	struct version *first = version_load(a.obj, err, sizeof err);
 	if (!first) {
 		fprintf(stderr, "l7run: %s\n", err);
 		return 1;
 	}
-	if (bpf_stats) {
-		rt.stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
-		if (rt.stats_fd < 0)
-			fprintf(stderr, "l7run: cannot enable BPF run-time stats: %s\n", strerror(errno));
-	}
+	if (a.bpf_stats)
+		rt.stats_fd = bpf_stats_on();
 	rt.epfd = epoll_create1(EPOLL_CLOEXEC);
-	int efd = reload_init(obj, gateway_load);
+	int efd = reload_init(a.obj, gateway_load);
 	fds[efd].kind = FD_RELOAD;
 	struct epoll_event rev = { .events = EPOLLIN, .data.fd = efd };
 	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, efd, &rev);
 	mkdir(rt.pin_dir, 0700);
 	state_map_create(rt.pin_dir);
 	gateway_publish(first, 0);
-	int rc = listen_services();
-	if (!rc && pidfile)
-		rc = pidfile_write(pidfile);
-	if (!rc && metrics_addr)
-		rc = metrics_http_start(metrics_addr, gateway_metrics);
+	rc = listen_services();
+	if (!rc && a.pidfile)
+		rc = pidfile_write(a.pidfile);
+	if (!rc && a.metrics_addr)
+		rc = metrics_http_start(a.metrics_addr, gateway_metrics);
 	if (!rc) {
 		fprintf(stderr, "l7run: policy %s loaded, %d service(s), pins in %s\n", rt.cur->cfg.policy,
 			rt.cur->cfg.n_services, rt.pin_dir);
-		rc = gateway_run_loop(&stop);
+		if (a.cmd)
+			rc = child_start(a.cmd);
 	}
+	if (!rc)
+		rc = gateway_run_loop(&stop);
 	metrics_http_stop();   /* before the maps it reads go */
 	reload_fini(gateway_discard);
 	client_close_all();
 	pool_close_all();
 	gateway_unload_all();
 	version_unpin();
-	if (pidfile)
-		unlink(pidfile);
+	if (a.pidfile)
+		unlink(a.pidfile);
 	if (rt.stats_fd >= 0)
 		close(rt.stats_fd);
 	vlog("stopped");
-	return rc ? 1 : 0;
+	return child_finish(rc ? 1 : 0);
 }
 
 /* One thread, readiness-driven; the 1 ms tick runs only while something waits or drains. */

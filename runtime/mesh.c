@@ -1,9 +1,10 @@
-/* l7run --mesh --cgroup PATH [--create-cgroup] [--pool N] [--pin DIR] [-v] prog.o
+/* l7run --mesh --cgroup PATH [--create-cgroup] [--pool N] [options] prog.o [-- CMD [ARGS]]
  *
  * Loads only the mesh programs of the object, moves itself into the cgroup (its listener and
  * pool sockets must be enrolled like the applications'), attaches sock_ops to the cgroup with a
  * bpf_link and SK_MSG to l7_mesh_socks, fills the pool, and serves the slow path until SIGINT or
- * SIGTERM; SIGHUP loads the object again as a new version (mesh_reload.c). Shutdown: stop
+ * SIGTERM (or until CMD ends: child.c); SIGHUP loads the object again as a new version
+ * (mesh_reload.c). Shutdown: stop
  * enrolling, let in-flight responses finish on the kernel path, detach SK_MSG, relay what is
  * left on pool connections to their clients, close, unpin. */
 #include <errno.h>
@@ -25,29 +26,7 @@
 #define CGROUP2_ROOT "/sys/fs/cgroup/unified"
 
 struct mesh M;
-static volatile sig_atomic_t stop;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop = 1;
-}
-
-static int usage(void)
-{
-	fprintf(stderr, "usage: l7run --mesh --cgroup PATH [--create-cgroup] [--pool N] [--pin DIR] [-v] prog.o\n"
-		"  --cgroup PATH     cgroup2 directory of the clients and backends (never the root)\n"
-		"  --create-cgroup   create it (and remove it on exit)\n"
-		"  --pool N          pre-opened connections per upstream and version (default 32, at most %d)\n"
-		"  --pin DIR         pin l7_mesh_socks/conns/pool here (default /sys/fs/bpf/l7mesh-PID)\n"
-		"  --pidfile PATH    write the pid here (for l7run --reload)\n"
-		"  --identities FILE caller identities by address, re-read when the file changes\n"
-		"  --metrics-listen ADDR:PORT  serve the metrics at http://ADDR:PORT/metrics\n"
-		"SIGHUP loads prog.o again as a new version: new sockets enroll into it, existing ones\n"
-		"stay with the version that enrolled them until they close.\n",
-		L7_MESH_SLOTS);
-	return 2;
-}
+static volatile sig_atomic_t stop;   /* SIGTERM, SIGINT, or the -- CMD ended (child.c) */
 
 static int write_file(const char *path, const char *text)
 {
@@ -207,42 +186,21 @@ static int mesh_metrics(FILE *out)
 	return rc;
 }
 
-int mesh_main(int argc, char **argv)
+int mesh_main(const struct l7run_args *a)
 {
-	const char *obj = NULL, *pidfile = NULL, *metrics_addr = NULL;
+	const char *obj = a->obj;
 
 	memset(&M, 0, sizeof M);
 	M.cgfd = -1;
-	M.pool_n = 32;
-	for (int i = 1; i < argc; i++) {
-		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-		if (!strcmp(a, "--mesh"))
-			continue;
-		if (!strcmp(a, "--cgroup") && v)
-			snprintf(M.cgroup, sizeof M.cgroup, "%s", v), i++;
-		else if (!strcmp(a, "--create-cgroup"))
-			M.created_cgroup = 1;
-		else if (!strcmp(a, "--pool") && v)
-			M.pool_n = atoi(v), i++;
-		else if (!strcmp(a, "--pin") && v)
-			snprintf(M.pin_dir, sizeof M.pin_dir, "%s", v), i++;
-		else if (!strcmp(a, "--pidfile") && v)
-			pidfile = v, i++;
-		else if (!strcmp(a, "--jwt-key") && v && !jwt_key_arg(v))
-			i++;
-		else if (!strcmp(a, "--identities") && v && !ident_file_arg(v))
-			i++;
-		else if (!strcmp(a, "--metrics-listen") && v)
-			metrics_addr = v, i++;
-		else if (!strcmp(a, "-v") || !strcmp(a, "--verbose"))
-			M.verbose = rt.verbose = 1;
-		else if (a[0] != '-' && !obj)
-			obj = a;
-		else
-			return usage();
+	M.pool_n = a->pool_n ? a->pool_n : 32;
+	M.verbose = rt.verbose;
+	M.created_cgroup = a->create_cgroup;
+	snprintf(M.cgroup, sizeof M.cgroup, "%s", a->cgroup);
+	snprintf(M.pin_dir, sizeof M.pin_dir, "%s", rt.pin_dir);
+	if (M.pool_n < 1 || M.pool_n > L7_MESH_SLOTS) {
+		fprintf(stderr, "l7run: --pool %d: 1 to %d connections per upstream\n", M.pool_n, L7_MESH_SLOTS);
+		return 2;
 	}
-	if (!obj || !M.cgroup[0] || M.pool_n < 1 || M.pool_n > L7_MESH_SLOTS)
-		return usage();
 	snprintf(M.obj_path, sizeof M.obj_path, "%s", obj);
 	if (!M.pin_dir[0])
 		snprintf(M.pin_dir, sizeof M.pin_dir, "/sys/fs/bpf/l7mesh-%d", (int)getpid());
@@ -251,18 +209,17 @@ int mesh_main(int argc, char **argv)
 	setrlimit(RLIMIT_MEMLOCK, &rl);
 	struct rlimit nf = { 65536, 65536 };
 	setrlimit(RLIMIT_NOFILE, &nf);
-	struct sigaction sa = { .sa_handler = on_signal };
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	signal(SIGPIPE, SIG_IGN);
+	signals_init(&stop);
 	M.epfd = epoll_create1(EPOLL_CLOEXEC);
 
 	int rc = 1;
 	char err[1024];
 	void *first = NULL;
 	/* the metrics listener outside the cgroup: its sockets are not the mesh's to enroll */
-	if (metrics_addr && metrics_http_start(metrics_addr, mesh_metrics))
+	if (a->metrics_addr && metrics_http_start(a->metrics_addr, mesh_metrics))
 		return 1;
+	if (a->bpf_stats)
+		rt.stats_fd = bpf_stats_on();
 	if (enter_cgroup() == 0) {
 		if (mesh_load(obj, err, sizeof err, &first))
 			fprintf(stderr, "l7run[mesh]: %s\n", err);
@@ -275,12 +232,15 @@ int mesh_main(int argc, char **argv)
 		state_map_create(M.pin_dir);
 		mesh_publish(first, 0);
 	}
-	if (M.cur && mesh_listen() == 0 && (!pidfile || pidfile_write(pidfile) == 0)) {
+	if (M.cur && mesh_listen() == 0 && (!a->pidfile || pidfile_write(a->pidfile) == 0)) {
 		fprintf(stderr, "l7run[mesh]: policy %s, %d service(s), cgroup %s, pins in %s\n", M.cur->cfg.policy,
 			M.cur->cfg.n_services, M.cgroup, M.pin_dir);
-		run_loop();
-		drain();
-		rc = 0;
+		/* in the cgroup, the programs attached and the pool filled: its sockets are enrolled */
+		if (!a->cmd || child_start(a->cmd) == 0) {
+			run_loop();
+			drain();
+			rc = 0;
+		}
 	}
 	metrics_http_stop();   /* before the maps it reads go */
 	reload_fini(mesh_discard);
@@ -291,8 +251,11 @@ int mesh_main(int argc, char **argv)
 			close(M.listen_fd[i]);
 	mesh_unload_all();
 	mesh_pin(NULL, 0);
-	if (pidfile)
-		unlink(pidfile);
+	if (a->pidfile)
+		unlink(a->pidfile);
+	if (rt.stats_fd >= 0)
+		close(rt.stats_fd);
+	rc = child_finish(rc);   /* reaped: out of the cgroup, which can then go */
 	leave_cgroup();
 	mlog("stopped");
 	return rc;

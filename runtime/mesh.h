@@ -90,8 +90,6 @@ extern struct mesh M;
 
 #define mlog(...) do { if (M.verbose) { fprintf(stderr, "l7run[mesh]: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
 
-/* mesh.c */
-int mesh_main(int argc, char **argv);
 
 /* mesh_reload.c: versions */
 int mesh_load(const char *path, char *err, size_t errlen, void **out);
