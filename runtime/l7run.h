@@ -154,8 +154,9 @@ int parse_addr(const char *s, struct sockaddr_in *a);
 int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
 const char *services_differ(const struct config *a, const struct config *b);
 
-/* answer.c: l7run's own HTTP answers */
+/* answer.c: l7run's own HTTP answers; why: a reason for the body (NULL: the status alone) */
 int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
+int http_answer_why(char *buf, size_t cap, int status, int close_conn, int head_only, const char *why);
 
 /* identities.c: l7_idents from l7.config / --identities FILE, re-read when it changes */
 struct idents;

@@ -116,11 +116,14 @@ static void run_loop(void)
 					mesh_pool_event(v, (int)(d & 0xffff), evs[i].events);
 			} else if (d & MESH_EV_RELOAD) {
 				reload_done(mesh_publish);
+			} else if (d & MESH_EV_RELAY) {
+				mesh_relay_event(d, evs[i].events);
 			} else {
 				mesh_client_event(evs[i].data.ptr, evs[i].events);
 			}
 		}
 		mesh_clients_tick();
+		mesh_relays_tick();
 		if (mesh_now_ms() - last_fill >= 50) {
 			mesh_clients_check_over();
 			for (struct mesh_ver *v = M.cur; v; v = v->older) {
@@ -244,6 +247,7 @@ int mesh_main(const struct l7run_args *a)
 	}
 	metrics_http_stop();   /* before the maps it reads go */
 	reload_fini(mesh_discard);
+	mesh_relays_close_all();
 	while (M.n_clients)
 		mesh_client_close(M.client[0]);
 	for (int i = 0; i < MAX_SERVICES; i++)

@@ -12,6 +12,7 @@
 #include "l7run.h"
 
 #define MESH_MAX_CLIENTS 8192
+#define MESH_MAX_RELAYS  1024   /* connections from outside the cgroup relayed at once */
 
 struct mesh_pool_conn {
 	int fd;                  /* l7run's end; -1 = none */
@@ -119,9 +120,17 @@ struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_
 void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after);
 void mesh_clients_check_over(void);
 
+/* mesh_outside.c: clients outside the cgroup, relayed through a connection of l7run's own */
+int mesh_enrolled(int fd);
+void mesh_outside_accept(int fd);
+void mesh_relay_event(uint64_t data, uint32_t ev);
+void mesh_relays_tick(void);
+void mesh_relays_close_all(void);
+
 /* epoll data: what an event's fd is */
 #define MESH_EV_LISTEN  (1ull << 62)
 #define MESH_EV_POOL    (1ull << 61)   /* | version tix << 16 | slot index */
 #define MESH_EV_RELOAD  (1ull << 60)
+#define MESH_EV_RELAY   (1ull << 59)   /* | side << 32 | relay index */
 
 #endif

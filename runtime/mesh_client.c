@@ -82,6 +82,10 @@ void mesh_accept(int lfd)
 			close(fd);
 			continue;
 		}
+		if (!mesh_enrolled(fd)) {   /* the client is outside the cgroup */
+			mesh_outside_accept(fd);
+			continue;
+		}
 		struct mesh_client *c = calloc(1, sizeof *c);
 		struct l7_mesh_key mine = mesh_key_of(fd);
 		c->fd = fd;

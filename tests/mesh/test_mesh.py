@@ -464,6 +464,38 @@ def t_slow_reader():
     check(test_sock_mem() - mem0 < (1 << 20), "memory released after the reset (%d bytes left)" % (test_sock_mem() - mem0))
 
 
+def outside(args):
+    """Run args from the cgroup this test started in: a client outside the mesh."""
+    def leave():
+        with open(os.path.join(CG_ROOT + HOME_CG, "cgroup.procs"), "w") as f:
+            f.write("%d\n" % os.getpid())
+    return subprocess.run(args, preexec_fn=leave, capture_output=True, text=True, timeout=20)
+
+
+def t_outside():
+    """A client outside the cgroup: its sockets are not the mesh's, so no program sees its
+    requests. It is answered at once (l7run relays it through a connection of its own inside the
+    cgroup: the policy judges it like any client), never left hanging, and a Deny still denies."""
+    def outside_count():
+        m = re.search(r'l7_dataplane_total\{event="outside_clients"\} (\d+)', curl("http://127.0.0.1:%d/metrics" % METRICS))
+        return int(m.group(1)) if m else -1
+    before = outside_count()
+    for path, want, backend in (("/a/outside", "200", "A"), ("/admin/outside", "403", None), ("/b/outside", "200", "B")):
+        t = time.time()
+        r = outside(["curl", "-s", "-m", "5", "-w", "\n%{http_code}", "http://127.0.0.1:%d%s" % (SVC, path)])
+        dt = time.time() - t
+        body, _, code = r.stdout.rpartition("\n")
+        check(code == want and dt < 1.0, "outside client %s: %r after %.2f s (want %s within 1 s)" % (path, code, dt, want))
+        check(backend is None or (field(body, "backend") == backend and field(body, "path") == path),
+              "outside client %s routed to %s: %r" % (path, backend, body[:200]))
+        check(path != "/a/outside" or field(body, "h:x-l7-mesh") == "a", "the policy's header on an outside request")
+    # two requests on one kept-alive connection, to both upstreams
+    r = outside(["curl", "-s", "-m", "5", "http://127.0.0.1:%d/b/ka1" % SVC, "http://127.0.0.1:%d/a/ka2" % SVC])
+    check(r.stdout.count("backend=B") == 1 and r.stdout.count("backend=A") == 1, "keep-alive outside: %r" % r.stdout[:300])
+    check(outside_count() - before == 4, "outside connections counted: %d" % (outside_count() - before))
+    check("from outside the cgroup" in open(os.path.join(TMP, "l7run.log")).read(), "l7run says so")
+
+
 def t_metrics():
     """GET /metrics over HTTP: the rule that routes /b counts the requests sent to it."""
     def hits():
@@ -563,15 +595,18 @@ def t_upstream_metrics():
 CHECKS = [("routing", t_routing), ("deny", t_deny), ("header", t_header), ("keepalive", t_keepalive),
           ("pipeline", t_pipeline), ("small_writes", t_small_writes), ("post", t_post),
           ("restart", t_restart), ("churn", t_churn), ("churn_last_slot", t_churn_last_slot), ("slow_reader", t_slow_reader),
-          ("head", t_head), ("chunked", t_chunked), ("metrics", t_metrics),
+          ("head", t_head), ("chunked", t_chunked), ("outside", t_outside), ("metrics", t_metrics),
           ("upstream_metrics", t_upstream_metrics)]
+
+
+HOME_CG = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]   # where this test started
 
 
 def main():
     if os.geteuid() != 0:
         print("FAIL: needs root")
         return 1
-    home_cg = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+    home_cg = HOME_CG
     os.mkdir(CG)
     failed = 0
     try:
