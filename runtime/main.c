@@ -81,6 +81,9 @@ static void help(void)
 	print_opts(OPT_GW, "gateway mode");
 	print_opts(OPT_MESH, "mesh mode");
 	print_opts(OPT_CMD, "commands");
+	printf("\ncounters (--stats: `stat NAME VALUE`; --metrics: l7_dataplane_total{event=\"NAME\"}):\n");
+	for (int i = 0; i < L7_STAT_MAX; i++)
+		printf("  %-30s%s\n", l7_stat_desc[i].name, l7_stat_desc[i].help);
 	printf("\nSIGHUP reloads POLICY.o from the same path (replace the file with rename(2)): the new\n"
 	       "version takes new connections once it is fully loaded; a refused one changes nothing.\n");
 }

@@ -1,6 +1,7 @@
 /* `l7run --stats DIR`, for either mode's pin directory: per-program run time from the kernel
  * (needs the running l7run to have been started with --bpf-stats, or
- * kernel.bpf_stats_enabled=1), the data plane's counters (named by l7/counters.def), how many
+ * kernel.bpf_stats_enabled=1), the data plane's counters (named by l7/counters.def; `stat NAME
+ * VALUE`, three fields, as scripts read them), how many
  * sockets the SOCKHASHes hold and, in mesh mode, the state of the pool (all of the serving
  * version), and the policy versions loaded (hot reload). */
 #include <errno.h>
@@ -201,7 +202,7 @@ int print_stats(const char *dir)
 			if (bpf_map_lookup_elem(sfd, &i, v) == 0)
 				for (int c = 0; c < ncpu; c++)
 					sum += v[c];
-			printf("stat %-24s %12llu  %s\n", l7_stat_desc[i].name, (unsigned long long)sum, l7_stat_desc[i].help);
+			printf("stat %-24s %llu\n", l7_stat_desc[i].name, (unsigned long long)sum);   /* help: l7run --help */
 		}
 		free(v);
 	}

@@ -1,9 +1,9 @@
 #!/usr/bin/python3
 """l7run's command line:
   - `--help` (and -h) prints to stdout and exits 0, listing every option of runtime/options.def
-    (the table getopt_long is built from) with its argument; every one of them is accepted by the
-    parser, and no source file of runtime/ matches an option string the table lacks; a usage
-    error goes to stderr with exit 2;
+    (the table getopt_long is built from) with its argument, and every counter of counters.def
+    with what it counts; every option is accepted by the parser, and no source file of runtime/
+    matches an option string the table lacks; a usage error goes to stderr with exit 2;
   - `l7run --mesh ... POLICY.o -- CMD [ARGS]` runs CMD inside the cgroup once the programs are
     attached: a curl run so gets its answer through the kernel (the mesh counters move, and
     nothing is relayed from outside the cgroup), and l7run exits with CMD's status;
@@ -68,6 +68,12 @@ def t_help():
         check(re.search(r"^ +%s(\s|$)" % re.escape(spec), r.stdout, re.M), "--help lists %r:\n%s" % (spec, r.stdout))
     for word in ("--mesh", "--cgroup", "--create-cgroup", "--pool", "-- CMD"):
         check(word in r.stdout, "--help mentions %s" % word)
+    # and what each counter of --stats counts, from the same table as --stats and --metrics
+    counters = re.findall(r'^L7_STAT\(\s*\w+,\s*(\w+),\s*(?:DP|RT),\s*"([^"]*)"\)',
+                          open(os.path.join(SRC, "stdlib", "include", "l7", "counters.def")).read(), re.M)
+    check(len(counters) >= 16, "counters.def read: %s" % counters)
+    for name, what in counters:
+        check(re.search(r"^  %s +%s$" % (name, re.escape(what)), r.stdout, re.M), "--help says what %s counts" % name)
 
 
 def t_parser_takes_the_table():

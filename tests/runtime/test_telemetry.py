@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """l7run's telemetry, in gateway and in mesh mode, read the way its users read it:
   - counters: every counter of stdlib/include/l7/counters.def, and only those, in its order, is
-    in the l7_stats map (max_entries), printed by `l7run --stats PIN` as `stat NAME VALUE HELP`
+    in the l7_stats map (max_entries), printed by `l7run --stats PIN` as `stat NAME VALUE`
     (never `(null)`; in mesh mode --stats printed only the reload lines) and exported as
     l7_dataplane_total{event="NAME"};
   - exposition: what `l7run --metrics PIN POLICY.o` prints and what the --metrics-listen
@@ -93,16 +93,17 @@ def stats(pin):
 
 
 def t_counters(mode, pin, svc):
-    """--stats names every counter of the table, in its order, with its help; the map has as
-    many as the table."""
+    """--stats names every counter of the table, in its order (`stat NAME VALUE`, three
+    fields: what scripts read); the map has as many as the table."""
     out = stats(pin)
     check("(null)" not in out, "--stats prints (null): %r" % out)
-    rows = re.findall(r"^stat (\S+) +(\d+)  (.*)$", out, re.M)
-    check([(n, h) for n, _, h in rows] == STATS, "--stats counters %s, counters.def %s" % (rows, STATS))
+    rows = [l.split() for l in out.splitlines() if l.startswith("stat ")]
+    check(all(len(r) == 3 and r[2].isdigit() for r in rows), "--stats lines are `stat NAME VALUE`: %r" % out)
+    check([r[1] for r in rows] == [n for n, _ in STATS], "--stats counters %s, counters.def %s" % (rows, STATS))
     m = json.loads(subprocess.run(["bpftool", "-j", "map", "show", "pinned", os.path.join(pin, "map_l7_stats")],
                                   capture_output=True, text=True, timeout=20).stdout)
     check(m["max_entries"] == len(STATS), "l7_stats has %d entries, counters.def %d" % (m["max_entries"], len(STATS)))
-    got = {n: int(v) for n, v, _ in rows}
+    got = {n: int(v) for _, n, v in rows}
     check(got["requests"] >= 3 and got["denied"] >= 1, "the traffic is counted: %s" % got)
     check(re.search(r"^prog l7_%s\S* +run_cnt" % ("mesh_msg_prog" if mode == "mesh" else "client_parser"), out, re.M),
           "--stats prints the programs of %s mode: %r" % (mode, out))
