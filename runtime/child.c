@@ -29,7 +29,11 @@ static void on_child(int sig)
 
 void signals_init(volatile sig_atomic_t *stop)
 {
-	struct sigaction sa = { .sa_handler = on_stop }, sc = { .sa_handler = on_child, .sa_flags = SA_NOCLDSTOP };
+	/* SA_RESTART: while CMD runs, SIGTERM/SIGINT only pass through l7run, and a blocking call
+	 * they interrupt (a pool connect, a send) must not fail for it; epoll_wait still returns
+	 * EINTR (it is never restarted), so the loops see `stop` at once */
+	struct sigaction sa = { .sa_handler = on_stop, .sa_flags = SA_RESTART },
+			 sc = { .sa_handler = on_child, .sa_flags = SA_NOCLDSTOP | SA_RESTART };
 
 	stop_flag = stop;
 	sigaction(SIGINT, &sa, NULL);

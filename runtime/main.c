@@ -95,14 +95,6 @@ static int usage_error(const char *what, const char *arg)
 	return 2;
 }
 
-static const char *argv_name(const char *name)
-{
-	static char buf[64];
-
-	snprintf(buf, sizeof buf, "--%s", name);
-	return buf;
-}
-
 static int seconds_arg(const char *v, double *out)
 {
 	char *end;
@@ -198,8 +190,11 @@ static int parse_args(int argc, char **argv, struct l7run_args *a)
 		return a->obj ? 0 : usage_error("--metrics PIN_DIR needs the POLICY.o of that l7run", "");
 	int mode = a->mesh ? OPT_MESH : OPT_GW;
 	for (int i = 0; i < N_OPTS; i++)
-		if (seen[i] && !(opts[i].modes & (mode | OPT_CMD)))
-			return usage_error(argv_name(opts[i].name), a->mesh ? " is an option of gateway mode" : " is an option of mesh mode (--mesh)");
+		if (seen[i] && !(opts[i].modes & (mode | OPT_CMD))) {
+			char what[96];
+			snprintf(what, sizeof what, "--%s is an option of %s", opts[i].name, a->mesh ? "gateway mode" : "mesh mode (--mesh)");
+			return usage_error(what, "");
+		}
 	if (!a->obj)
 		return usage_error("no POLICY.o given", "");
 	if (a->mesh && !a->cgroup)
