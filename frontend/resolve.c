@@ -592,6 +592,11 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 	bool mutation = a->intrinsic == I_SET_HEADER || a->intrinsic == I_ADD_HEADER || a->intrinsic == I_REMOVE_HEADER;
 	if (mutation && c->nargs >= 2)
 		check_mutation(x, a, c, ty && ty->is_response);
+	/* Said here, once per statement: ir_lower meets a statement once per path through it. */
+	if (a->intrinsic == I_PROXY_ONLY)
+		l7_diag(x->d, L7_WARNING, s->loc, "'%s' runs only in the userspace proxy: requests reaching it take the slow path", a->name);
+	if ((a->intrinsic == I_FALLBACK || a->intrinsic == I_PROXY_ONLY) && !x->m->fallback)
+		l7_diag(x->d, L7_ERROR, s->loc, "requests reaching this line go to the fallback proxy, but the policy file declares none (add: fallback proxy = ADDR:PORT;)");
 }
 
 static void check_stmt(struct rx *x, struct l7_stmt *s)

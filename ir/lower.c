@@ -626,10 +626,7 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 			snprintf(why, sizeof(why), "Fallback() at line %u", line);
 		else
 			snprintf(why, sizeof(why), "action '%s' (line %u) runs only in the fallback proxy", a->name, line);
-		if (a->intrinsic == I_PROXY_ONLY)
-			l7_diag(x->d, L7_WARNING, s->loc, "'%s' runs only in the userspace proxy: requests reaching it take the slow path", a->name);
-		if (x->p->fallback < 0)
-			l7_diag(x->d, L7_ERROR, s->loc, "requests reaching this line go to the fallback proxy, but the policy file declares none (add: fallback proxy = ADDR:PORT;)");
+		/* l7_resolve warned about the statement (here it is met once per path through it) */
 		return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, line);
 	default:
 		return false;

@@ -131,6 +131,10 @@ for i in range(12000): print("  %s (request.header(\"%s\") == \"v%07d\") { Route
 print("  }\n}")' >"$tmp/toomany.l7"
 check too-many-rules 1 "$l7c" "$tmp/toomany.l7" -o "$tmp/toomany.o"
 contains too-many-rules '12000 rules need 3[0-9] decide programs .* a tail-call chain holds at most 33'
+# a [proxy] action reached by eight paths: one warning, not one per path (rule)
+check proxy-once 0 "$l7c" "$src/tests/compiler/cases/proxy_once.l7" -o "$tmp/proxy.o"
+n=$(grep -c "warning: 'RunScript' runs only in the userspace proxy" "$tmp/out")
+[ "$n" = 1 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL proxy-once: the warning printed $n times"; }
 check bad-format 2 "$l7c" --explain --format=xml "$ex"
 check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
 
