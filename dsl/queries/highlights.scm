@@ -1,5 +1,11 @@
-["policy" "act" "using" "context" "service" "upstream" "fallback" "import"
- "if" "else" "state" "field" "action" "weight" "in"] @keyword
+;; Syntax highlighting for editors with tree-sitter (README.md, "Editors"); capture names
+;; are Neovim's. tests/compiler/test_grammar.c checks the query against the grammar.
+["policy" "act" "using" "context" "service" "upstream" "fallback" "identity" "import"
+ "if" "else" "state" "field" "action" "weight" "balance" "in"] @keyword
+(balance policy: (identifier) @function.builtin)
+(balance_key kind: (identifier) @variable.builtin)
+(instance_declaration type: (identifier) @type)
+(setting name: (identifier) @property)
 (policy_definition name: (identifier) @function)
 (act_declaration name: (identifier) @type)
 (state_declaration name: (identifier) @type)

@@ -175,3 +175,56 @@ Test(grammar, examples_parse)
 	ts_parser_delete(parser);
 	closedir(d);
 }
+
+/* The text of route.l7 that capture `name` of queries/highlights.scm marks, joined by '|'. */
+static void captured(const TSQuery *q, TSNode root, const char *src, const char *name, char *out, size_t cap)
+{
+	TSQueryCursor *c = ts_query_cursor_new();
+	ts_query_cursor_exec(c, q, root);
+	TSQueryMatch m;
+	uint32_t ci;
+	size_t n = 0;
+	out[0] = 0;
+	while (ts_query_cursor_next_capture(c, &m, &ci)) {
+		uint32_t len;
+		const char *cn = ts_query_capture_name_for_id(q, m.captures[ci].index, &len);
+		if (len != strlen(name) || strncmp(cn, name, len))
+			continue;
+		uint32_t a = ts_node_start_byte(m.captures[ci].node), b = ts_node_end_byte(m.captures[ci].node);
+		n += (size_t)snprintf(out + n, n < cap ? cap - n : 0, "%.*s|", (int)(b - a), src + a);
+	}
+	ts_query_cursor_delete(c);
+}
+
+/* queries/highlights.scm (what editors highlight with) is a valid query of this grammar, and
+ * marks what it should in an example. */
+Test(grammar, highlights_query)
+{
+	char *qs = slurp(QUERIES_DIR "/highlights.scm");
+	uint32_t err_off;
+	TSQueryError err;
+	TSQuery *q = ts_query_new(tree_sitter_l7(), qs, (uint32_t)strlen(qs), &err_off, &err);
+	cr_assert_not_null(q, "highlights.scm: query error %d at offset %u: %.40s", err, err_off, qs + err_off);
+	char *s = slurp(EXAMPLES_DIR "/load_balance.l7");
+	TSParser *parser = ts_parser_new();
+	ts_parser_set_language(parser, tree_sitter_l7());
+	TSTree *t = ts_parser_parse_string(parser, NULL, s, (uint32_t)strlen(s));
+	static char got[65536];
+	static const struct { const char *capture, *text; } want[] = {
+		{ "keyword", "|policy|" }, { "keyword", "|upstream|" }, { "keyword", "|balance|" },
+		{ "keyword", "|weight|" }, { "keyword", "|act|" }, { "string", "|\"x-user\"|" },
+		{ "function.call", "|Route|" }, { "constant", "|127.0.0.1:9001|" }, { "comment", "|// " },
+		{ "type", "|HttpRequest|" }, { "attribute", "|Ingress|" },
+	};
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		captured(q, ts_tree_root_node(t), s, want[i].capture, got + 1, sizeof(got) - 1);
+		got[0] = '|';
+		cr_expect(strstr(got, want[i].text) != NULL, "@%s does not mark %s in load_balance.l7: %.300s",
+			  want[i].capture, want[i].text, got);
+	}
+	ts_tree_delete(t);
+	ts_parser_delete(parser);
+	ts_query_delete(q);
+	free(s);
+	free(qs);
+}
