@@ -75,6 +75,19 @@ struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line)
 	return loc;
 }
 
+struct l7_loc l7_loc_at(const struct l7_source *src, unsigned start, unsigned end)
+{
+	struct l7_loc loc = { src, 1, 1, start, end };
+	for (unsigned i = 0; i < start && i < src->len; i++) {
+		loc.col++;
+		if (src->text[i] == '\n') {
+			loc.line++;
+			loc.col = 1;
+		}
+	}
+	return loc;
+}
+
 static const char *sev_name[] = { "note", "warning", "error" };
 static const char *sev_color[] = { "\033[1;36m", "\033[1;35m", "\033[1;31m" };
 
@@ -114,6 +127,19 @@ void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const 
 	size_t end = loc.end < eol ? loc.end : eol;
 	for (size_t i = loc.start + 1; i < end; i++)
 		fputc('~', out);
+	fprintf(out, "%s\n", d->color ? "\033[0m" : "");
+}
+
+void l7_hint(struct l7_diags *d, struct l7_loc loc, const char *fmt, ...)
+{
+	FILE *out = d->out ? d->out : stderr;
+	if (loc.src)
+		fprintf(out, "%s%s:%u:%u: ", d->color ? "\033[1m" : "", loc.src->path, loc.line, loc.col);
+	fprintf(out, "%s%s:%s ", d->color ? sev_color[L7_NOTE] : "", sev_name[L7_NOTE], d->color ? "\033[0m\033[1m" : "");
+	va_list ap;
+	va_start(ap, fmt);
+	vfprintf(out, fmt, ap);
+	va_end(ap);
 	fprintf(out, "%s\n", d->color ? "\033[0m" : "");
 }
 

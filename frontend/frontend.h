@@ -42,9 +42,16 @@ void l7_source_free(struct l7_source *s);
 /* The first non-blank column of a line, for diagnostics of stages that keep only lines. */
 struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line);
 
+/* The location of bytes [start, end) of src. */
+struct l7_loc l7_loc_at(const struct l7_source *src, unsigned start, unsigned end);
+
 /* Prints "file:line:col: error: message", the source line and a caret under loc. */
 void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));
+
+/* A note on what to write instead, for the diagnostic just printed at loc: "file:line:col:
+ * note: hint", without a second copy of the source line. */
+void l7_hint(struct l7_diags *d, struct l7_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* ---- memory: AST nodes live in one arena per module, freed together ---- */
 
@@ -173,6 +180,7 @@ enum l7_lb_key { LBK_PATH, LBK_SOURCE, LBK_HEADER };
 struct l7_decl {                /* service, upstream or fallback */
 	char *name;
 	struct l7_loc loc;
+	bool syntax_error;          /* its address did not parse (reported): declared, with no endpoint */
 	struct l7_endpoint *endpoints;
 	int nendpoints;
 	/* upstreams: `balance round_robin` or `balance hash(KEY)`; LB_DEFAULT when not written */

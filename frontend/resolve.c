@@ -716,13 +716,15 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 					}
 	}
 	for (int i = 0; i < m->nupstreams; i++)
-		if (m->upstreams[i].nendpoints == 0)
+		if (m->upstreams[i].syntax_error)
+			continue;   /* its address did not parse: said */
+		else if (m->upstreams[i].nendpoints == 0)
 			l7_diag(d, L7_ERROR, m->upstreams[i].loc, "upstream '%s' has no endpoint", m->upstreams[i].name);
 		else if (m->upstreams[i].balance != LB_DEFAULT && m->upstreams[i].nendpoints == 1)
 			l7_diag(d, L7_WARNING, m->upstreams[i].balance_loc,
 				"upstream '%s' has one endpoint: 'balance' has nothing to choose from", m->upstreams[i].name);
 	for (int i = 0; i < m->nservices; i++)
-		if (m->services[i].nendpoints != 1)
+		if (m->services[i].nendpoints != 1 && !m->services[i].syntax_error)
 			l7_diag(d, L7_ERROR, m->services[i].loc, "service '%s' needs exactly one address", m->services[i].name);
 	for (int i = 0; i < m->npolicies; i++)
 		for (int j = 0; j < i; j++)

@@ -1,13 +1,11 @@
 /* Concrete syntax tree (tree-sitter) -> AST.
  *
- * Syntax errors come from ERROR and MISSING nodes; each is reported once, at the first token
- * the parser could not place, and the rest of the file is still turned into AST so that name
- * and type errors elsewhere are reported in the same run. */
-#include "frontend.h"
+ * Syntax errors (ERROR and MISSING nodes) are reported by syntax_errors.c; the rest of the file
+ * is still turned into AST so that name and type errors elsewhere are reported in the same run. */
+#include "internal.h"
 
 #include <stdlib.h>
 #include <string.h>
-#include <tree_sitter/api.h>
 
 const TSLanguage *tree_sitter_l7(void);
 
@@ -48,42 +46,6 @@ static char *text(struct cx *cx, TSNode n)
 {
 	uint32_t a = ts_node_start_byte(n), b = ts_node_end_byte(n);
 	return l7_strndup(&cx->m->arena, cx->src->text + a, b - a);
-}
-
-/* ---- syntax errors ---- */
-
-static void report_syntax_errors(struct cx *cx, TSNode n)
-{
-	if (!ts_node_has_error(n))
-		return;
-	if (ts_node_is_missing(n)) {
-		struct l7_loc l = loc_of(cx, n);
-		l7_diag(cx->d, L7_ERROR, l, "expected '%s'", type_of(n));
-		return;
-	}
-	if (is(n, "ERROR")) {
-		/* Tree-sitter wraps what it could not place in ERROR. When that ends with a complete
-		 * construct (e.g. `if (cond` then `{`), the mistake is the token after it; otherwise it
-		 * is the first token inside. */
-		TSNode leaf = n;
-		uint32_t nc = ts_node_child_count(n);
-		TSNode last = nc ? ts_node_child(n, nc - 1) : n;
-		TSNode after = ts_node_next_sibling(n);
-		if (nc && ts_node_is_named(last) && !is(last, "ERROR") && !ts_node_is_null(after))
-			leaf = after;
-		while (ts_node_child_count(leaf) > 0)
-			leaf = ts_node_child(leaf, 0);
-		struct l7_loc l = loc_of(cx, leaf);
-		char *tok = text(cx, leaf);
-		if (ts_node_start_byte(leaf) >= cx->src->len || !*tok)
-			l7_diag(cx->d, L7_ERROR, l, "syntax error: unexpected end of file");
-		else
-			l7_diag(cx->d, L7_ERROR, l, "syntax error: unexpected '%.40s'", tok);
-		return;
-	}
-	uint32_t c = ts_node_child_count(n);
-	for (uint32_t i = 0; i < c; i++)
-		report_syntax_errors(cx, ts_node_child(n, i));
 }
 
 /* ---- literals ---- */
@@ -180,7 +142,8 @@ static const struct { const char *tok; enum l7_binop op; } binops[] = {
 
 static struct l7_expr *expr(struct cx *cx, TSNode n)
 {
-	if (ts_node_is_null(n) || is(n, "ERROR") || ts_node_is_missing(n))
+	/* an expression with a syntax error inside (reported) is not checked: its shape is a guess */
+	if (ts_node_is_null(n) || ts_node_has_error(n))
 		return NULL;
 	const char *t = type_of(n);
 	struct l7_expr *e;
@@ -433,6 +396,7 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 	memset(dcl, 0, sizeof(*dcl));
 	dcl->name = text(cx, field(n, "name"));
 	dcl->loc = loc_of(cx, field(n, "name"));
+	dcl->syntax_error = ts_node_has_error(n);
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
@@ -569,6 +533,37 @@ static void iface_type(struct cx *cx, TSNode n, bool is_state)
 	}
 }
 
+/* A declaration whose value did not parse (reported): its name is declared all the same, so
+ * that its uses resolve. */
+static void declare_broken(struct cx *cx, const struct l7_broken_decl *b)
+{
+	struct l7_module *m = cx->m;
+	struct l7_decl *dcl = NULL;
+	if (!strcmp(b->kind, "identity")) {
+		GROW(cx, m->identities, m->nidentities);
+		struct l7_identity *id = &m->identities[m->nidentities++];
+		memset(id, 0, sizeof(*id));
+		id->name = b->name;
+		id->loc = b->loc;
+		return;
+	}
+	if (!strcmp(b->kind, "service")) {
+		GROW(cx, m->services, m->nservices);
+		dcl = &m->services[m->nservices++];
+	} else if (!strcmp(b->kind, "upstream")) {
+		GROW(cx, m->upstreams, m->nupstreams);
+		dcl = &m->upstreams[m->nupstreams++];
+	} else if (!m->fallback) {
+		dcl = m->fallback = NEW(cx, struct l7_decl);
+	} else {
+		return;
+	}
+	memset(dcl, 0, sizeof(*dcl));
+	dcl->name = b->name;
+	dcl->loc = b->loc;
+	dcl->syntax_error = true;
+}
+
 void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interface, struct l7_diags *d)
 {
 	struct cx cx = { m, src, d, is_interface };
@@ -578,7 +573,8 @@ void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interfac
 	ts_parser_set_language(parser, tree_sitter_l7());
 	TSTree *tree = ts_parser_parse_string(parser, NULL, src->text, (uint32_t)src->len);
 	TSNode root = ts_tree_root_node(tree);
-	report_syntax_errors(&cx, root);
+	struct l7_broken_decl *broken;
+	int nbroken = l7_syntax_errors(m, src, root, d, &broken);
 
 	uint32_t c = ts_node_named_child_count(root);
 	for (uint32_t i = 0; i < c; i++) {
@@ -622,6 +618,8 @@ void l7_parse(struct l7_module *m, const struct l7_source *src, bool is_interfac
 			iface_type(&cx, n, true);
 		}
 	}
+	for (int i = 0; i < nbroken; i++)
+		declare_broken(&cx, &broken[i]);
 	ts_tree_delete(tree);
 	ts_parser_delete(parser);
 }

@@ -1,5 +1,6 @@
 /* Every file in cases/ is a self-checking test: its `// expect: L:C: severity: message`
- * comments are exactly the errors and warnings l7c must report for it (in any order). */
+ * comments are exactly the errors, warnings and notes (hints) l7c must report for it (in any
+ * order). */
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 #include "policy_files.h"
@@ -58,7 +59,7 @@ static void reported(const char *out, const char *case_base, struct lines *got)
 		size_t n = eol ? (size_t)(eol - line) : strlen(line);
 		char *l = strndup(line, n);
 		char *colon = strchr(l, ':');
-		if (colon && (strstr(l, ": error: ") || strstr(l, ": warning: ")) && l[0] != ' ') {
+		if (colon && (strstr(l, ": error: ") || strstr(l, ": warning: ") || strstr(l, ": note: ")) && l[0] != ' ') {
 			char *base = l;
 			for (char *p = l; p < colon; p++)
 				if (*p == '/')
