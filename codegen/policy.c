@@ -39,6 +39,8 @@ struct pcx {
 	LLVMValueRef eq_fn, prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
 	LLVMValueRef drop_fn, add_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
+	LLVMTypeRef take_src_ty;    /* l7_bucket_take_source: int (req, bucket, rate, burst) */
+	LLVMValueRef take_src_fn;
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
@@ -401,10 +403,17 @@ static void limit(struct pcx *c, const struct ir_action *a, const struct ir_rule
 {
 	struct cg *g = c->g;
 	const struct ir_bucket *b = &g->p->buckets[a->bucket];
-	LLVMValueRef key = (int)a->key_field >= 0 ? at_offset(c, c->req, span_offset(a->key_field, a->key_header))
-						  : LLVMConstNull(g->ptr);
-	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)a->bucket), key, u32c(c, b->rate), u32c(c, b->burst) };
-	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->take_ty, c->take_fn, args, 5), u32c(c, 0), "");
+	LLVMValueRef taken;
+	if (a->key_source) {   /* one bucket per client address */
+		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)a->bucket), u32c(c, b->rate), u32c(c, b->burst) };
+		taken = call(c, c->take_src_ty, c->take_src_fn, args, 4);
+	} else {
+		LLVMValueRef key = (int)a->key_field >= 0 ? at_offset(c, c->req, span_offset(a->key_field, a->key_header))
+							  : LLVMConstNull(g->ptr);
+		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)a->bucket), key, u32c(c, b->rate), u32c(c, b->burst) };
+		taken = call(c, c->take_ty, c->take_fn, args, 5);
+	}
+	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntNE, taken, u32c(c, 0), "");
 	LLVMBasicBlockRef pass = block(c, "limit.ok"), over = block(c, "limit.over");
 	LLVMBuildCondBr(g->b, ok, pass, over);
 	LLVMPositionBuilderAtEnd(g->b, over);
@@ -449,6 +458,9 @@ static void declare_leaves(struct pcx *c)
 	LLVMTypeRef tp[] = { g->ptr, g->i32, g->ptr, g->i32, g->i32 };
 	c->take_ty = LLVMFunctionType(g->i32, tp, 5, 0);
 	c->take_fn = declare(c, "l7_bucket_take", c->take_ty);
+	LLVMTypeRef tsp[] = { g->ptr, g->i32, g->i32, g->i32 };
+	c->take_src_ty = LLVMFunctionType(g->i32, tsp, 4, 0);
+	c->take_src_fn = declare(c, "l7_bucket_take_source", c->take_src_ty);
 	LLVMTypeRef tbp[] = { g->ptr, g->ptr, g->i32, g->i32 };
 	c->table_ty = LLVMFunctionType(g->i32, tbp, 4, 0);
 	c->table_fn = declare(c, "l7_table_match", c->table_ty);

@@ -573,15 +573,18 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 		check_expr(x, arg);
 		if (!arg->type)
 			continue;
+		/* Limit's key: a string (a constant or a request field), or the client's address */
+		bool limit_field = a->intrinsic == I_LIMIT && arg->ref == REF_FIELD && arg->field &&
+				   (arg->field->intrinsic <= I_HEADER || arg->field->intrinsic == I_SOURCE);
 		if (p->is_self) {
 			if (arg->type != T_ACT && arg->type != T_STATE)
 				l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be the %s variable", i + 1, a->name,
 					ty->is_state ? "state" : "act");
-		} else if (arg->type != p->ty) {
-			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' (%s) must be %s, not %s", i + 1, a->name,
-				p->name, l7_type_name(p->ty), l7_type_name(arg->type));
-		} else if (arg->kind != E_STRING && arg->kind != E_INT && arg->kind != E_IDENT &&
-			   !(a->intrinsic == I_LIMIT && arg->ref == REF_FIELD && arg->field->intrinsic <= I_HEADER)) {
+		} else if (arg->type != p->ty && !(limit_field && arg->field->intrinsic == I_SOURCE)) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' (%s) must be %s%s, not %s", i + 1, a->name,
+				p->name, l7_type_name(p->ty), a->intrinsic == I_LIMIT ? " or request.source" : "",
+				l7_type_name(arg->type));
+		} else if (arg->kind != E_STRING && arg->kind != E_INT && arg->kind != E_IDENT && !limit_field) {
 			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be a constant%s", i + 1, a->name,
 				a->intrinsic == I_LIMIT ? " or a request field" : "");
 		}

@@ -193,7 +193,10 @@ static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *
 			fprintf(o, " restart %s;", p->timers[a->timer]);
 		} else {
 			fprintf(o, " limit %s by ", p->buckets[a->bucket].name);
-			field_out(p, a->key_field, a->key_header, o);
+			if (a->key_source)
+				fputs("source", o);
+			else
+				field_out(p, a->key_field, a->key_header, o);
 			fputc(';', o);
 		}
 	}

@@ -116,6 +116,20 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	return false;
 }
 
+/* Limit: a token of the action's bucket for its key, from the environment. */
+static bool take(const struct ev *e, const struct ir_action *a)
+{
+	const struct l7_req *r = e->r;
+	if (a->key_source)
+		return e->env->bucket_take(e->env->ctx, a->bucket, &r->src_ip4, sizeof(r->src_ip4));
+	if ((int)a->key_field < 0)
+		return e->env->bucket_take(e->env->ctx, a->bucket, NULL, 0);
+	const struct l7_span *s = span_of(r, a->key_field, a->key_header);
+	size_t cap = a->key_field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
+	size_t len = (size_t)s->off + s->len <= cap ? s->len : 0;
+	return e->env->bucket_take(e->env->ctx, a->bucket, base_of(r, a->key_field) + s->off, len);
+}
+
 /* A header mutation, in the order reached: SET and REMOVE take every line of the name from
  * the sender's message (del) and drop lines added for it before; SET and ADD add theirs. */
 static void mutate(const struct ir_program *p, struct ir_decision *out, const struct ir_action *a)
@@ -175,7 +189,7 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 					mutate(p, out, act);
 				} else if (act->kind == IR_A_COUNT && out->ncounted < 16) {
 					out->counted[out->ncounted++] = act->counter;
-				} else if (act->kind == IR_A_LIMIT && env && env->bucket_take && !env->bucket_take(env->ctx, act->bucket)) {
+				} else if (act->kind == IR_A_LIMIT && env && env->bucket_take && !take(&e, act)) {
 					out->term = IR_DENY;
 					out->status = (int)p->buckets[act->bucket].status;
 					out->upstream = -1;

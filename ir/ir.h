@@ -97,6 +97,7 @@ struct ir_action {               /* non-terminal actions, in order */
 	int timer;                   /* TIMER_RESTART: index into ir_program.timers */
 	enum ir_field key_field;     /* LIMIT: the key (IR_F_*), or -1 for one bucket for all */
 	int key_header;
+	bool key_source;             /* LIMIT: the key is the client's address (key_field is -1) */
 	unsigned line;
 };
 
@@ -283,7 +284,9 @@ struct ir_decision {
  * caller, as do rate-limit outcomes. NULL: every token invalid, every Limit passes. */
 struct ir_eval_env {
 	bool (*jwt_valid)(void *ctx, int jwt);
-	bool (*bucket_take)(void *ctx, int bucket);
+	/* a token of bucket for the key: the field's bytes, the client's address (4 bytes, network
+	 * order), or none (len 0: one bucket for all) */
+	bool (*bucket_take)(void *ctx, int bucket, const void *key, size_t len);
 	void *ctx;
 	/* Counter values and timers (NULL: every value 0, no timer elapsed) */
 	unsigned long long (*counter_value)(void *ctx, int counter);

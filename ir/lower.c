@@ -604,8 +604,10 @@ static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq
 				 : a->intrinsic == I_TIMER_RESTART ? IR_A_TIMER_RESTART : IR_A_LIMIT;
 			na->counter = na->bucket = na->timer = x->kind_index[inst];
 			na->key_field = (enum ir_field)-1;
-			if (a->intrinsic == I_LIMIT && c->args[1]->kind != E_STRING &&
-			    !field_of(x, c->args[1], &na->key_field, &na->key_header))
+			const struct l7_expr *key = a->intrinsic == I_LIMIT ? c->args[1] : NULL;
+			if (key && key->ref == REF_FIELD && key->field && key->field->intrinsic == I_SOURCE)
+				na->key_source = true;
+			else if (key && key->kind != E_STRING && !field_of(x, key, &na->key_field, &na->key_header))
 				return false;
 		}
 		pa.actions = n;

@@ -346,7 +346,8 @@ static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 		const struct ir_action *x = &a->actions[i], *y = &b->actions[i];
 		if (x->kind != y->kind || x->mutation != y->mutation || x->op != y->op || x->response != y->response ||
 		    x->header != y->header || x->counter != y->counter || x->bucket != y->bucket ||
-		    x->timer != y->timer || x->key_field != y->key_field || x->key_header != y->key_header)
+		    x->timer != y->timer || x->key_field != y->key_field || x->key_header != y->key_header ||
+		    x->key_source != y->key_source)
 			return false;
 	}
 	return true;

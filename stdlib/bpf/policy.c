@@ -134,20 +134,17 @@ L7_INLINE void l7_timer_restart(__u32 idx)
 		*t = bpf_ktime_get_ns();
 }
 
-/* Takes a token from bucket `bucket` for the key (span of the head, or none), refilled at
- * `rate` per second up to `burst`. 1: taken, 0: empty. Two CPUs updating one key at once may
- * both take the last token: the limit is exact per CPU, approximate across them. */
-L7_INLINE int l7_bucket_take(const struct l7_req *req, __u32 bucket, const struct l7_span *key, __u32 rate, __u32 burst)
+/* Takes a token from the bucket of key k, refilled at `rate` per second up to `burst`. 1: taken,
+ * 0: empty. Two CPUs updating one key at once may both take the last token: the limit is
+ * exact per CPU, approximate across them. */
+static __always_inline int l7_bucket_take_key(const struct l7_bucket_key *k, __u32 rate, __u32 burst)
 {
-	struct l7_bucket_key k = { .bucket = bucket };
-	if (key)
-		k.key_hash = l7_xxh64(req->buf, key->off, key->len, bucket) | 1;
 	__u64 now = bpf_ktime_get_ns();
 	__u64 cap = (__u64)burst * 1000;
-	struct l7_bucket *b = bpf_map_lookup_elem(&l7_buckets, &k);
+	struct l7_bucket *b = bpf_map_lookup_elem(&l7_buckets, k);
 	if (!b) {
 		struct l7_bucket fresh = { .milli_tokens = cap - 1000, .last_ns = now };
-		bpf_map_update_elem(&l7_buckets, &k, &fresh, BPF_NOEXIST);
+		bpf_map_update_elem(&l7_buckets, k, &fresh, BPF_NOEXIST);
 		return 1;
 	}
 	__u64 elapsed = now > b->last_ns ? now - b->last_ns : 0;
@@ -163,6 +160,22 @@ L7_INLINE int l7_bucket_take(const struct l7_req *req, __u32 bucket, const struc
 	}
 	b->milli_tokens = tokens - 1000;
 	return 1;
+}
+
+/* Limit(bucket, key) for a key that is a span of the head, or none (one bucket for all). */
+L7_INLINE int l7_bucket_take(const struct l7_req *req, __u32 bucket, const struct l7_span *key, __u32 rate, __u32 burst)
+{
+	struct l7_bucket_key k = { .bucket = bucket };
+	if (key)
+		k.key_hash = l7_xxh64(req->buf, key->off, key->len, bucket) | 1;
+	return l7_bucket_take_key(&k, rate, burst);
+}
+
+/* Limit(bucket, request.source): one bucket per client address (l7_bucket_key says how). */
+L7_INLINE int l7_bucket_take_source(const struct l7_req *req, __u32 bucket, __u32 rate, __u32 burst)
+{
+	struct l7_bucket_key k = { .bucket = bucket, .key_hash = (__u64)req->src_ip4 << 32 | 2 };
+	return l7_bucket_take_key(&k, rate, burst);
 }
 
 /* (method, path) in rule table `table`: up to four lookups, those `lookups` says can match

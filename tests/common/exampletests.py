@@ -1,6 +1,6 @@
 """The `// test:` lines of examples/*.l7 (their syntax: tests/examples/run_examples.py), read
-the same way by the examples test and by bench/examples.py: parsed, their JWTs signed with the
-example's key, their requests written out."""
+the same way by the examples test, tests/runtime/test_limit.py and bench/examples.py: parsed,
+their JWTs signed with the example's key, their requests written out, their answers checked."""
 import json
 import os
 import re
@@ -58,3 +58,33 @@ def raw_request(method, path, headers):
     if method in ("POST", "PUT", "PATCH"):
         req += "Content-Length: 0\r\n"
     return req + "\r\n"
+
+
+def check(expect, got):
+    """(ok, why) of the responses got, [(status, body)] from the echo backend, against what a
+    test line expects."""
+    if "," in expect or " x" in expect:   # "200 x10, 429 x2" or "200 web#1, 200 web#0 x2"
+        want = []
+        for part in expect.split(","):
+            what, _, n = part.strip().partition(" x")
+            st, _, backend = what.partition(" ")
+            want += [(int(st), backend)] * int(n or 1)
+        seen = [(g[0], re.search(r"^backend=(\S+)$", g[1], re.M)) for g in got]
+        seen = [(st, m.group(1) if m else "") for st, m in seen]
+        ok = len(seen) == len(want) and all(s == w[0] and (not w[1] or b == w[1]) for (s, b), w in zip(seen, want))
+        return ok, "got %s" % seen
+    words = expect.split()
+    status, body = got[0]
+    if status != int(words[0]):
+        return False, "status %d, body %r" % (status, body[:300])
+    for w in words[1:]:
+        if w.startswith("+"):
+            if ("header=" + w[1:]).lower() not in body.lower().replace(": ", ":"):
+                return False, "backend did not see %s: %r" % (w[1:], body[:400])
+        elif w.startswith("-"):   # -name: no line of it; -name:value: not that line
+            seen = body.lower().replace(": ", ":")
+            if ("header=" + w[1:]).lower() + ("" if ":" in w else ":") in seen:
+                return False, "backend saw %s: %r" % (w[1:], body[:400])
+        elif "backend=%s\n" % w not in body:
+            return False, "expected backend %s: %r" % (w, body[:300])
+    return True, ""

@@ -14,7 +14,7 @@ Every process started here is ended by pid; ports derive from our pid; pins are 
 import os, re, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
-from exampletests import jwt_setup, parse as parse_test, raw_request, token  # noqa: E402
+from exampletests import check, jwt_setup, parse as parse_test, raw_request, token  # noqa: E402
 from procs import start, stop_all, wait_port  # noqa: E402
 from rawhttp import request  # noqa: E402
 
@@ -86,34 +86,6 @@ def run_example(path, slot):
         stop_all()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(pin, ignore_errors=True)
-
-
-def check(expect, got):
-    if "," in expect or " x" in expect:   # "200 x10, 429 x2" or "200 web#1, 200 web#0 x2"
-        want = []
-        for part in expect.split(","):
-            what, _, n = part.strip().partition(" x")
-            st, _, backend = what.partition(" ")
-            want += [(int(st), backend)] * int(n or 1)
-        seen = [(g[0], re.search(r"^backend=(\S+)$", g[1], re.M)) for g in got]
-        seen = [(st, m.group(1) if m else "") for st, m in seen]
-        ok = len(seen) == len(want) and all(s == w[0] and (not w[1] or b == w[1]) for (s, b), w in zip(seen, want))
-        return ok, "got %s" % seen
-    words = expect.split()
-    status, body = got[0]
-    if status != int(words[0]):
-        return False, "status %d, body %r" % (status, body[:300])
-    for w in words[1:]:
-        if w.startswith("+"):
-            if ("header=" + w[1:]).lower() not in body.lower().replace(": ", ":"):
-                return False, "backend did not see %s: %r" % (w[1:], body[:400])
-        elif w.startswith("-"):   # -name: no line of it; -name:value: not that line
-            seen = body.lower().replace(": ", ":")
-            if ("header=" + w[1:]).lower() + ("" if ":" in w else ":") in seen:
-                return False, "backend saw %s: %r" % (w[1:], body[:400])
-        elif "backend=%s\n" % w not in body:
-            return False, "expected backend %s: %r" % (w, body[:300])
-    return True, ""
 
 
 for slot, f in enumerate(sorted(os.listdir(EXAMPLES))):

@@ -146,7 +146,9 @@ struct l7_re_desc {
 struct l7_bucket_key {
 	__u32 bucket;
 	__u32 pad;
-	__u64 key_hash;        /* xxh64 of the key's bytes (0 for one bucket for all) */
+	__u64 key_hash;        /* a field's key: xxh64 of its bytes | 1 (odd); the client's address:
+	                        * address << 32 | 2 (even, never 0, one bucket per address); 0: one
+	                        * bucket for all */
 };
 
 struct l7_bucket {
