@@ -141,11 +141,13 @@ static void jwt_tables(struct cg *g)
 	LLVMTypeRef cfg_ty = LLVMStructTypeInContext(g->ctx, fields, 6, 0);
 	LLVMValueRef cfgs[L7_MAX_JWT];
 	for (int i = 0; i < L7_MAX_JWT; i++) {
-		const struct ir_jwt *j = i < p->njwts ? &p->jwts[i] : NULL;
+		struct l7_jwt_cfg c = { 0 };
+		if (i < p->njwts)
+			ir_jwt_cfg(p, i, &c);   /* what the evaluator's verifier reads too */
 		LLVMValueRef v[] = {
-			u32c(g, j ? (unsigned)j->header : 0), u32c(g, j ? j->leeway : 0),
-			u32c(g, j ? strlen(j->issuer) : 0), u32c(g, j ? strlen(j->audience) : 0),
-			bytes_const(g, j ? j->issuer : "", 64), bytes_const(g, j ? j->audience : "", 64),
+			u32c(g, c.header), u32c(g, c.leeway), u32c(g, c.iss_len), u32c(g, c.aud_len),
+			LLVMConstStringInContext(g->ctx, c.iss, sizeof(c.iss), 1),
+			LLVMConstStringInContext(g->ctx, c.aud, sizeof(c.aud), 1),
 		};
 		cfgs[i] = LLVMConstNamedStruct(cfg_ty, v, 6);
 	}

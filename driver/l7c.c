@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "codegen.h"
@@ -56,6 +57,8 @@ static void usage(FILE *o)
 		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
 		"                      reference evaluator and print the decision\n"
 		"  --eval-source=IP    with --eval: the client's address (default 127.0.0.1)\n"
+		"  --now=EPOCH         with --eval: the Unix time JWTs' exp and nbf are checked against\n"
+		"                      (default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)\n"
 		"  --color=WHEN        never | always | auto (default auto)\n"
 		"  --version           print the version\n"
 		"  -h, --help          this text\n");
@@ -76,9 +79,10 @@ static char *default_output(const char *in)
 }
 
 /* --eval: the decision the policy makes for one request, as the data plane would make it.
- * The request comes from `source` (network byte order) to the first service's port; JWTs
- * count as invalid and rate limits as not reached (the evaluator has no keys and no clock). */
-static int eval(const struct ir_program *ir, const char *path, unsigned source)
+ * The request comes from `source` (network byte order) to the first service's port; JWTs are
+ * verified as the data plane does (its code, the policy's key files) at time `now`; rate
+ * limits count as not reached (one request). */
+static int eval(const struct ir_program *ir, const char *path, unsigned source, long long now)
 {
 	FILE *f = fopen(path, "rb");
 	if (!f) {
@@ -101,10 +105,21 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source)
 			printf("verdict: refuse %d (the kernel parser rejects the request)\n", status[-head]);
 		return 0;
 	}
+	char err[1024];
+	struct ir_jwt_env *jwt = ir->njwts ? ir_jwt_env_new(ir, now, err, sizeof(err)) : NULL;
+	if (ir->njwts && !jwt) {
+		fprintf(stderr, "l7c: error: %s\n", err);
+		return 2;
+	}
+	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = jwt };
 	struct ir_decision d;
-	ir_eval(ir, &req, &d);
+	ir_eval_with(ir, &req, jwt ? &env : NULL, &d);
 	printf("request: %.*s %.*s (head %d bytes)\n", req.method_s.len, (char *)req.buf + req.method_s.off,
 	       req.target.len, (char *)req.buf + req.target.off, head);
+	for (int i = 0; i < ir->njwts; i++)   /* the tokens the rules looked at */
+		if (req.jwt_done >> i & 1)
+			printf("jwt %s: %s (at %lld)\n", ir->jwts[i].name, ir_jwt_why(jwt, i, &req), now);
+	ir_jwt_env_free(jwt);
 	switch (d.term) {
 	case IR_FORWARD: printf("verdict: forward %s\n", ir->upstreams[d.upstream].name); break;
 	case IR_DENY: printf("verdict: deny %d\n", d.status); break;
@@ -187,6 +202,7 @@ int main(int argc, char **argv)
 	int opt_level = 2, color = -1;
 	const char *out = NULL, *eval_request = NULL, *passes = NULL;
 	unsigned eval_source = htonl(0x7f000001);
+	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
 	bool do_explain = false;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
@@ -198,7 +214,7 @@ int main(int argc, char **argv)
 		{ "eval", required_argument, NULL, 'E' }, { "passes", required_argument, NULL, 'P' },
 		{ "explain", no_argument, NULL, 'X' }, { "verify", no_argument, NULL, 'Y' },
 		{ "format", required_argument, NULL, 'F' }, { "budget", required_argument, NULL, 'B' },
-		{ "eval-source", required_argument, NULL, 'S' },
+		{ "eval-source", required_argument, NULL, 'S' }, { "now", required_argument, NULL, 'N' },
 		{ "split", required_argument, NULL, 'L' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -234,6 +250,15 @@ int main(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'N': {
+			char *end;
+			eval_now = strtoll(optarg, &end, 10);
+			if (*end || !*optarg || eval_now < 0) {
+				fprintf(stderr, "l7c: error: --now=%s: expected a Unix time in seconds\n", optarg);
+				return 2;
+			}
+			break;
+		}
 		case 'P': passes = optarg; break;
 		case 'X': do_explain = true; break;
 		case 'Y': ex.verify = 1; break;
@@ -305,7 +330,7 @@ int main(int argc, char **argv)
 		ex.out_path = out;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
-		rc = eval(ir, eval_request, eval_source);
+		rc = eval(ir, eval_request, eval_source, eval_now);
 	} else if (emit == EMIT_IR) {
 		/* printed above, after each pass */
 	} else {

@@ -16,7 +16,7 @@
 
 struct ev {
 	const struct ir_program *p;
-	const struct l7_req *r;
+	struct l7_req *r;          /* JWT checks write their claims into it */
 	const struct ir_eval_env *env;
 };
 
@@ -93,7 +93,7 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 	case IR_C_HAS_HEADER: return r->hdr_present >> c->header & 1;
 	case IR_C_SOURCE_IN: return (r->src_ip4 & c->netmask) == c->net;
 	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
-	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt);
+	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt, e->r);
 	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
 	case IR_C_COUNTER_IN: {
 		unsigned long long v = e->env && e->env->counter_value ? e->env->counter_value(e->env->ctx, c->state) : 0;
@@ -168,7 +168,7 @@ static void decide(const struct ev *e, struct ir_decision *out, const struct ir_
 	out->line = line_of(e, r);
 }
 
-void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
+void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct ir_eval_env *env,
 		  struct ir_decision *out)
 {
 	struct ev e = { p, req, env };
@@ -222,7 +222,7 @@ void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const st
 		out->slot = ir_balance_pick(p, &p->upstreams[out->upstream], req);
 }
 
-void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out)
+void ir_eval(const struct ir_program *p, struct l7_req *req, struct ir_decision *out)
 {
 	ir_eval_with(p, req, NULL, out);
 }

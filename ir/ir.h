@@ -280,10 +280,11 @@ struct ir_decision {
 	int ncounted;
 };
 
-/* What the evaluator cannot know by itself: JWT validity (and claim values) come from the
- * caller, as do rate-limit outcomes. NULL: every token invalid, every Limit passes. */
+/* What the evaluator cannot know by itself: JWT validity (and claim values, which the check
+ * writes into req as the data plane's does) come from the caller (ir_jwt_valid: the data
+ * plane's verifier), as do rate-limit outcomes. NULL: every token invalid, every Limit passes. */
 struct ir_eval_env {
-	bool (*jwt_valid)(void *ctx, int jwt);
+	bool (*jwt_valid)(void *ctx, int jwt, struct l7_req *req);
 	/* a token of bucket for the key: the field's bytes, the client's address (4 bytes, network
 	 * order), or none (len 0: one bucket for all) */
 	bool (*bucket_take)(void *ctx, int bucket, const void *key, size_t len);
@@ -294,10 +295,25 @@ struct ir_eval_env {
 };
 
 /* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser
- * with the header names of p). */
-void ir_eval(const struct ir_program *p, const struct l7_req *req, struct ir_decision *out);
-void ir_eval_with(const struct ir_program *p, const struct l7_req *req, const struct ir_eval_env *env,
+ * with the header names of p; JWT checks add their claims). */
+void ir_eval(const struct ir_program *p, struct l7_req *req, struct ir_decision *out);
+void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct ir_eval_env *env,
 		  struct ir_decision *out);
+
+/* HS256 JWTs for the evaluator (eval_jwt.c): stdlib/bpf/jwt.h natively, the keys read from
+ * the policy's key files as l7run reads them, exp and nbf checked against `now` (Unix
+ * seconds). ir_jwt_valid is an ir_eval_env.jwt_valid (ctx: the environment); ir_jwt_why says
+ * why a token of configuration jwt is valid or not ("expired", "bad signature", ...). */
+struct ir_jwt_env;
+struct ir_jwt_env *ir_jwt_env_new(const struct ir_program *p, long long now, char *err, size_t errlen);
+void ir_jwt_env_free(struct ir_jwt_env *env);
+bool ir_jwt_valid(void *env, int jwt, struct l7_req *req);
+const char *ir_jwt_why(void *env, int jwt, const struct l7_req *req);
+
+/* JWT configuration jwt as the data plane's table holds it (l7/abi.h struct l7_jwt_cfg):
+ * what codegen emits and the evaluator's verifier reads. */
+struct l7_jwt_cfg;
+void ir_jwt_cfg(const struct ir_program *p, int jwt, struct l7_jwt_cfg *out);
 
 /* The caller identity of a client address (network byte order): the identity of the longest
  * declared prefix holding it, or nidentities ("external"). */

@@ -2,15 +2,16 @@
  * that stdlib/bpf/jwt.h reads.
  *
  * Keys: l7.config lines `jwt IDX NAME key-file PATH` (written by l7c), overridden by
- * `--jwt-key IDX=PATH`. A key file holds the raw key bytes; one trailing newline ("\n" or
- * "\r\n") is stripped, since editors add one. Keys longer than 64 bytes are replaced by their
- * SHA-256 (RFC 2104), which is what HMAC does with them, so the kernel only handles <= 64.
- * A declared configuration whose key cannot be read stops l7run (a reload: refuses the new
- * version): running would refuse every token (401) without saying why.
+ * `--jwt-key IDX=PATH`, read as stdlib/bpf/jwt_key.h says (one trailing newline stripped,
+ * keys over 64 bytes hashed). A declared configuration whose key cannot be read stops l7run (a
+ * reload: refuses the new version): running would refuse every token (401) without saying why.
  *
  * Clock: BPF has no CLOCK_REALTIME but has bpf_ktime_get_tai_ns(); l7run writes
  * CLOCK_TAI - CLOCK_REALTIME (whole seconds: the kernel's TAI offset) at start and re-checks it
- * every 10 s (it changes only when the TAI offset is set or a leap second passes). */
+ * every 10 s (it changes only when the TAI offset is set or a leap second passes). Tests set
+ * the data plane's JWT clock with L7RUN_JWT_NOW=EPOCH: it then reads EPOCH (Unix seconds) when
+ * l7run starts and runs on from there (the offset moves by REALTIME - EPOCH), as `l7c --eval
+ * --now=EPOCH` reads it, so tokens can be made for a fixed time. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +19,7 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include "l7run.h"
-#include "../stdlib/bpf/sha256.h"
+#include "../stdlib/bpf/jwt_key.h"
 
 /* --jwt-key overrides (the command line wins over every version's key_file). */
 static char key_override[L7_MAX_JWT][512];
@@ -61,40 +62,38 @@ int jwt_key_arg(const char *arg)
 	return 0;
 }
 
+/* One loader at a time (reload.c): jwt_key.h's buffers are static. */
 static int load_key(const char *name, const char *path, struct l7_jwt_key *k, char *err, size_t errlen)
 {
-	static __u8 buf[L7_MAX_HEAD + 64];   /* one loader at a time (reload.c) */
-	static struct l7_sha256 sha;
-	FILE *f = fopen(path, "rb");
-	size_t n;
+	char why[600];
 
-	if (!f) {
-		snprintf(err, errlen, "jwt %s: key file %s: %s", name, path, strerror(errno));
+	if (l7_jwt_key_file(path, k, why, sizeof why)) {
+		snprintf(err, errlen, "jwt %s: %s", name, why);
 		return -1;
-	}
-	n = fread(buf, 1, L7_MAX_HEAD + 1, f);
-	fclose(f);
-	if (n > L7_MAX_HEAD) {
-		snprintf(err, errlen, "jwt %s: key file %s is over %d bytes", name, path, L7_MAX_HEAD);
-		return -1;
-	}
-	if (n && buf[n - 1] == '\n')
-		n--;
-	if (n && buf[n - 1] == '\r')
-		n--;
-	if (!n) {
-		snprintf(err, errlen, "jwt %s: key file %s is empty", name, path);
-		return -1;
-	}
-	memset(k, 0, sizeof *k);
-	if (n > 64) {
-		l7_sha256(&sha, buf, 0, (__u32)n, k->key);
-		k->len = 32;
-	} else {
-		memcpy(k->key, buf, n);
-		k->len = (__u32)n;
 	}
 	return 0;
+}
+
+/* L7RUN_JWT_NOW=EPOCH (tests): how far the data plane's JWT clock runs behind real time, in
+ * ns, fixed when first asked; 0 without it. */
+static __s64 test_shift(void)
+{
+	static int done;
+	static __s64 shift;
+	const char *v = getenv("L7RUN_JWT_NOW");
+
+	if (done || !v || !*v)
+		return shift;
+	done = 1;
+	char *end;
+	long long epoch = strtoll(v, &end, 10);
+	if (*end || epoch <= 0) {
+		fprintf(stderr, "l7run: L7RUN_JWT_NOW=%s is not a Unix time in seconds; the JWT clock is real time\n", v);
+		return 0;
+	}
+	shift = ((__s64)time(NULL) - epoch) * 1000000000LL;
+	fprintf(stderr, "l7run: JWT clock set for tests: it reads %lld now (L7RUN_JWT_NOW)\n", epoch);
+	return shift;
 }
 
 static __s64 clock_offset(void)
@@ -104,7 +103,7 @@ static __s64 clock_offset(void)
 	clock_gettime(CLOCK_TAI, &tai);
 	clock_gettime(CLOCK_REALTIME, &real);
 	__s64 off = ((__s64)tai.tv_sec - real.tv_sec) * 1000000000LL + (tai.tv_nsec - real.tv_nsec);
-	return (off + 500000000LL) / 1000000000LL * 1000000000LL;   /* the offset is whole seconds */
+	return (off + 500000000LL) / 1000000000LL * 1000000000LL + test_shift();   /* whole seconds */
 }
 
 static int clock_write(int fd, __s64 off)

@@ -65,6 +65,30 @@ contains eval-lb-source '^endpoint: sessions#0 '
 check eval-lb-source2 0 "$l7c" --eval="$ev/lb-session.http" --eval-source=127.0.0.2 "$lb"
 contains eval-lb-source2 '^endpoint: sessions#1 '
 check eval-bad-source 2 "$l7c" --eval="$ev/lb-session.http" --eval-source=localhost "$lb"
+# --eval verifies JWTs as the data plane does (its code, the policy's key file), at --now
+sn=$src/examples/social_network.l7 now=1700000000
+python3 - "$src/tests/common" "$src/examples/keys/social.key" "$tmp" "$now" <<'PY'
+import sys; sys.path.insert(0, sys.argv[1]); from jwtgen import token
+key, tmp, now = open(sys.argv[2], "rb").read().rstrip(b"\n"), sys.argv[3], int(sys.argv[4])
+good = {"iss": "social-network", "aud": "frontend", "sub": "alice", "exp": now + 600}
+for name, tok in [("good", token(key, good)), ("badsig", token(key, good, flip=True)),
+                  ("iss", token(key, dict(good, iss="other"))), ("aud", token(key, dict(good, aud="other"))),
+                  ("nbf", token(key, dict(good, nbf=now + 60))), ("none", token(key, good, alg="none")),
+                  ("hs512", token(key, good, alg="HS512"))]:
+    open("%s/jwt-%s.http" % (tmp, name), "w").write("GET /user/42 HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer %s\r\n\r\n" % tok)
+open(tmp + "/jwt-no.http", "w").write("GET /user/42 HTTP/1.1\r\nHost: a\r\n\r\n")
+PY
+check eval-jwt 0 "$l7c" --eval="$tmp/jwt-good.http" --now=$now "$sn"
+contains eval-jwt '^verdict: forward user_service$'; contains eval-jwt-why "^jwt auth: valid \\(at $now\\)$"
+check eval-jwt-leeway 0 "$l7c" --eval="$tmp/jwt-good.http" --now=$((now + 604)) "$sn"   # leeway = 5
+contains eval-jwt-leeway '^verdict: forward user_service$'
+check eval-jwt-exp 0 "$l7c" --eval="$tmp/jwt-good.http" --now=$((now + 605)) "$sn"
+contains eval-jwt-exp '^verdict: deny 401$'; contains eval-jwt-exp-why '^jwt auth: expired '
+for k in "badsig:bad signature" "iss:wrong issuer" "aud:wrong audience" "nbf:not yet valid" "none:not three parts" "hs512:alg not HS256" "no:no token header"; do
+  check "eval-jwt-${k%%:*}" 0 "$l7c" --eval="$tmp/jwt-${k%%:*}.http" --now=$now "$sn"
+  contains "eval-jwt-${k%%:*}" '^verdict: deny 401$'; contains "eval-jwt-${k%%:*}-why" "^jwt auth: ${k#*:}"
+done
+check eval-bad-now 2 "$l7c" --eval="$tmp/jwt-good.http" --now=soon "$sn"; contains eval-bad-now 'expected a Unix time'
 check ir-lb 0 "$l7c" --emit=ir "$lb"
 contains ir-lb '^upstream 2 users#2 127\.0\.0\.1:9003 weight 2$'
 contains ir-lb-ring '^balance users over slots 0-2: hash\(header\[1:x-user\]\), ketama ring of 1024 points \(2048 with padding\)$'

@@ -6,7 +6,9 @@
  *                                     the header names rules read, and the constants rules
  *                                     compare with (path, value, method, net), and strings
  *                                     each regex of matches() accepts
- *   diff_eval POLICY.l7               reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
+ *                                     and its JWT configurations: "jwt IDX HEADER ISS AUD LEEWAY
+ *                                     KEYFILE" (strings hex) and "claim JWT NAME"
+ *   diff_eval [--now=EPOCH] POLICY.l7 reads records "SERVICE SRC_IP DST_PORT HEXBYTES\n" on stdin
  *                                     and prints, per record, one line with the decision for each
  *                                     request of the stream (pipelining), separated by " ; ":
  *                                       forward UP MUTS DELS | fallback UP MUTS DELS | deny STATUS
@@ -18,12 +20,14 @@
  *                                     loses (hex, comma-separated, or -)
  *                                     each followed by "#RULE" ("rbac", "default" or the rule id)
  *
- * The policy is lowered and optimised exactly as l7c does. JWTs count as invalid and rate
- * limits as not reached (ir_eval without an environment), as for `l7c --eval`. */
+ * The policy is lowered and optimised exactly as l7c does. JWTs are verified as the data plane
+ * does (ir_jwt_valid: its code, the policy's key files) at time EPOCH (default: now), as for
+ * `l7c --eval --now=EPOCH`; rate limits count as not reached. */
 #include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "frontend.h"
 #include "http.h"   /* stdlib/bpf, built natively: the chunked-body framing of the data plane */
@@ -120,6 +124,23 @@ static void constants(const struct ir_program *p)
 		for (int k = 0; k < p->policies[i].nrules; k++)
 			constants_of(p, p->policies[i].rules[k].cond);
 	}
+	for (int i = 0; i < p->njwts; i++) {
+		const struct ir_jwt *j = &p->jwts[i];
+		printf("jwt %d ", i);
+		hex(p->headers[j->header], strlen(p->headers[j->header]));
+		putchar(' ');
+		hex(j->issuer, strlen(j->issuer));
+		putchar(' ');
+		hex(j->audience, strlen(j->audience));
+		printf(" %u ", j->leeway);
+		hex(j->key_file, strlen(j->key_file));
+		putchar('\n');
+	}
+	for (int i = 0; i < p->nclaims; i++) {
+		printf("claim %d ", p->claims[i].jwt);
+		hex(p->claims[i].name, strlen(p->claims[i].name));
+		putchar('\n');
+	}
 	printf("njwts %d\nnbuckets %d\n", p->njwts, p->nbuckets);
 }
 
@@ -147,8 +168,8 @@ static void rule_tag(const struct ir_program *p, const struct ir_decision *d)
 }
 
 /* Every request of one stream, in order, until one is refused or incomplete. */
-static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src_be, unsigned port,
-			  const unsigned char *bytes, size_t len)
+static void decide_stream(const struct ir_program *p, const struct ir_eval_env *env, unsigned svc, unsigned src_be,
+			  unsigned port, const unsigned char *bytes, size_t len)
 {
 	static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
 				      [L7_E_URI_TOO_LONG] = 414 };
@@ -172,7 +193,7 @@ static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src
 		req.src_ip4 = src_be;
 		req.dst_port = port;
 		struct ir_decision d;
-		ir_eval(p, &req, &d);
+		ir_eval_with(p, &req, env, &d);
 		switch (d.term) {
 		case IR_FORWARD:
 		case IR_FALLBACK: {
@@ -246,8 +267,11 @@ static void decide_stream(const struct ir_program *p, unsigned svc, unsigned src
 int main(int argc, char **argv)
 {
 	int want_constants = argc == 3 && !strcmp(argv[1], "--constants");
-	if (argc != 2 && !want_constants) {
-		fprintf(stderr, "usage: diff_eval [--constants] POLICY.l7\n");
+	long long now = time(NULL);
+	if (argc == 3 && !strncmp(argv[1], "--now=", 6))
+		now = atoll(argv[1] + 6);
+	else if (argc != 2 && !want_constants) {
+		fprintf(stderr, "usage: diff_eval [--constants | --now=EPOCH] POLICY.l7\n");
 		return 2;
 	}
 	const char *path = argv[argc - 1];
@@ -270,6 +294,13 @@ int main(int argc, char **argv)
 		constants(p);
 		return 0;
 	}
+	char err[1024];
+	struct ir_jwt_env *jwt = p->njwts ? ir_jwt_env_new(p, now, err, sizeof(err)) : NULL;
+	if (p->njwts && !jwt) {
+		fprintf(stderr, "diff_eval: %s\n", err);
+		return 1;
+	}
+	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = jwt };
 	static char line[4 * L7_MAX_HEAD * 2 + 256];
 	static unsigned char bytes[4 * L7_MAX_HEAD];
 	while (fgets(line, sizeof(line), stdin)) {
@@ -289,8 +320,9 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			continue;
 		}
-		decide_stream(p, svc, a.s_addr, port, bytes, (size_t)n);
+		decide_stream(p, jwt ? &env : NULL, svc, a.s_addr, port, bytes, (size_t)n);
 	}
+	ir_jwt_env_free(jwt);
 	ir_free(p);
 	l7_module_free(&m);
 	l7_source_free(src);

@@ -25,8 +25,13 @@ Compared, per request:
   refuse S     a 4xx/5xx or a close; no backend saw it, nor anything after it
   incomplete   no response; no backend saw it
 Backend log lines with no id of a decided request are leaks (strays) and are mismatches too.
-JWT-dependent rules are exercised only without valid tokens (the evaluator's environment
-says invalid), rate limits never by enough requests to trigger.
+JWTs: the header of each Jwt configuration carries tokens signed with the policy's own key
+(HMAC by Python's hmac, tests/common/jwtgen.py) -- valid ones with claims from the rules'
+constants, and expired, not yet valid, without exp, wrong signature or key, wrong issuer or
+audience, alg none or HS512, malformed, with odd schemes -- some sent again (the kernel's token
+cache). Evaluator and data plane verify them at one fixed time, NOW: diff_eval --now=NOW, and
+l7run with L7RUN_JWT_NOW=NOW (exp and nbf are a day away from it, so the seconds the run takes
+change nothing). Rate limits are never reached by enough requests to trigger.
 
 Every process started here is ended by pid; ports derive from our pid (below the ephemeral
 range); pins and temporary files are removed. Exit 1 on any mismatch."""
@@ -43,6 +48,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from jwtgen import b64, token as jwt_token  # noqa: E402
 from procs import start, stop_all, wait_port  # noqa: E402
 from rawhttp import parse_responses  # noqa: E402
 
@@ -53,6 +59,7 @@ PER_POLICY = int(os.environ.get("L7_DIFF_N", "2000"))
 WORKERS = int(os.environ.get("L7_DIFF_WORKERS", "6"))
 PID = os.getpid()
 BASE = 12000 + (PID % 400) * 24          # 12000..21599: below the ephemeral range; 16 backend slots
+NOW = 1700000000                          # the time JWTs are verified at, in both (not today's)
 
 
 # ---------------------------------------------------------------- the policy's constants
@@ -63,6 +70,7 @@ class Consts:
         self.fallback, self.headers, self.nets = -1, [], []
         self.paths, self.values, self.methods, self.methodnums = set(), set(), set(), set()
         self.ports, self.njwts = set(), 0
+        self.jwts, self.claims = {}, {}          # header name -> (iss, aud, leeway, key, claim names)
         un = lambda h: b"" if h == "-" else bytes.fromhex(h)
         for line in text.splitlines():
             w = line.split()
@@ -85,6 +93,13 @@ class Consts:
                 {"path": self.paths, "value": self.values, "method": self.methods}[w[0]].add((w[1], s))
             elif w[0] == "methodnum":
                 self.methodnums.add(int(w[1]))
+            elif w[0] == "jwt":
+                key = open(un(w[6]), "rb").read()   # as l7run reads it (stdlib/bpf/jwt_key.h)
+                key = key[:-1] if key.endswith(b"\n") else key
+                key = key[:-1] if key.endswith(b"\r") else key
+                self.jwts[int(w[1])] = (un(w[2]), un(w[3]).decode(), un(w[4]).decode(), int(w[5]), key)
+            elif w[0] == "claim":
+                self.claims.setdefault(int(w[1]), []).append(un(w[2]).decode())
             elif w[0] == "njwts":
                 self.njwts = int(w[1])
 
@@ -138,8 +153,53 @@ class Gen:
                          ((net ^ (host + 1)) & 0xFFFFFFFF) | 1 if host < 0xFFFFFF else net | 2})
         self.srcs = sorted(ip_str(s) for s in srcs if s >> 24 == 127 and s & 255 not in (0, 255))
 
+        self.tokens = {}     # header -> tokens made, some sent again (the kernel's cache)
+        self.token_kinds = {}
+
     def pick(self, seq):
         return seq[self.r.randrange(len(seq))]
+
+    KINDS = ["valid"] * 6 + ["expired", "nbf", "nbf-past", "no-exp", "badsig", "otherkey", "iss", "aud",
+                             "aud-list", "none", "hs512", "garbage", "scheme"]
+
+    def jwt_value(self, idx):
+        """An Authorization-style value for JWT configuration idx: Bearer and a token of some kind."""
+        r = self.r
+        header, iss, aud, leeway, key = self.c.jwts[idx]
+        made = self.tokens.setdefault(header, [])
+        if made and r.random() < 0.3:
+            return self.pick(made)
+        kind = self.pick(self.KINDS)
+        self.token_kinds[kind] = self.token_kinds.get(kind, 0) + 1
+        claims = {}
+        if iss or r.random() < 0.2:
+            claims["iss"] = iss + "x" if kind == "iss" else iss or "https://anyone"
+        if aud or r.random() < 0.2:
+            claims["aud"] = "other" if kind == "aud" else ["x", aud] if kind == "aud-list" else aud or "any"
+        day = 86400 + leeway
+        if kind != "no-exp":
+            claims["exp"] = NOW - day if kind == "expired" else NOW + day
+        if kind in ("nbf", "nbf-past"):
+            claims["nbf"] = NOW + day if kind == "nbf" else NOW - day
+        compared = sorted(s for _, s in self.c.values)   # what rules compare claims with, first
+        for name in self.c.claims.get(idx, []):
+            x = r.random()
+            if x < 0.4 and compared:
+                claims[name] = self.pick(compared).decode("latin-1")
+            elif x < 0.7:
+                claims[name] = self.pick(self.values).decode("latin-1")
+            elif x < 0.8:
+                claims[name] = 7
+        if kind == "garbage":
+            tok = self.pick(["x.y.z", "abc", b64(b"{}") + "." + b64(b"{}") + ".", "a.b.c.d", "@@.@@.@@"])
+        else:
+            tok = jwt_token(b"other-key" if kind == "otherkey" else key, claims,
+                            alg="none" if kind == "none" else "HS512" if kind == "hs512" else "HS256",
+                            flip=kind == "badsig")
+        scheme = self.pick(["bearer ", "Bearer  ", "Basic ", "Bearer"]) if kind == "scheme" else "Bearer "
+        value = (scheme + tok).encode()
+        made.append(value)
+        return value
 
     def path(self):
         r = self.r
@@ -150,10 +210,11 @@ class Gen:
 
     def headers(self):
         r, hs = self.r, []
+        jwt_of = {h[0]: i for i, h in self.c.jwts.items()}
         for name in self.c.headers:
-            if r.random() < 0.5:
+            if r.random() < (0.8 if name in jwt_of else 0.5):
                 n = name if r.random() < 0.7 else name.upper()
-                v = self.pick(self.values)
+                v = self.jwt_value(jwt_of[name]) if name in jwt_of and r.random() < 0.9 else self.pick(self.values)
                 if r.random() < 0.15:
                     v = b" " + v + b"  "
                 hs.append(n + b": " + v)
@@ -325,7 +386,7 @@ def corpus_cases():
 def evaluate(policy, cases):
     """cases: [(service, src, port, bytes)] -> [[decision...]] with decision dicts."""
     inp = "".join("%d %s %d %s\n" % (s, src, port, data.hex() or "-") for s, src, port, data in cases)
-    res = subprocess.run([EVAL, policy], input=inp, capture_output=True, text=True, timeout=300)
+    res = subprocess.run([EVAL, "--now=%d" % NOW, policy], input=inp, capture_output=True, text=True, timeout=300)
     if res.returncode:
         raise RuntimeError("diff_eval failed: %s" % res.stderr)
     lines = res.stdout.splitlines()
@@ -461,7 +522,7 @@ def run_policy(pi, policy, corpus, totals, mismatches):
     name = os.path.basename(policy)
     c = Consts(subprocess.run([EVAL, "--constants", policy], capture_output=True, text=True, check=True).stdout)
     if c.njwts:
-        print("%s: JWT rules: no request carries a valid token (the evaluator's assumption)" % name)
+        print("%s: JWT rules: tokens signed with the policy's keys, verified at %d in both" % (name, NOW))
     work = tempfile.mkdtemp(prefix="l7c-diff-")
     pin = "/sys/fs/bpf/l7c-diff-%d-%d" % (PID, pi)
     logpath = os.path.join(work, "backend.log")
@@ -481,7 +542,7 @@ def run_policy(pi, policy, corpus, totals, mismatches):
         for i, p in up_port.items():
             args += ["--upstream", "%d=127.0.0.1:%d" % (i, p)]
         l7log = open(os.path.join(work, "l7run.log"), "w")
-        start(args + [obj], stdout=l7log, stderr=l7log)
+        start(args + [obj], stdout=l7log, stderr=l7log, env=dict(os.environ, L7RUN_JWT_NOW=str(NOW)))
         for p in svc_port.values():
             if not wait_port(p, 30):
                 raise RuntimeError("l7run did not come up:\n" + open(l7log.name).read()[-1500:])
@@ -532,6 +593,10 @@ def run_policy(pi, policy, corpus, totals, mismatches):
                      for n, ((label, _, _, data), dec) in enumerate(zip(final, d2)) if line in data][:3]
             mismatches.append("%s: backend %s got a request no decided request explains (leak): %s\n    sent in %s"
                               % (name, bname, show(head), "\n    or ".join(where) or "no case"))
+        if c.njwts:
+            print("%s: tokens made: %s" % (name, ", ".join("%s %d" % kv for kv in sorted(g.token_kinds.items()))))
+            if not counts.get("forward"):   # every forward of these policies needs a valid token
+                mismatches.append("%s: no request was forwarded (its forwards need a valid token)" % name)
         for k, v in counts.items():
             totals[k] = totals.get(k, 0) + v
         print("%s: %d streams, %d requests decided in %.1fs: %s" % (

@@ -9,6 +9,7 @@
 #include "base64url.h"
 #include "http.h"
 #include "jwt.h"
+#include "jwt_key.h"
 #include "jwt_tables.h"
 
 long long test_now = T_NOW;
@@ -45,24 +46,14 @@ const unsigned char *test_raw_key(unsigned cfg, size_t *len)
 	}
 }
 
-/* As l7run does it (runtime/jwt.c): keys over 64 bytes are replaced by their SHA-256. */
+/* As l7run does it (jwt_key.h): keys over 64 bytes are replaced by their SHA-256. */
 void test_key(unsigned cfg, struct l7_jwt_key *k)
 {
-	static __u8 buf[L7_MAX_HEAD + 64];
-	static struct l7_sha256 sha;
 	size_t n;
 	const unsigned char *raw = test_raw_key(cfg, &n);
 
-	memset(k, 0, sizeof *k);
+	l7_jwt_key_set(k, raw, n);
 	k->gen = 1;
-	if (n > 64) {
-		memcpy(buf, raw, n);
-		l7_sha256(&sha, buf, 0, (__u32)n, k->key);
-		k->len = 32;
-	} else {
-		memcpy(k->key, raw, n);
-		k->len = (__u32)n;
-	}
 }
 
 size_t make_token(char *out, size_t cap, const char *hdr, const char *pay,
