@@ -106,20 +106,17 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 		return 0;
 	}
 	char err[1024];
-	struct ir_jwt_env *jwt = ir->njwts ? ir_jwt_env_new(ir, now, err, sizeof(err)) : NULL;
-	if (ir->njwts && !jwt) {
-		fprintf(stderr, "l7c: error: %s\n", err);
-		return 2;
-	}
-	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = jwt };
+	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = ir_jwt_env_new(ir, now, err, sizeof(err)) };
+	if (!env.ctx)
+		return fprintf(stderr, "l7c: error: %s\n", err), 2;
 	struct ir_decision d;
-	ir_eval_with(ir, &req, jwt ? &env : NULL, &d);
+	ir_eval_with(ir, &req, &env, &d);
 	printf("request: %.*s %.*s (head %d bytes)\n", req.method_s.len, (char *)req.buf + req.method_s.off,
 	       req.target.len, (char *)req.buf + req.target.off, head);
 	for (int i = 0; i < ir->njwts; i++)   /* the tokens the rules looked at */
 		if (req.jwt_done >> i & 1)
-			printf("jwt %s: %s (at %lld)\n", ir->jwts[i].name, ir_jwt_why(jwt, i, &req), now);
-	ir_jwt_env_free(jwt);
+			printf("jwt %s: %s (at %lld)\n", ir->jwts[i].name, ir_jwt_why(env.ctx, i, &req), now);
+	ir_jwt_env_free(env.ctx);
 	switch (d.term) {
 	case IR_FORWARD: printf("verdict: forward %s\n", ir->upstreams[d.upstream].name); break;
 	case IR_DENY: printf("verdict: deny %d\n", d.status); break;

@@ -91,6 +91,19 @@ struct l7_loc l7_loc_at(const struct l7_source *src, unsigned start, unsigned en
 static const char *sev_name[] = { "note", "warning", "error" };
 static const char *sev_color[] = { "\033[1;36m", "\033[1;35m", "\033[1;31m" };
 
+/* "file:line:col: severity: message" */
+static void vheadline(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, va_list ap)
+{
+	FILE *out = d->out ? d->out : stderr;
+	if (loc.src)
+		fprintf(out, "%s%s:%u:%u: ", d->color ? "\033[1m" : "", loc.src->path, loc.line, loc.col);
+	else
+		fprintf(out, "%sl7c: ", d->color ? "\033[1m" : "");
+	fprintf(out, "%s%s:%s ", d->color ? sev_color[sev] : "", sev_name[sev], d->color ? "\033[0m\033[1m" : "");
+	vfprintf(out, fmt, ap);
+	fprintf(out, "%s\n", d->color ? "\033[0m" : "");
+}
+
 void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
 {
 	FILE *out = d->out ? d->out : stderr;
@@ -98,17 +111,10 @@ void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const 
 		d->errors++;
 	else if (sev == L7_WARNING)
 		d->warnings++;
-
-	if (loc.src)
-		fprintf(out, "%s%s:%u:%u: ", d->color ? "\033[1m" : "", loc.src->path, loc.line, loc.col);
-	else
-		fprintf(out, "%sl7c: ", d->color ? "\033[1m" : "");
-	fprintf(out, "%s%s:%s ", d->color ? sev_color[sev] : "", sev_name[sev], d->color ? "\033[0m\033[1m" : "");
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(out, fmt, ap);
+	vheadline(d, sev, loc, fmt, ap);
 	va_end(ap);
-	fprintf(out, "%s\n", d->color ? "\033[0m" : "");
 	if (!loc.src || loc.start > loc.src->len)
 		return;
 
@@ -132,15 +138,10 @@ void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const 
 
 void l7_hint(struct l7_diags *d, struct l7_loc loc, const char *fmt, ...)
 {
-	FILE *out = d->out ? d->out : stderr;
-	if (loc.src)
-		fprintf(out, "%s%s:%u:%u: ", d->color ? "\033[1m" : "", loc.src->path, loc.line, loc.col);
-	fprintf(out, "%s%s:%s ", d->color ? sev_color[L7_NOTE] : "", sev_name[L7_NOTE], d->color ? "\033[0m\033[1m" : "");
 	va_list ap;
 	va_start(ap, fmt);
-	vfprintf(out, fmt, ap);
+	vheadline(d, L7_NOTE, loc, fmt, ap);
 	va_end(ap);
-	fprintf(out, "%s\n", d->color ? "\033[0m" : "");
 }
 
 /* ---- arena ---- */

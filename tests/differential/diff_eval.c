@@ -295,12 +295,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	char err[1024];
-	struct ir_jwt_env *jwt = p->njwts ? ir_jwt_env_new(p, now, err, sizeof(err)) : NULL;
-	if (p->njwts && !jwt) {
-		fprintf(stderr, "diff_eval: %s\n", err);
-		return 1;
-	}
-	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = jwt };
+	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = ir_jwt_env_new(p, now, err, sizeof(err)) };
+	if (!env.ctx)
+		return fprintf(stderr, "diff_eval: %s\n", err), 1;
 	static char line[4 * L7_MAX_HEAD * 2 + 256];
 	static unsigned char bytes[4 * L7_MAX_HEAD];
 	while (fgets(line, sizeof(line), stdin)) {
@@ -320,9 +317,9 @@ int main(int argc, char **argv)
 			fflush(stdout);
 			continue;
 		}
-		decide_stream(p, jwt ? &env : NULL, svc, a.s_addr, port, bytes, (size_t)n);
+		decide_stream(p, &env, svc, a.s_addr, port, bytes, (size_t)n);
 	}
-	ir_jwt_env_free(jwt);
+	ir_jwt_env_free(env.ctx);
 	ir_free(p);
 	l7_module_free(&m);
 	l7_source_free(src);
