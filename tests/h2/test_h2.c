@@ -1,0 +1,749 @@
+/* The HTTP/2 building blocks (stdlib/bpf/h2.h, hpack.h, huffman.h), natively and in the
+ * running kernel, on the vectors vectors.py writes (RFC 7541 Appendix C, Python hpack's
+ * blocks, captures of curl / nghttp / h2load / grpcio, hostile cases):
+ *   native/...  the native build against the expected results
+ *   bpf/...     bpf/h2_kern.c in the kernel (BPF_PROG_TEST_RUN, XDP programs, state in maps)
+ *             against the same expected results, and every result and every byte of state
+ *             compared with the native build run on the same input; the verifier's
+ *             processed instructions per program and ns per header block are printed.
+ * The kernel tests need root (CAP_BPF) and fail rather than skip without it. */
+#include <criterion/criterion.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "h2.h"
+#include "corpus.h"
+#include "bpf/h2_kern.h"
+
+#ifndef H2_VECTORS
+#define H2_VECTORS "h2vectors"
+#endif
+#ifndef H2_DATA
+#define H2_DATA "data"
+#endif
+#ifndef L7_TEST_BPF_OBJ
+#define L7_TEST_BPF_OBJ "h2_kern.bpf.o"
+#endif
+
+/* ---- results as text: the format vectors.py writes its expectations in --------------- */
+static void esc(char **o, const __u8 *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		*o += p[i] >= 0x21 && p[i] <= 0x7e && p[i] != '\\' && p[i] != '|' ?
+			      sprintf(*o, "%c", p[i]) : sprintf(*o, "\\x%02x", p[i]);
+}
+
+static const char *h2_err_name(__u32 c)
+{
+	switch (c) {
+#define X(n, v) case v: return #n;
+	L7_H2_ERRORS(X)
+#undef X
+	}
+	return "?";
+}
+
+static const char *h2_slow_name(__u32 c)
+{
+	switch (c) {
+#define X(n, v) case v: return #n;
+	L7_H2_SLOW_REASONS(X)
+#undef X
+	}
+	return "?";
+}
+
+static int rc_str(char *o, int rc)
+{
+	__u32 v = (__u32)-rc;
+
+	if (rc >= 0)
+		return sprintf(o, "ok");
+	if (v & L7_H2_R_CONN)
+		return sprintf(o, "conn:%s", h2_err_name(v & 0xff));
+	if (v & L7_H2_R_STREAM)
+		return sprintf(o, "stream:%s", h2_err_name(v & 0xff));
+	if (v & L7_H2_R_SLOW)
+		return sprintf(o, "slow:%s", h2_slow_name(v & 0xff));
+	return sprintf(o, "rc%d", rc);
+}
+
+#include "wanted_names.h"
+static const char t_wanted[L7_MAX_WANTED][L7_MAX_NAME] = T_WANTED_NAME;
+static const char *const t_pseudo[] = {
+#define X(n, v, s) s,
+	L7_H2_PSEUDO(X)
+#undef X
+};
+
+/* What a decoded block says, in vectors.py's summary() format. */
+static void h2_summary(const struct l7_hpack *d, const struct l7_req *req, char *out)
+{
+	const struct l7_h2_msg *m = &d->msg;
+	char *o = out;
+#define SPAN(s) req->buf + (s).off, (s).len
+
+	if (m->rc) {
+		o += rc_str(o, m->rc);
+		sprintf(o, "@%u", m->at);
+		return;
+	}
+	o += sprintf(o, "ok");
+	for (int p = 0; p < L7_H2_P_N; p++) {
+		struct l7_span s = p == L7_H2_P_METHOD ? req->method_s :
+				   p == L7_H2_P_SCHEME ? m->scheme :
+				   p == L7_H2_P_AUTHORITY ? req->host :
+				   p == L7_H2_P_PATH ? req->target :
+				   p == L7_H2_P_STATUS ? m->status_s : m->protocol;
+
+		if (!(m->pseudo & (1u << p)))
+			continue;
+		o += sprintf(o, " %s=", t_pseudo[p]);
+		esc(&o, SPAN(s));
+	}
+	for (int i = 0; i < T_N_WANTED; i++) {
+		if (!(req->hdr_present & (1u << i)))
+			continue;
+		o += sprintf(o, " %s=", t_wanted[i]);
+		esc(&o, SPAN(req->hdr[i]));
+		if (m->never & (1u << i))
+			o += sprintf(o, "!");
+	}
+	o += sprintf(o, " n=%u never=%u", m->fields, m->n_never);
+	if (m->flags & L7_H2_M_GRPC)
+		o += sprintf(o, " grpc");
+	if (m->flags & L7_H2_M_TE_TRAILERS)
+		o += sprintf(o, " te");
+	if (m->flags & L7_H2_M_CL)
+		o += sprintf(o, " cl=%u", req->body_len);
+	if (m->flags & L7_H2_M_GRPC_STATUS)
+		o += sprintf(o, " grpc-status=%u", m->grpc_status);
+	if (m->flags & L7_H2_M_UPDATE)
+		o += sprintf(o, " update=%u", m->table_size);
+	if (m->mode == L7_HPACK_REQUEST) {
+		o += sprintf(o, " method=%u host=", req->method);
+		esc(&o, SPAN(req->host));
+		o += sprintf(o, " path=");
+		esc(&o, SPAN(req->path));
+		o += sprintf(o, " query=");
+		esc(&o, SPAN(req->query));
+	} else if (m->mode == L7_HPACK_RESPONSE) {
+		o += sprintf(o, " status=%u", m->status);
+	}
+#undef SPAN
+}
+
+/* ---- two builds of the same code ------------------------------------------------------- */
+struct h2_ops {
+	const char *name;
+	int (*huff)(const __u8 *in, __u32 len, __u8 *out);
+	int (*hpack)(struct l7_hpack *d, struct l7_req *req);
+	int (*scan)(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, __u32 len,
+		    struct l7_h2_ev *ev);
+};
+
+static struct l7_huff nhuff;
+
+static int native_huff(const __u8 *in, __u32 len, __u8 *out)
+{
+	return l7_huff_decode(&nhuff, in, 0, len, out, 0, T_HUFF_MAX);
+}
+
+static int native_hpack(struct l7_hpack *d, struct l7_req *req)
+{
+	return l7_hpack_decode(d, req);
+}
+
+static int native_scan(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, __u32 len,
+		       struct l7_h2_ev *ev)
+{
+	return l7_h2_scan(c, d, buf, len, ev);
+}
+
+static const struct h2_ops native_ops = { "native", native_huff, native_hpack, native_scan };
+
+/* The kernel: programs of bpf/h2_kern.c, loaded once. */
+static const char *const progs[] = { "t_huff", "t_hpack", "t_h2_scan", "t_h2_req" };
+enum { P_HUFF, P_HPACK, P_SCAN, P_REQ, NPROG };
+static struct {
+	struct bpf_object *obj;
+	int fd[NPROG];
+	long insns[NPROG];
+	int in, out, huffst, hp, req, conn, buf, ev;
+} K;
+static char vlog[NPROG][1 << 20];
+static const __u32 zero;
+
+static int map_fd(const char *name)
+{
+	struct bpf_map *m = bpf_object__find_map_by_name(K.obj, name);
+
+	cr_assert_not_null(m, "map %s", name);
+	return bpf_map__fd(m);
+}
+
+static void kern_load(void)
+{
+	int err;
+
+	if (K.obj)
+		return;
+	K.obj = bpf_object__open(L7_TEST_BPF_OBJ);
+	cr_assert_not_null(K.obj, "cannot open %s", L7_TEST_BPF_OBJ);
+	for (int i = 0; i < NPROG; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(K.obj, progs[i]);
+
+		cr_assert_not_null(p, "program %s", progs[i]);
+		bpf_program__set_log_buf(p, vlog[i], sizeof vlog[i]);
+		bpf_program__set_log_level(p, 4);   /* stats only: "processed N insns" */
+	}
+	err = bpf_object__load(K.obj);
+	for (int i = 0; i < NPROG; i++) {
+		const char *s = strstr(vlog[i], "processed ");
+
+		K.insns[i] = s ? atol(s + 10) : -1;
+		if (err && !s)
+			fprintf(stderr, "%s: %s\n", progs[i], vlog[i]);
+	}
+	cr_assert_eq(err, 0, "loading %s failed (%d): root/CAP_BPF needed, see the verifier log",
+		     L7_TEST_BPF_OBJ, err);
+	for (int i = 0; i < NPROG; i++)
+		K.fd[i] = bpf_program__fd(bpf_object__find_program_by_name(K.obj, progs[i]));
+	K.in = map_fd("t_in");
+	K.out = map_fd("t_out");
+	K.huffst = map_fd("t_huffst");
+	K.hp = map_fd("t_hp");
+	K.req = map_fd("t_req");
+	K.conn = map_fd("t_conn");
+	K.buf = map_fd("t_buf");
+	K.ev = map_fd("t_ev");
+}
+
+/* Run program i `repeat` times; returns the kernel's average run time in ns. */
+static __u32 run(int i, __u32 repeat)
+{
+	static __u8 pkt[64];
+	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof pkt,
+		    .repeat = repeat);
+
+	kern_load();
+	cr_assert_eq(bpf_prog_test_run_opts(K.fd[i], &o), 0, "test_run %s", progs[i]);
+	cr_assert_eq(o.retval, XDP_PASS, "%s returned %u", progs[i], o.retval);
+	return o.duration;
+}
+
+static void put(int fd, const void *v)
+{
+	cr_assert_eq(bpf_map_update_elem(fd, &zero, v, BPF_ANY), 0);
+}
+
+static void get(int fd, void *v)
+{
+	cr_assert_eq(bpf_map_lookup_elem(fd, &zero, v), 0);
+}
+
+static struct t_in tin;
+static struct t_out tout;
+static struct l7_hpack nd;     /* the native build's copies, for the comparisons */
+static struct l7_req nreq;
+static struct l7_h2_conn nconn;
+static struct l7_h2_ev nev;
+static __u8 nout[T_HUFF_MAX + L7_BUF_SLACK];
+static long compared;
+
+static int bpf_huff(const __u8 *in, __u32 len, __u8 *out)
+{
+	int nrc = native_huff(in, len, nout);
+
+	kern_load();
+	tin.len = len;
+	memcpy(tin.data, in, len);
+	put(K.in, &tin);
+	run(P_HUFF, 1);
+	get(K.out, &tout);
+	cr_assert_eq(tout.rc, nrc, "huffman: kernel %d, native %d", tout.rc, nrc);
+	if (nrc > 0)
+		cr_assert(!memcmp(tout.data, nout, (size_t)nrc), "huffman: output differs");
+	memcpy(out, tout.data, nrc > 0 ? (size_t)nrc : 0);
+	compared++;
+	return tout.rc;
+}
+
+static int bpf_hpack(struct l7_hpack *d, struct l7_req *req)
+{
+	int nrc;
+
+	kern_load();
+	nd = *d;
+	nreq = *req;
+	nrc = native_hpack(&nd, &nreq);
+	put(K.hp, d);
+	put(K.req, req);
+	run(P_HPACK, 1);
+	get(K.out, &tout);
+	get(K.hp, d);
+	get(K.req, req);
+	cr_assert_eq(tout.rc, nrc, "hpack: kernel %d, native %d", tout.rc, nrc);
+	cr_assert(!memcmp(d, &nd, sizeof nd), "hpack: decoder state differs from native");
+	cr_assert(!memcmp(req, &nreq, sizeof nreq), "hpack: request differs from native");
+	compared++;
+	return tout.rc;
+}
+
+static struct t_buf tbuf;
+
+static int bpf_scan(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, __u32 len,
+		    struct l7_h2_ev *ev)
+{
+	int nrc;
+
+	kern_load();
+	nconn = *c;
+	nd = *d;
+	nev = *ev;
+	nrc = native_scan(&nconn, &nd, buf, len, &nev);
+	memcpy(tbuf.b, buf, sizeof tbuf.b);
+	tin.len = len;
+	put(K.in, &tin);
+	put(K.buf, &tbuf);
+	put(K.conn, c);
+	put(K.hp, d);
+	put(K.ev, ev);
+	run(P_SCAN, 1);
+	get(K.out, &tout);
+	get(K.conn, c);
+	get(K.hp, d);
+	get(K.ev, ev);
+	cr_assert_eq(tout.rc, nrc, "scan: kernel %d, native %d", tout.rc, nrc);
+	cr_assert(!memcmp(c, &nconn, sizeof nconn), "scan: connection state differs from native");
+	cr_assert(!memcmp(ev, &nev, sizeof nev), "scan: event differs from native");
+	cr_assert(!memcmp(d, &nd, sizeof nd), "scan: header block differs from native");
+	compared++;
+	return tout.rc;
+}
+
+static const struct h2_ops bpf_ops = { "bpf", bpf_huff, bpf_hpack, bpf_scan };
+
+/* ---- the vectors --------------------------------------------------------------------------- */
+static void load(const char *file, struct tsv *t)
+{
+	char path[4096];
+
+	snprintf(path, sizeof path, "%s/%s", H2_VECTORS, file);
+	cr_assert_eq(tsv_load(path, t), 0, "%s: run vectors.py first (the h2.vectors test)", path);
+}
+
+static long hex(const char *s, __u8 *out, size_t cap)
+{
+	return strcmp(s, "-") ? hex_decode(s, out, cap) : 0;
+}
+
+static void run_huffman(const struct h2_ops *B)
+{
+	static __u8 in[T_HUFF_MAX], want[T_HUFF_MAX], out[T_HUFF_MAX + L7_BUF_SLACK];
+	struct tsv t;
+	int n = 0, bad = 0;
+
+	load("huff.tsv", &t);
+	for (int r = 0; r < t.nrows; r++) {
+		long il = hex(tsv_get(&t, r, 1), in, sizeof in);
+		const char *w = tsv_get(&t, r, 2);
+		int rc;
+
+		cr_assert_geq(il, 0);
+		rc = B->huff(in, (__u32)il, out);
+		if (!strcmp(w, "err")) {
+			cr_expect_eq(rc, -1, "%s %s: decoding error expected, got %d", B->name,
+				     tsv_get(&t, r, 0), rc);
+			bad++;
+		} else {
+			long wl = hex(w, want, sizeof want);
+
+			cr_expect_eq(rc, wl, "%s %s: length %d, want %ld", B->name,
+				     tsv_get(&t, r, 0), rc, wl);
+			if (rc == wl)
+				cr_expect(!memcmp(out, want, (size_t)wl), "%s %s: bytes differ",
+					  B->name, tsv_get(&t, r, 0));
+		}
+		n++;
+	}
+	/* the output bound: never past dcap, and told so */
+	memset(in, 0x1f, 100);   /* 100 x 'a' */
+	cr_expect_eq(l7_huff_decode(&nhuff, in, 0, 100, out, 0, 99), -2);
+	cr_expect_eq(l7_huff_decode(&nhuff, in, 0, 100, out, 0, 100), 100);
+	printf("%s huffman: %d strings (%d hostile), every code of RFC 7541 Appendix B\n", B->name,
+	       n, bad);
+	fflush(stdout);
+	tsv_free(&t);
+}
+
+static struct l7_hpack hd;
+static struct l7_req hreq;
+
+static void run_blocks(const struct h2_ops *B)
+{
+	struct tsv t;
+	char got[65536], seq[64] = "";
+	__u32 conn = 0;
+	int n = 0, fails = 0;
+
+	load("blocks.tsv", &t);
+	memset(&hreq, 0x5a, sizeof hreq);
+	for (int r = 0; r < t.nrows; r++) {
+		long c = atol(tsv_get(&t, r, 3));
+		long bl;
+		int rc;
+
+		memset(hd.blk, 0xa5, sizeof hd.blk);
+		bl = hex(tsv_get(&t, r, 4), hd.blk, L7_H2_BLOCK_MAX + 64);
+		cr_assert_geq(bl, 0, "%s", tsv_get(&t, r, 1));
+		/* conn -1: the state the previous block of the same sequence left */
+		if (c >= 0 || strcmp(seq, tsv_get(&t, r, 0)))
+			conn = c >= 0 ? (__u32)c : 0;
+		snprintf(seq, sizeof seq, "%s", tsv_get(&t, r, 0));
+		hd.len = (__u32)bl;
+		hd.mode = (__u32)atoi(tsv_get(&t, r, 2));
+		hd.conn = conn;
+		rc = B->hpack(&hd, &hreq);
+		conn = hd.conn;
+		cr_assert_eq(rc, hd.msg.rc);
+		h2_summary(&hd, &hreq, got);
+		if (strcmp(got, tsv_get(&t, r, 5))) {
+			cr_expect_fail("%s block %s:\n  got  %s\n  want %s", B->name, tsv_get(&t, r, 1),
+				       got, tsv_get(&t, r, 5));
+			fails++;
+		}
+		n++;
+	}
+	printf("%s hpack: %d header blocks (RFC 7541 Appendix C, Python hpack, hostile), %d differ\n",
+	       B->name, n, fails);
+	fflush(stdout);
+	tsv_free(&t);
+}
+
+/* The frames of one direction, chunk by chunk as they were received: scan, decode each
+ * completed header block (as a request or trailers, or a response until a final status
+ * came, then trailers), in the format of vectors.py's Oracle. */
+#define MAXSTREAMS 64
+static __u8 sbuf[L7_H2_BUF + L7_BUF_SLACK];
+static struct l7_hpack sd;
+static struct l7_req sreq;
+
+static void transcript(const struct h2_ops *B, int client, __u8 **chunks, size_t *clen, int nch,
+		       char *out)
+{
+	struct l7_h2_conn c;
+	struct l7_h2_ev ev;
+	__u32 len = 0, base = 0, final[MAXSTREAMS], nfinal = 0, frames = 0;
+	char *o = out;
+	int stop = 0;
+
+	l7_h2_conn_init(&c, (client ? L7_H2_C_CLIENT : 0) | L7_H2_C_HP_PENDING);
+	c.stop = 0;   /* only header blocks and errors */
+	memset(&ev, 0, sizeof ev);
+	memset(sbuf, 0, sizeof sbuf);
+	memset(&sreq, 0x5a, sizeof sreq);
+	*o = 0;
+	for (int k = 0; k < nch && !stop; k++) {
+		size_t done = 0;
+
+		while (done < clen[k] && !stop) {
+			size_t n = clen[k] - done;
+
+			if (len == L7_H2_BUF || (ev.next > L7_H2_BUF / 2 && len + n > L7_H2_BUF)) {
+				/* make room: what was walked goes, offsets stay absolute */
+				memmove(sbuf, sbuf + ev.next, len - ev.next);
+				memset(sbuf + len - ev.next, 0, ev.next);
+				base += ev.next;
+				len -= ev.next;
+				ev.next = 0;
+			}
+			if (n > L7_H2_BUF - len)
+				n = L7_H2_BUF - len;
+			memcpy(sbuf + len, chunks[k] + done, n);
+			len += (__u32)n;
+			done += n;
+			for (;;) {
+				int rc = B->scan(&c, &sd, sbuf, len, &ev);
+
+				frames += ev.frames;
+				if (rc == L7_H2_EV_MORE)
+					break;
+				if (rc == L7_H2_EV_LIMIT || rc == L7_H2_EV_FRAME)
+					continue;
+				if (rc < 0) {
+					o += rc_str(o, rc);
+					o += sprintf(o, "@%u", base + ev.off);
+					stop = 1;
+					break;
+				}
+				cr_assert_eq(rc, L7_H2_EV_HEADERS);
+				{
+					__u32 sid = ev.f.stream, fin = 0, mode;
+					char s[65536];
+
+					for (__u32 i = 0; i < nfinal; i++)
+						fin |= final[i] == sid;
+					mode = fin ? L7_HPACK_TRAILERS :
+					       client ? L7_HPACK_REQUEST : L7_HPACK_RESPONSE;
+					sd.mode = mode;
+					sd.conn = c.flags & L7_H2_C_HPACK;
+					B->hpack(&sd, &sreq);
+					c.flags = (c.flags & ~L7_H2_C_HPACK) | (sd.conn & L7_H2_C_HPACK);
+					h2_summary(&sd, &sreq, s);
+					o += sprintf(o, "%u:%s || ", sid, s);
+					if (!fin && nfinal < MAXSTREAMS &&
+					    (client || sd.msg.rc || sd.msg.status >= 200))
+						final[nfinal++] = sid;
+					if (sd.msg.rc < 0 && ((__u32)-sd.msg.rc & L7_H2_R_CONN)) {
+						o -= 4;
+						*o = 0;
+						stop = 1;
+						break;
+					}
+				}
+			}
+		}
+	}
+	if (!stop)
+		sprintf(o, "frames=%u", frames);
+}
+
+static void run_streams(const struct h2_ops *B)
+{
+	struct tsv t;
+	static char got[1 << 20];
+	int n = 0, fails = 0, caps = 0;
+
+	load("streams.tsv", &t);
+	for (int r = 0; r < t.nrows; r++) {
+		const char *src = tsv_get(&t, r, 2);
+		__u8 *chunks[4096];
+		size_t clen[4096];
+		int nch = 0, client = !strcmp(tsv_get(&t, r, 1), "c");
+
+		if (!strncmp(src, "hex:", 4)) {
+			size_t hl = strlen(src + 4) / 2;
+
+			chunks[0] = malloc(hl + 1);
+			clen[0] = (size_t)hex_decode(src + 4, chunks[0], hl + 1);
+			nch = 1;
+		} else {
+			/* cap:FILE:DIR - the capture's chunks of that direction */
+			char path[4096], file[256], dir;
+			size_t fl;
+			char *text, *line, *save = NULL;
+
+			cr_assert_eq(sscanf(src, "cap:%255[^:]:%c", file, &dir), 2, "%s", src);
+			snprintf(path, sizeof path, "%s/%s", H2_DATA, file);
+			text = (char *)read_file(path, &fl);
+			cr_assert_not_null(text, "%s", path);
+			for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+				if (line[0] != dir || line[1] != ' ')
+					continue;
+				cr_assert_lt(nch, 4096);
+				clen[nch] = strlen(line + 2) / 2;
+				chunks[nch] = malloc(clen[nch] + 1);
+				cr_assert_eq((long)clen[nch], hex_decode(line + 2, chunks[nch], clen[nch] + 1));
+				nch++;
+			}
+			free(text);
+			caps++;
+		}
+		transcript(B, client, chunks, clen, nch, got);
+		if (strcmp(got, tsv_get(&t, r, 3))) {
+			cr_expect_fail("%s stream %s:\n  got  %s\n  want %s", B->name,
+				       tsv_get(&t, r, 0), got, tsv_get(&t, r, 3));
+			fails++;
+		}
+		for (int k = 0; k < nch; k++)
+			free(chunks[k]);
+		n++;
+	}
+	printf("%s h2: %d frame streams (%d directions of real captures, %d hostile), %d differ\n",
+	       B->name, n, caps, n - caps, fails);
+	fflush(stdout);
+	tsv_free(&t);
+}
+
+/* ---- the tests ----------------------------------------------------------------------------- */
+Test(native, huffman) { run_huffman(&native_ops); }
+Test(native, hpack_blocks) { run_blocks(&native_ops); }
+Test(native, frame_streams) { run_streams(&native_ops); }
+
+Test(native, static_table)
+{
+	struct tsv t;
+
+	load("static.tsv", &t);
+	cr_assert_eq(t.nrows, L7_HPACK_STATIC);
+	for (int r = 0; r < t.nrows; r++) {
+		int i = atoi(tsv_get(&t, r, 0));
+		const char *v = tsv_get(&t, r, 2);
+
+		if (!strcmp(v, "-"))
+			v = "";
+		cr_expect_str_eq(l7_hpack_sname[i], tsv_get(&t, r, 1), "static name %d", i);
+		cr_expect_str_eq(l7_hpack_sval[i], v, "static value %d", i);
+		cr_expect_eq(l7_hpack_snlen[i], strlen(tsv_get(&t, r, 1)));
+		cr_expect_eq(l7_hpack_svlen[i], strlen(v));
+	}
+	tsv_free(&t);
+}
+
+Test(native, preface)
+{
+	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	__u8 b[64] = { 0 };
+
+	memcpy(b, pre, 24);
+	cr_expect_eq(l7_h2_preface(b, 24), 24);
+	for (__u32 n = 0; n < 24; n++)
+		cr_expect_eq(l7_h2_preface(b, n), 0, "a prefix of %u bytes", n);
+	memcpy(b, "GET / HTTP/1.1\r\n\r\n", 18);
+	cr_expect_eq(l7_h2_preface(b, 18), -1);
+	cr_expect_eq(l7_h2_preface(b, 1), -1);
+	memcpy(b, "PRI * HTTP/1.1\r\n", 16);
+	cr_expect_eq(l7_h2_preface(b, 10), 0);
+	cr_expect_eq(l7_h2_preface(b, 13), -1);
+}
+
+Test(bpf, verifier)
+{
+	kern_load();
+	for (int i = 0; i < NPROG; i++) {
+		printf("verifier: %-10s processed %ld insns\n", progs[i], K.insns[i]);
+		cr_expect_gt(K.insns[i], 0);
+	}
+	fflush(stdout);
+}
+
+Test(bpf, huffman) { run_huffman(&bpf_ops); }
+
+Test(bpf, hpack_blocks)
+{
+	run_blocks(&bpf_ops);
+	printf("bpf hpack: %ld kernel runs identical to native (results, decoder state, request)\n",
+	       compared);
+}
+
+Test(bpf, frame_streams)
+{
+	run_streams(&bpf_ops);
+	printf("bpf h2: %ld kernel runs identical to native (results, connection, event, block)\n",
+	       compared);
+}
+
+/* The combined entry point (scan + decode a request: what a data-plane program will run) on
+ * every capture's client direction, against the two-step path of the transcript. */
+Test(bpf, scan_and_decode)
+{
+	static const char *const caps[] = { "grpc.h2cap", "h2load.h2cap", "curl.h2cap",
+					    "curl_post.h2cap", "nghttp.h2cap" };
+	int blocks = 0;
+
+	kern_load();
+	for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
+		char path[4096], *text, *line, *save = NULL;
+		size_t fl;
+		struct l7_h2_conn c;
+		struct l7_h2_ev ev = { 0 };
+
+		snprintf(path, sizeof path, "%s/%s", H2_DATA, caps[k]);
+		text = (char *)read_file(path, &fl);
+		cr_assert_not_null(text);
+		memset(&tbuf, 0, sizeof tbuf);
+		tin.len = 0;
+		for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+			if (line[0] == 'c' && line[1] == ' ')
+				tin.len += (__u32)hex_decode(line + 2, tbuf.b + tin.len,
+							     L7_H2_BUF - tin.len);
+		free(text);
+		l7_h2_conn_init(&c, L7_H2_C_CLIENT | L7_H2_C_HP_PENDING);
+		c.stop = 0;
+		nconn = c;
+		memset(&nd, 0, sizeof nd);
+		memset(&nreq, 0x5a, sizeof nreq);
+		put(K.conn, &c);
+		put(K.hp, &nd);
+		put(K.req, &nreq);
+		put(K.ev, &ev);
+		put(K.buf, &tbuf);
+		tin.mode = L7_HPACK_REQUEST;
+		put(K.in, &tin);
+		nev = ev;
+		for (int i = 0; i < 100; i++) {
+			int nrc = l7_h2_scan(&nconn, &nd, tbuf.b, tin.len, &nev), nrc2 = 0;
+
+			if (nrc == L7_H2_EV_HEADERS)
+				nrc2 = l7_h2_decode(&nconn, &nd, &nreq, L7_HPACK_REQUEST);
+			run(P_REQ, 1);
+			get(K.out, &tout);
+			cr_assert_eq(tout.rc, nrc, "%s: scan %d, native %d", caps[k], tout.rc, nrc);
+			cr_assert_eq(tout.rc2, nrc2, "%s: decode %d, native %d", caps[k], tout.rc2, nrc2);
+			get(K.conn, &c);
+			get(K.hp, &hd);
+			get(K.req, &hreq);
+			cr_assert(!memcmp(&c, &nconn, sizeof c), "%s: connection differs", caps[k]);
+			cr_assert(!memcmp(&hd, &nd, sizeof hd), "%s: decoder differs", caps[k]);
+			cr_assert(!memcmp(&hreq, &nreq, sizeof hreq), "%s: request differs", caps[k]);
+			blocks += nrc == L7_H2_EV_HEADERS;
+			if (nrc <= 0)
+				break;
+		}
+	}
+	cr_expect_geq(blocks, 12);
+	printf("bpf t_h2_req: %d request blocks of 5 captures scanned and decoded in one program, "
+	       "identical to native\n", blocks);
+}
+
+static double native_ns(struct l7_hpack *d, struct l7_req *req, int reps)
+{
+	struct timespec a, b;
+	struct l7_hpack *w = malloc(sizeof *w);
+
+	clock_gettime(CLOCK_MONOTONIC, &a);
+	for (int i = 0; i < reps; i++) {
+		memcpy(w, d, offsetof(struct l7_hpack, blk) + d->len);
+		l7_hpack_decode(w, req);
+	}
+	clock_gettime(CLOCK_MONOTONIC, &b);
+	free(w);
+	return ((b.tv_sec - a.tv_sec) * 1e9 + (b.tv_nsec - a.tv_nsec)) / reps;
+}
+
+/* ns per header block: BPF_PROG_TEST_RUN's average over repeated runs of typical blocks
+ * (each run decodes the block from the start: the state is reset by the decoder itself). */
+Test(bpf, timing)
+{
+	struct tsv t;
+
+	load("timing.tsv", &t);
+	kern_load();
+	for (int r = 0; r < t.nrows; r++) {
+		long bl;
+		__u32 ns;
+
+		memset(&hd, 0, sizeof hd);
+		bl = hex(tsv_get(&t, r, 3), hd.blk, L7_H2_BLOCK_MAX);
+		hd.len = (__u32)bl;
+		hd.mode = (__u32)atoi(tsv_get(&t, r, 1));
+		hd.conn = (__u32)atoi(tsv_get(&t, r, 2));
+		memset(&hreq, 0, sizeof hreq);
+		put(K.hp, &hd);
+		put(K.req, &hreq);
+		ns = run(P_HPACK, 2000);
+		get(K.out, &tout);
+		cr_expect_eq(tout.rc, 0, "%s decodes", tsv_get(&t, r, 0));
+		get(K.hp, &nd);
+		printf("bpf hpack: %-28s %4ld bytes, %2u fields, %2u Huffman strings: %5u ns in the "
+		       "kernel, %6.0f ns native\n", tsv_get(&t, r, 0), bl, nd.msg.fields,
+		       nd.msg.n_huff, ns, native_ns(&hd, &hreq, 20000));
+	}
+	fflush(stdout);
+	tsv_free(&t);
+}
