@@ -381,6 +381,12 @@ def hostile_rows():
     bad("integer overflow (index)", REQ + [b"\xff\xff\xff\xff\xff\xff\x0f"], C, 4)
     bad("integer 5 continuation bytes", REQ + [b"\x7f\x80\x80\x80\x80\x00"], C, 4)
     bad("integer truncated", REQ + [b"\xff\x80"], C, 4)
+    # the limit exactly: a length of 127 in 1 + 4 bytes (zero continuations) decodes, in 1 + 5
+    # it is past the limit
+    ok_req("integer of 4 continuation bytes", REQ + [b"\x0f\x2b\x7f\x80\x80\x80\x00" + b"u" * 127])
+    bad("integer of 5 continuation bytes", REQ + [b"\x0f\x2b\x7f\x80\x80\x80\x80\x00" + b"u" * 127],
+        C, 4)
+    bad("integer of 2^28 + 126", REQ + [b"\xff\xff\xff\xff\x7f"], C, 4)
     bad("string length overflow", REQ + [b"\x00\xff\xff\xff\xff\x0f"], C, 4)
     bad("string past the block", REQ + [b"\x00\x05abc"], C, 4)
     bad("string length truncated", REQ + [b"\x00\x7f"], C, 4)
@@ -764,6 +770,18 @@ def hostile_streams():
                                                    frame(9, 0, 1, big[8000:]),
                                                    frame(9, 4, 1, b"\x00")],
          at_last("slow:BLOCK_SIZE"))
+    # 4.2: once the client acknowledged our SETTINGS_HEADER_TABLE_SIZE 0, its next block must
+    # start with a size update (its table was 4,096 bytes)
+    ack = frame(4, 1, 0, b"")
+    case("block after the ACK without the size update (RFC 7541 4.2)", [ack, H(1)],
+         "1:conn:COMPRESSION_ERROR@0")
+    case("block after the ACK with the size update", [ack, H(1, 5, b"\x20" + GET)],
+         "1:%s || frames=3" % ok_summary.replace(" method=1", " update=0 method=1"))
+    case("indexing after the ACK and the update", [ack, H(1, 5, b"\x20" + GET + lit("inc", 58, "x"))],
+         "1:%s || frames=3" % ok_summary.replace(" n=4", " user-agent=x n=5").replace(
+             " method=1", " update=0 method=1"))
+    case("indexing before the ACK (slow path)", [H(1, 5, GET + lit("inc", 58, "x"))],
+         "1:slow:INDEXING@6 || frames=2")
     case("malformed request, then a good one", [H(1, 5, GET + lit("without", "X-A", "b")), H(3)],
          lambda offs: "1:stream:PROTOCOL_ERROR@6 || 3:%s || frames=3" % ok_summary)
     case("trailers on the request's stream", [H(1, 4), frame(0, 0, 1, b"body"),
