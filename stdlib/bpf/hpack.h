@@ -223,29 +223,29 @@ L7_GLOBAL_FN __u32 l7g_hpack_classify(const struct l7_req *req, __u32 off, __u32
 	return kind | want << 8;
 }
 
-/* A raw string's chunk: in[0..n) to out[0..n) (and up to L7_HPACK_CHUNK bytes more). */
+/* A raw string's chunk: in[0..n) to out[0..n) (and up to N bytes more; N: a constant). */
 static __always_inline __u32 l7_hpack_raw_chunk(struct l7_huff *h, const __u8 *in, __u32 n,
-						__u8 *out)
+						__u8 *out, const __u32 N)
 {
 	L7_UNROLL
-	for (__u32 j = 0; j < L7_HPACK_CHUNK; j += 8)
+	for (__u32 j = 0; j < N; j += 8)
 		l7_st64(out + j, l7_ld64(in + j));
 	h->n += n;
 	return n;
 }
 
-/* What a chunk wrote, out[0..o) (o <= 2 * L7_HPACK_CHUNK), for the checks: the OR of its byte
+/* What a chunk wrote, out[0..o) (o <= M, a constant power of two), for the checks: the OR of its byte
  * classes, its first '?' (base: the string's bytes before the chunk), its last byte.
  * Straight-line: bytes past o are masked off, the masks hidden from the optimiser (it turns
  * `k & -(j < o)` back into a branch, and 32 branches per chunk split the verifier's paths). */
 static __always_inline void l7_hpack_account(struct l7_huff *h, const __u8 *out, __u32 o,
-					     __u32 base)
+					     __u32 base, const __u32 M)
 {
 	__u32 cl = 0;
 	__u64 qb = 0;   /* bit j + 4: out[j] is a '?' */
 
 	L7_UNROLL
-	for (__u32 j = 0; j < 2 * L7_HPACK_CHUNK; j++) {
+	for (__u32 j = 0; j < M; j++) {
 		__u32 m = (__u32)0 - L7__HUFF_LT(j, o), k;
 
 		l7_barrier_var(m);
@@ -259,7 +259,7 @@ static __always_inline void l7_hpack_account(struct l7_huff *h, const __u8 *out,
 	if (qb && h->q == ~0u)
 		h->q = base + l7_ctz64(qb) - 4;
 	if (o)
-		h->last = out[(o - 1) & (2 * L7_HPACK_CHUNK - 1)];
+		h->last = out[(o - 1) & (M - 1)];
 }
 
 /* Start the string whose header is at st->pos (H bit, 7-bit prefix length). Names are kept
@@ -524,11 +524,21 @@ static __always_inline int l7_hpack_str(struct l7_hpack *d, struct l7_req *req)
 		if (st->keep && st->o + 2 * L7_HPACK_CHUNK > L7_MAX_HEAD)
 			return l7_hpack_fail(d, L7_H2_SLOW(L7_H2_SLOW_OUT_SIZE));
 		out = req->buf + l7_mask(st->o, L7_MAX_HEAD - 1);
-		if (st->huff)
+		/* a chunk's code is as long as its size class, not its bytes: most header strings
+		 * are short, and a 5-byte value should not pay for 16 */
+		if (!st->huff && n <= 8) {
+			o = l7_hpack_raw_chunk(&st->h, in, n, out, 8);
+			l7_hpack_account(&st->h, out, o, before, 8);
+		} else if (!st->huff) {
+			o = l7_hpack_raw_chunk(&st->h, in, n, out, L7_HPACK_CHUNK);
+			l7_hpack_account(&st->h, out, o, before, L7_HPACK_CHUNK);
+		} else if (n <= 8) {   /* 8 bytes decode to at most 13 symbols */
+			o = l7_huff_chunk_n(&st->h, in, n, out, 8);
+			l7_hpack_account(&st->h, out, o, before, 16);
+		} else {
 			o = l7_huff_chunk(&st->h, in, n, out);
-		else
-			o = l7_hpack_raw_chunk(&st->h, in, n, out);
-		l7_hpack_account(&st->h, out, o, before);
+			l7_hpack_account(&st->h, out, o, before, 2 * L7_HPACK_CHUNK);
+		}
 		if (st->first == 0x100 && o)
 			st->first = out[0];
 		st->pos += n;

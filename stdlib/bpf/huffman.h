@@ -2,10 +2,12 @@
  *
  * API
  *   struct l7_huff (l7/h2.h)           decoder state of one string; l7_huff_init() it
- *   __u32 l7_huff_chunk(struct l7_huff *h, const __u8 *in, __u32 n, __u8 *out)
- *       Decodes in[0..n) (n <= L7_HPACK_CHUNK; in readable for L7_HPACK_CHUNK bytes) and
- *       writes the symbols to out[0..); returns how many (h->n counts them all). out must have
- *       room for 2 * L7_HPACK_CHUNK bytes: bytes past the symbols are written too.
+ *   __u32 l7_huff_chunk_n(struct l7_huff *h, const __u8 *in, __u32 n, __u8 *out, N)
+ *       Decodes in[0..n) (n <= N, a constant power of two <= L7_HPACK_CHUNK; in readable for
+ *       N bytes) and writes the symbols to out[0..); returns how many (h->n counts them all).
+ *       out must have room for 2 * N bytes: bytes past the symbols are written too. The code
+ *       is N bytes long whatever n is: short strings want a small N.
+ *       l7_huff_chunk(h, in, n, out) is N = L7_HPACK_CHUNK.
  *   int l7_huff_end(const struct l7_huff *h)
  *       0 if the string may end here, else -1: EOS was decoded, or the padding is 8 bits or
  *       longer, or not the most significant bits of EOS (all ones) - decoding errors (5.2).
@@ -52,18 +54,19 @@ static __always_inline void l7_huff_init(struct l7_huff *h)
 #define L7__HUFF_NIB(nib)                                                                     \
 	do {                                                                                  \
 		__u32 l7__e = l7_huff_dec[((s << 4) | (nib)) & 4095];                         \
-		out[o & (2 * L7_HPACK_CHUNK - 1)] = (__u8)(l7__e >> 8);                       \
+		out[o & (2 * N - 1)] = (__u8)(l7__e >> 8);                                    \
 		o += (l7__e >> 16) & act1;                                                    \
 		fl |= l7__e & ((__u32)0 - act1);                                              \
 		s ^= (s ^ (l7__e & 0xff)) & ((__u32)0 - act1);                                \
 	} while (0)
 
-static __always_inline __u32 l7_huff_chunk(struct l7_huff *h, const __u8 *in, __u32 n, __u8 *out)
+static __always_inline __u32 l7_huff_chunk_n(struct l7_huff *h, const __u8 *in, __u32 n,
+					    __u8 *out, const __u32 N)
 {
 	__u32 s = h->state, fl = 0, o = 0;
 
 	L7_UNROLL
-	for (__u32 i = 0; i < L7_HPACK_CHUNK; i++) {
+	for (__u32 i = 0; i < N; i++) {
 		__u32 act1 = L7__HUFF_LT(i, n), c = in[i];
 
 		L7__HUFF_NIB(c >> 4);
@@ -79,6 +82,7 @@ static __always_inline __u32 l7_huff_chunk(struct l7_huff *h, const __u8 *in, __
 	h->n += o;
 	return o;
 }
+#define l7_huff_chunk(h, in, n, out) l7_huff_chunk_n(h, in, n, out, L7_HPACK_CHUNK)
 
 static __always_inline int l7_huff_end(const struct l7_huff *h)
 {
