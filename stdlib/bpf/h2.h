@@ -366,6 +366,7 @@ L7_LOOP_CB(l7_h2_scan_cb)
 		return 1;
 	}
 	p = x->buf + l7_mask(pos, L7_H2_BUF_MASK);
+	ev->off = pos;
 	if (c->flags & L7_H2_C_PREFACE) {
 		r = l7_h2_preface(p, len - pos);
 		if (r <= 0) {
@@ -376,7 +377,6 @@ L7_LOOP_CB(l7_h2_scan_cb)
 		ev->next = pos + L7_H2_PREFACE_LEN;
 		return 0;
 	}
-	ev->off = pos;
 	r = l7_h2_frame(c, x->buf, pos, len, f);
 	if (r <= 0) {
 		x->rc = r;

@@ -7,20 +7,13 @@
 
 #include "h2.h"
 #include "h2_kern.h"
+#include "bpf/test_maps.h"
 
 /* The policy-side names hpack.h matches (the same table as the native tests: wanted.c). */
 #include "wanted_names.h"
 const __u32 l7_n_wanted = T_N_WANTED;
 const __u8 l7_wanted_len[L7_MAX_WANTED] = T_WANTED_LEN;
 const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME] = T_WANTED_NAME;
-
-#define ARRAY1(name, vt)                                   \
-	struct {                                           \
-		__uint(type, BPF_MAP_TYPE_ARRAY);          \
-		__uint(max_entries, 1);                    \
-		__type(key, __u32);                        \
-		__type(value, vt);                         \
-	} name SEC(".maps")
 
 ARRAY1(t_in, struct t_in);
 ARRAY1(t_out, struct t_out);
@@ -30,13 +23,6 @@ ARRAY1(t_req, struct l7_req);
 ARRAY1(t_conn, struct l7_h2_conn);
 ARRAY1(t_buf, struct t_buf);
 ARRAY1(t_ev, struct l7_h2_ev);
-
-/* var = the single value of map (type vt) */
-#define GET(map, vt, var)                                     \
-	__u32 var##_k = 0;                                    \
-	vt *var = bpf_map_lookup_elem(&map, &var##_k);        \
-	if (!var)                                             \
-		return XDP_ABORTED
 
 SEC("xdp")
 int t_huff(struct xdp_md *ctx __attribute__((unused)))
