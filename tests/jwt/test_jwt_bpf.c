@@ -4,13 +4,13 @@
  * cold and from the cache, for three token sizes. Needs root (CAP_BPF). */
 #include <criterion/criterion.h>
 #include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "jwt_test.h"
+#include "kobj.h"
 #define L7_JWT_NOW() test_now
 #include "jwt.h"
 #include "bpf/jwt_kern.h"
@@ -22,43 +22,23 @@
 static const char *const progs[] = { "t_jwt_check", "t_jwt_check0", "t_jwt_cold", "t_jwt_cached" };
 enum { P_CHECK, P_CHECK0, P_COLD, P_CACHED, NPROG };
 
+static struct kobj KO;
 static struct {
-	struct bpf_object *obj;
-	int fd[NPROG];
-	long insns[NPROG], usec[NPROG];
 	int in, out, req, keys;
 } K;
-static char vlog[NPROG][1 << 20];
 static struct l7_req kreq, nreq;
 static const __u32 zero;
 
 static void kern_load(void)
 {
-	if (K.obj)
+	if (KO.obj)
 		return;
-	K.obj = bpf_object__open(L7_TEST_BPF_OBJ);
-	cr_assert_not_null(K.obj, "cannot open %s", L7_TEST_BPF_OBJ);
-	for (int i = 0; i < NPROG; i++) {
-		struct bpf_program *p = bpf_object__find_program_by_name(K.obj, progs[i]);
-		cr_assert_not_null(p, "program %s", progs[i]);
-		bpf_program__set_log_buf(p, vlog[i], sizeof vlog[i]);
-		bpf_program__set_log_level(p, 4);   /* statistics only */
-	}
-	int err = bpf_object__load(K.obj);
-	for (int i = 0; i < NPROG; i++) {
-		const char *s = strstr(vlog[i], "processed "), *t = strstr(vlog[i], "verification time ");
-		K.insns[i] = s ? atol(s + 10) : -1;
-		K.usec[i] = t ? atol(t + 18) : -1;
-		if (err && !s)
-			fprintf(stderr, "%s: %s\n", progs[i], vlog[i]);
-	}
-	cr_assert_eq(err, 0, "loading %s failed (%d): root/CAP_BPF needed", L7_TEST_BPF_OBJ, err);
-	for (int i = 0; i < NPROG; i++)
-		K.fd[i] = bpf_program__fd(bpf_object__find_program_by_name(K.obj, progs[i]));
-	K.in = bpf_object__find_map_fd_by_name(K.obj, "t_in");
-	K.out = bpf_object__find_map_fd_by_name(K.obj, "t_out");
-	K.req = bpf_object__find_map_fd_by_name(K.obj, "t_req");
-	K.keys = bpf_object__find_map_fd_by_name(K.obj, "l7_jwt_keys");
+	cr_assert_eq(kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG), 0, "%s: see above",
+		     L7_TEST_BPF_OBJ);
+	K.in = kobj_map(&KO, "t_in");
+	K.out = kobj_map(&KO, "t_out");
+	K.req = kobj_map(&KO, "t_req");
+	K.keys = kobj_map(&KO, "l7_jwt_keys");
 	for (__u32 c = 0; c < L7_MAX_JWT; c++) {
 		struct l7_jwt_key k;
 		test_key(c, &k);
@@ -72,7 +52,7 @@ static void kern_load(void)
 	clock_gettime(CLOCK_REALTIME, &real);
 	__s64 off = ((__s64)tai.tv_sec - real.tv_sec) * 1000000000LL + (tai.tv_nsec - real.tv_nsec);
 	off = (off + 500000000LL) / 1000000000LL * 1000000000LL;
-	cr_assert_eq(bpf_map_update_elem(bpf_object__find_map_fd_by_name(K.obj, "l7_jwt_clock"),
+	cr_assert_eq(bpf_map_update_elem(kobj_map(&KO, "l7_jwt_clock"),
 					 &zero, &off, BPF_ANY), 0);
 }
 
@@ -80,9 +60,8 @@ static void kern_load(void)
 static __u32 krun(int i, const char *line, unsigned cfg, long long now, struct t_jwt_out *out,
 		  __u32 repeat)
 {
-	static __u8 pkt[64];
 	struct t_jwt_in in = { .cfg = cfg, .now = now };
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof pkt, .repeat = repeat);
+	__u32 ns;
 
 	kern_load();
 	if (line) {
@@ -90,11 +69,10 @@ static __u32 krun(int i, const char *line, unsigned cfg, long long now, struct t
 		cr_assert_eq(bpf_map_update_elem(K.req, &zero, &kreq, BPF_ANY), 0);
 	}
 	cr_assert_eq(bpf_map_update_elem(K.in, &zero, &in, BPF_ANY), 0);
-	cr_assert_eq(bpf_prog_test_run_opts(K.fd[i], &o), 0, "test_run %s", progs[i]);
-	cr_assert_eq(o.retval, XDP_PASS);
+	cr_assert_eq(kobj_run(&KO, i, repeat, &ns), XDP_PASS, "test_run %s", progs[i]);
 	cr_assert_eq(bpf_map_lookup_elem(K.out, &zero, out), 0);
 	cr_assert_eq(bpf_map_lookup_elem(K.req, &zero, &kreq), 0);
-	return o.duration;
+	return ns;
 }
 
 /* Claims of the kernel's and the native request must be the same bytes. */
@@ -185,8 +163,8 @@ Test(jwt_bpf, verifier)
 {
 	kern_load();
 	for (int i = 0; i < NPROG; i++) {
-		printf("verifier: %-13s processed %ld insns, %ld us\n", progs[i], K.insns[i], K.usec[i]);
-		cr_expect_gt(K.insns[i], 0);
+		printf("verifier: %-13s processed %ld insns, %ld us\n", progs[i], KO.insns[i], KO.usec[i]);
+		cr_expect_gt(KO.insns[i], 0);
 	}
 	fflush(stdout);
 }

@@ -5,13 +5,13 @@
  * (CAP_BPF); it fails rather than skips without it. */
 #include <criterion/criterion.h>
 #include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base64url.h"
 #include "corpus.h"
+#include "kobj.h"
 #include "hmac.h"
 #include "http.h"
 #include "xxhash.h"
@@ -27,13 +27,10 @@ static const char *const progs[] = {
 };
 #define NPROG (int)(sizeof progs / sizeof progs[0])
 
+static struct kobj KO;
 static struct {
-	struct bpf_object *obj;
-	int fd[NPROG];
-	long insns[NPROG];
 	int in, out, sha, req, chunk;
 } K;
-static char vlog[NPROG][1 << 20];
 static struct t_in tin;
 static struct t_out tout;
 static struct l7_req kreq, nreq;   /* kernel's and native parse */
@@ -42,37 +39,18 @@ static const __u32 zero;
 
 static int map_fd(const char *name)
 {
-	struct bpf_map *m = bpf_object__find_map_by_name(K.obj, name);
-	cr_assert_not_null(m, "map %s", name);
-	return bpf_map__fd(m);
+	int fd = kobj_map(&KO, name);
+
+	cr_assert_geq(fd, 0, "map %s", name);
+	return fd;
 }
 
 static void kern_load(void)
 {
-	struct bpf_program *p;
-	int err;
-
-	if (K.obj)
+	if (KO.obj)
 		return;
-	K.obj = bpf_object__open(L7_TEST_BPF_OBJ);
-	cr_assert_not_null(K.obj, "cannot open %s", L7_TEST_BPF_OBJ);
-	for (int i = 0; i < NPROG; i++) {
-		p = bpf_object__find_program_by_name(K.obj, progs[i]);
-		cr_assert_not_null(p, "program %s", progs[i]);
-		bpf_program__set_log_buf(p, vlog[i], sizeof vlog[i]);
-		bpf_program__set_log_level(p, 4);   /* stats only: "processed N insns" */
-	}
-	err = bpf_object__load(K.obj);
-	for (int i = 0; i < NPROG; i++) {
-		const char *s = strstr(vlog[i], "processed ");
-		K.insns[i] = s ? atol(s + 10) : -1;
-		if (err && !s)
-			fprintf(stderr, "%s: %s\n", progs[i], vlog[i]);
-	}
-	cr_assert_eq(err, 0, "loading %s failed (%d): root/CAP_BPF needed, see the verifier log",
-		     L7_TEST_BPF_OBJ, err);
-	for (int i = 0; i < NPROG; i++)
-		K.fd[i] = bpf_program__fd(bpf_object__find_program_by_name(K.obj, progs[i]));
+	cr_assert_eq(kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG), 0, "%s: see above",
+		     L7_TEST_BPF_OBJ);
 	K.in = map_fd("t_in");
 	K.out = map_fd("t_out");
 	K.sha = map_fd("t_sha");
@@ -83,14 +61,11 @@ static void kern_load(void)
 /* Run program i once (or `repeat` times); returns the average run time in ns. */
 static __u32 run(int i, __u32 repeat)
 {
-	static __u8 pkt[64];
-	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof pkt,
-		    .repeat = repeat);
+	__u32 ns;
 
 	kern_load();
-	cr_assert_eq(bpf_prog_test_run_opts(K.fd[i], &o), 0, "test_run %s", progs[i]);
-	cr_assert_eq(o.retval, XDP_PASS, "%s returned %u", progs[i], o.retval);
-	return o.duration;
+	cr_assert_eq(kobj_run(&KO, i, repeat, &ns), XDP_PASS, "test_run %s", progs[i]);
+	return ns;
 }
 
 static int prog(const char *name)
@@ -124,8 +99,8 @@ Test(bpf, verifier)
 {
 	kern_load();
 	for (int i = 0; i < NPROG; i++) {
-		printf("verifier: %-16s processed %ld insns\n", progs[i], K.insns[i]);
-		cr_expect_gt(K.insns[i], 0);
+		printf("verifier: %-16s processed %ld insns\n", progs[i], KO.insns[i]);
+		cr_expect_gt(KO.insns[i], 0);
 	}
 	fflush(stdout);
 }

@@ -5,6 +5,7 @@
 #include <bpf/bpf_helpers.h>
 #include <l7/dataplane.h>
 #include "jwt_kern.h"
+#include "bpf/test_maps.h"
 
 #define MAP(name, mtype, kt, vt, n)                                \
 	struct {                                                   \
@@ -35,11 +36,6 @@ static __always_inline __s64 t_now(void)
 	return in && in->now ? in->now : l7_jwt_now_real();
 }
 
-#define GET(map, vt, var)                                     \
-	__u32 var##_k = 0;                                    \
-	vt *var = bpf_map_lookup_elem(&map, &var##_k);        \
-	if (!var)                                             \
-		return XDP_ABORTED
 
 static __always_inline void t_report(struct t_jwt_out *out, struct l7_req *req, long rc)
 {

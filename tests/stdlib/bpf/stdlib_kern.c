@@ -10,6 +10,7 @@
 #include "http.h"
 #include "xxhash.h"
 #include "stdlib_kern.h"
+#include "bpf/test_maps.h"
 
 /* The policy-side symbols http.h reads; same names as the native tests (wanted.c). */
 const __u32 l7_n_wanted = 4;
@@ -18,26 +19,11 @@ const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME] = {
 	"user", "x-user", "authorization", "content-type",
 };
 
-#define ARRAY1(name, vt)                                   \
-	struct {                                           \
-		__uint(type, BPF_MAP_TYPE_ARRAY);          \
-		__uint(max_entries, 1);                    \
-		__type(key, __u32);                        \
-		__type(value, vt);                         \
-	} name SEC(".maps")
-
 ARRAY1(t_in, struct t_in);
 ARRAY1(t_out, struct t_out);
 ARRAY1(t_sha, struct l7_sha256);
 ARRAY1(t_req, struct l7_req);
 ARRAY1(t_chunk, struct l7_chunked);
-
-/* var = the single value of map (type vt) */
-#define GET(map, vt, var)                                     \
-	__u32 var##_k = 0;                                    \
-	vt *var = bpf_map_lookup_elem(&map, &var##_k);        \
-	if (!var)                                             \
-		return XDP_ABORTED
 
 SEC("xdp")
 int t_sha256(struct xdp_md *ctx __attribute__((unused)))
