@@ -1,35 +1,31 @@
 #include "kobj.h"
 
+#include <criterion/criterion.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/bpf.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #define KOBJ_LOG (1 << 20)
 
-int kobj_load(struct kobj *k, const char *path, const char *const *progs, int n)
+void kobj_load(struct kobj *k, const char *path, const char *const *progs, int n)
 {
 	static char vlog[KOBJ_MAX][KOBJ_LOG];
 	int err;
 
-	memset(k, 0, sizeof *k);
-	if (n > KOBJ_MAX)
-		return -1;
+	if (k->obj)
+		return;
+	cr_assert_leq(n, KOBJ_MAX);
 	k->progs = progs;
 	k->n = n;
 	k->obj = bpf_object__open(path);
-	if (!k->obj) {
-		fprintf(stderr, "cannot open %s\n", path);
-		return -1;
-	}
+	cr_assert_not_null(k->obj, "cannot open %s", path);
 	for (int i = 0; i < n; i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(k->obj, progs[i]);
 
-		if (!p) {
-			fprintf(stderr, "%s: no program %s\n", path, progs[i]);
-			return -1;
-		}
+		cr_assert_not_null(p, "%s: no program %s", path, progs[i]);
 		vlog[i][0] = 0;
 		bpf_program__set_log_buf(p, vlog[i], KOBJ_LOG);
 		bpf_program__set_log_level(p, 4);   /* statistics only: "processed N insns" */
@@ -43,30 +39,27 @@ int kobj_load(struct kobj *k, const char *path, const char *const *progs, int n)
 		if (err && !s)
 			fprintf(stderr, "%s: %s\n", progs[i], vlog[i]);
 	}
-	if (err) {
-		fprintf(stderr, "loading %s failed (%d): root/CAP_BPF needed, see the verifier log\n",
-			path, err);
-		return err;
-	}
+	cr_assert_eq(err, 0, "loading %s failed (%d): root/CAP_BPF needed, see the verifier log",
+		     path, err);
 	for (int i = 0; i < n; i++)
 		k->fd[i] = bpf_program__fd(bpf_object__find_program_by_name(k->obj, progs[i]));
-	return 0;
 }
 
 int kobj_map(const struct kobj *k, const char *name)
 {
-	return bpf_object__find_map_fd_by_name(k->obj, name);
+	int fd = bpf_object__find_map_fd_by_name(k->obj, name);
+
+	cr_assert_geq(fd, 0, "no map %s", name);
+	return fd;
 }
 
-int kobj_run(const struct kobj *k, int i, __u32 repeat, __u32 *ns)
+__u32 kobj_run(const struct kobj *k, int i, __u32 repeat)
 {
 	static __u8 pkt[64];
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof pkt,
 		    .repeat = repeat);
 
-	if (bpf_prog_test_run_opts(k->fd[i], &o))
-		return -1;
-	if (ns)
-		*ns = o.duration;
-	return (int)o.retval;
+	cr_assert_eq(bpf_prog_test_run_opts(k->fd[i], &o), 0, "test_run %s", k->progs[i]);
+	cr_assert_eq(o.retval, XDP_PASS, "%s returned %u", k->progs[i], o.retval);
+	return o.duration;
 }

@@ -175,38 +175,26 @@ static struct {
 } K;
 static const __u32 zero;
 
-static int map_fd(const char *name)
-{
-	int fd = kobj_map(&KO, name);
-
-	cr_assert_geq(fd, 0, "map %s", name);
-	return fd;
-}
-
 static void kern_load(void)
 {
 	if (KO.obj)
 		return;
-	cr_assert_eq(kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG), 0, "%s: see above",
-		     L7_TEST_BPF_OBJ);
-	K.in = map_fd("t_in");
-	K.out = map_fd("t_out");
-	K.huffst = map_fd("t_huffst");
-	K.hp = map_fd("t_hp");
-	K.req = map_fd("t_req");
-	K.conn = map_fd("t_conn");
-	K.buf = map_fd("t_buf");
-	K.ev = map_fd("t_ev");
+	kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG);
+	K.in = kobj_map(&KO, "t_in");
+	K.out = kobj_map(&KO, "t_out");
+	K.huffst = kobj_map(&KO, "t_huffst");
+	K.hp = kobj_map(&KO, "t_hp");
+	K.req = kobj_map(&KO, "t_req");
+	K.conn = kobj_map(&KO, "t_conn");
+	K.buf = kobj_map(&KO, "t_buf");
+	K.ev = kobj_map(&KO, "t_ev");
 }
 
 /* Run program i `repeat` times; returns the kernel's average run time in ns. */
 static __u32 run(int i, __u32 repeat)
 {
-	__u32 ns;
-
 	kern_load();
-	cr_assert_eq(kobj_run(&KO, i, repeat, &ns), XDP_PASS, "test_run %s", progs[i]);
-	return ns;
+	return kobj_run(&KO, i, repeat);
 }
 
 static void put(int fd, const void *v)

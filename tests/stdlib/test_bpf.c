@@ -37,35 +37,23 @@ static struct l7_req kreq, nreq;   /* kernel's and native parse */
 static struct l7_sha256 nsha;
 static const __u32 zero;
 
-static int map_fd(const char *name)
-{
-	int fd = kobj_map(&KO, name);
-
-	cr_assert_geq(fd, 0, "map %s", name);
-	return fd;
-}
-
 static void kern_load(void)
 {
 	if (KO.obj)
 		return;
-	cr_assert_eq(kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG), 0, "%s: see above",
-		     L7_TEST_BPF_OBJ);
-	K.in = map_fd("t_in");
-	K.out = map_fd("t_out");
-	K.sha = map_fd("t_sha");
-	K.req = map_fd("t_req");
-	K.chunk = map_fd("t_chunk");
+	kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG);
+	K.in = kobj_map(&KO, "t_in");
+	K.out = kobj_map(&KO, "t_out");
+	K.sha = kobj_map(&KO, "t_sha");
+	K.req = kobj_map(&KO, "t_req");
+	K.chunk = kobj_map(&KO, "t_chunk");
 }
 
 /* Run program i once (or `repeat` times); returns the average run time in ns. */
 static __u32 run(int i, __u32 repeat)
 {
-	__u32 ns;
-
 	kern_load();
-	cr_assert_eq(kobj_run(&KO, i, repeat, &ns), XDP_PASS, "test_run %s", progs[i]);
-	return ns;
+	return kobj_run(&KO, i, repeat);
 }
 
 static int prog(const char *name)
