@@ -19,13 +19,15 @@
  *       SETTINGS, and the small fixed-size ones) must be there whole; DATA, GOAWAY's debug
  *       data and unknown types need only their fixed fields, the rest may follow.
  *       0: more bytes are needed. < 0: -(L7_H2_R_CONN | code) or -(L7_H2_R_STREAM | code)
- *       (f.stream is the stream), or L7_H2_SLOW(CONT_FLOOD).
+ *       (f.stream is the stream; f.len says how far the frame goes: after RST_STREAM the
+ *       caller goes on past it), or L7_H2_SLOW(CONT_FLOOD).
  *   int l7_h2_scan(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, __u32 len,
  *                  struct l7_h2_ev *ev)
  *       Walks the frames of buf[ev->next .. len) (one direction's bytes; set ev->next to the
  *       first byte, 0 the first time), at most L7_H2_SCAN_FRAMES per call, copying header
  *       block fragments into d->blk. Returns an enum l7_h2_event (see l7/h2.h) or an error as
- *       l7_h2_frame does; ev->next is where to go on, ev->off and ev->f the last frame.
+ *       l7_h2_frame does; ev->next is where to go on, ev->off and ev->f the last frame (on an
+ *       error: the frame it is about, which ev->next has not passed).
  *   buf (both) follows the stdlib/bpf buffer convention for L7_H2_BUF: indices masked with
  *   L7_H2_BUF - 1, readable for L7_H2_BUF + 64 bytes.
  *   int l7_h2_decode(struct l7_h2_conn *c, struct l7_hpack *d, struct l7_req *req, __u32 mode)
