@@ -536,7 +536,8 @@ static __always_inline int l7_hpack_str(struct l7_hpack *d, struct l7_req *req)
 			o = l7_huff_chunk_n(&st->h, in, n, out, 8);
 			l7_hpack_account(&st->h, out, o, before, 16);
 		} else {
-			o = l7_huff_chunk(&st->h, in, n, out);
+			o = n == L7_HPACK_CHUNK ? l7_huff_chunk_full(&st->h, in, out) :
+						  l7_huff_chunk(&st->h, in, n, out);
 			l7_hpack_account(&st->h, out, o, before, 2 * L7_HPACK_CHUNK);
 		}
 		if (st->first == 0x100 && o)

@@ -7,7 +7,8 @@
  *       N bytes) and writes the symbols to out[0..); returns how many (h->n counts them all).
  *       out must have room for 2 * N bytes: bytes past the symbols are written too. The code
  *       is N bytes long whatever n is: short strings want a small N.
- *       l7_huff_chunk(h, in, n, out) is N = L7_HPACK_CHUNK.
+ *       l7_huff_chunk(h, in, n, out) is N = L7_HPACK_CHUNK; l7_huff_chunk_full(h, in, out)
+ *       the same for n = L7_HPACK_CHUNK, faster.
  *   int l7_huff_end(const struct l7_huff *h)
  *       0 if the string may end here, else -1: EOS was decoded, or the padding is 8 bits or
  *       longer, or not the most significant bits of EOS (all ones) - decoding errors (5.2).
@@ -83,6 +84,37 @@ static __always_inline __u32 l7_huff_chunk_n(struct l7_huff *h, const __u8 *in, 
 	return o;
 }
 #define l7_huff_chunk(h, in, n, out) l7_huff_chunk_n(h, in, n, out, L7_HPACK_CHUNK)
+
+/* A whole chunk (n == L7_HPACK_CHUNK): no byte to mask off, so the dependent chain of table
+ * lookups is shorter (the masks were a third of it: 1 KiB of Huffman 30% faster). */
+#define L7__HUFF_NIB_FULL(nib)                                                                \
+	do {                                                                                  \
+		__u32 l7__e = l7_huff_dec[((s << 4) | (nib)) & 4095];                         \
+		out[o & (2 * L7_HPACK_CHUNK - 1)] = (__u8)(l7__e >> 8);                       \
+		o += (l7__e >> 16) & 1;                                                       \
+		fl |= l7__e;                                                                  \
+		s = l7__e & 0xff;                                                             \
+	} while (0)
+
+static __always_inline __u32 l7_huff_chunk_full(struct l7_huff *h, const __u8 *in, __u8 *out)
+{
+	__u32 s = h->state, fl = 0, o = 0;
+
+	L7_UNROLL
+	for (__u32 i = 0; i < L7_HPACK_CHUNK; i++) {
+		__u32 c = in[i];
+
+		L7__HUFF_NIB_FULL(c >> 4);
+		L7__HUFF_NIB_FULL(c & 15);
+		l7_barrier_var(s);
+		l7_barrier_var(fl);
+		l7_barrier_var(o);
+	}
+	h->state = s;
+	h->flags |= fl & L7_HUFF_FAIL;
+	h->n += o;
+	return o;
+}
 
 static __always_inline int l7_huff_end(const struct l7_huff *h)
 {

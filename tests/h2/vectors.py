@@ -817,6 +817,13 @@ def timing_blocks(datadir):
                     if d == "c" or n == 2 or what != "grpc":
                         break
                 p += 9 + ln
+    # for the cost model: per field, and per byte of raw and Huffman strings, read or not
+    out.append(("1 indexed field", FIELDS, idx(16)))
+    out.append(("33 indexed fields", FIELDS, idx(16) * 33))
+    out.append(("1 KiB raw, not read", FIELDS, lit("without", "x-v", "v" * 1024)))
+    out.append(("1 KiB raw, read", FIELDS, lit("without", 58, "v" * 1024)))
+    out.append(("1 KiB Huffman, not read", FIELDS, lit("without", "x-v", "v" * 1024, True)))
+    out.append(("1 KiB Huffman, read", FIELDS, lit("without", 58, "v" * 1024, True)))
     return out
 
 
