@@ -3,7 +3,8 @@
  * Client and backend run in one cgroup. sock_ops enrolls the sockets that matter (an endpoint
  * is a service or an upstream address) in l7_mesh_socks, keyed by 4-tuple. SK_MSG runs on every
  * sendmsg of those sockets:
- *   client   -> frame one request (cork until the head is complete, apply_bytes = head +
+ *   client   -> frame one request (a head that one sendmsg does not complete waits in
+ *               l7_mesh_hold and is pushed back in front of the next; apply_bytes = head +
  *               inserted lines + body so that pipelined requests are routed one by one), run the
  *               policy, insert header lines, redirect it with BPF_F_INGRESS into the backend's
  *               socket of the client's pool connection for that upstream. Whatever the kernel
@@ -115,6 +116,7 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 		return;
 	if (c->role == L7_MR_CLIENT) {
 		l7_mesh_release(c, k, 1);
+		bpf_map_delete_elem(&l7_mesh_hold, k);   /* a head it never finished */
 	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL) {
 		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
 		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
@@ -245,12 +247,13 @@ static __always_inline __u32 l7_mesh_bind(struct l7_mesh_conn *c, const struct l
 	return cl.found;
 }
 
-/* The policy's header mutations of the request whose head (`head` bytes) starts this message:
- * lines before its final CRLF, the client's lines of removed names cut. Returns the bytes
- * added (negative: cut) or L7_EDIT_FAILED. Staged in the scratch buffer: the parsed head is
- * done with (the spans of its lines live outside buf). */
+/* The policy's header mutations of the request whose head (`head` bytes as parsed, of which
+ * the first `lead`, empty lines before the request line, are no longer in the message) starts
+ * this message: lines before its final CRLF, the client's lines of removed names cut. Returns
+ * the bytes added (negative: cut) or L7_EDIT_FAILED. Staged in the scratch buffer: the parsed
+ * head is done with (the spans of its lines live outside buf). */
 static __always_inline int l7_mesh_mutate(struct sk_msg_md *msg, struct l7_req *scratch,
-					  const struct l7_decision *d, __u32 head)
+					  const struct l7_decision *d, __u32 head, __u32 lead)
 {
 	struct l7_edit *e = l7_edit_of(scratch);
 
@@ -259,7 +262,7 @@ static __always_inline int l7_mesh_mutate(struct sk_msg_md *msg, struct l7_req *
 	e->n_set = d->n_set;
 	__builtin_memcpy(e->set, d->set, sizeof(e->set));
 	e->ins = head - 2;
-	e->shift = 0;
+	e->shift = (__s32)lead;
 	e->size = msg->size;
 	int delta = l7g_msg_edit(msg, scratch);
 	if (delta != L7_EDIT_FAILED)
@@ -278,27 +281,84 @@ static __always_inline int l7_mesh_to_own_end(struct sk_msg_md *msg, const struc
 	return bpf_msg_redirect_hash(msg, &l7_mesh_socks, &own, BPF_F_INGRESS);
 }
 
-/* Hand `len` bytes (0 = the rest of the message) to l7run with a record saying what to do. */
-static __always_inline int l7_mesh_to_l7run(struct sk_msg_md *msg, struct l7_mesh_conn *c,
-					    const struct l7_mesh_key *k, __u32 kind, __u32 len,
-					    __u32 status, __u32 slot, __u64 seq)
+/* The next record for l7run. -1 when there is no room: then l7run cannot frame this stream,
+ * which stops the connection. */
+static __always_inline int l7_mesh_pass_put(struct l7_mesh_conn *c, const struct l7_mesh_key *k,
+					    __u32 kind, __u32 len, __u32 status, __u32 slot, __u64 seq)
 {
 	struct l7_mesh_pass_key pk = { .client = *k, .seq = c->pass_seq + 1 };
 	struct l7_mesh_pass p = { .kind = kind, .len = len, .status = status, .slot = slot, .req = seq };
 
 	if (bpf_map_update_elem(&l7_mesh_pass, &pk, &p, BPF_ANY)) {
-		/* no record, no way for l7run to frame: stop this connection */
 		c->flags |= L7_MC_BROKEN;
-		return SK_DROP;
+		return -1;
 	}
 	c->pass_seq = pk.seq;
-	c->last_up = 0;   /* what is in flight is no longer known here */
-	if (kind != L7_MP_FORWARD && kind != L7_MP_ANSWER)
+	return 0;
+}
+
+/* Hand `len` bytes (0 = the rest of the message) to l7run with a record saying what to do.
+ * apply_bytes is always set: on the rest of a message cut by apply_bytes the kernel re-runs
+ * the program with the last run's value still in the sk_msg, which would otherwise carry this
+ * verdict over into the client's next write unseen. */
+static __always_inline int l7_mesh_to_l7run(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					    const struct l7_mesh_key *k, __u32 kind, __u32 len,
+					    __u32 status, __u32 slot, __u64 seq)
+{
+	if (l7_mesh_pass_put(c, k, kind, len, status, slot, seq))
+		return SK_DROP;
+	if (kind != L7_MP_DISCARD)
+		c->last_up = 0;   /* what is in flight is no longer known here */
+	if (kind == L7_MP_CLOSE || kind == L7_MP_CHUNKED)
 		c->flags |= L7_MC_BROKEN;   /* l7run has the rest of the stream */
-	if (len)
-		bpf_msg_apply_bytes(msg, len);
-	l7_mesh_stat(L7_STAT_PASSED);
+	bpf_msg_apply_bytes(msg, len ? len : msg->size);
+	if (kind != L7_MP_DISCARD)
+		l7_mesh_stat(L7_STAT_PASSED);
 	return l7_mesh_to_own_end(msg, k);
+}
+
+/* A head this message starts but does not complete (its `size` bytes, all in req->buf): the
+ * kernel's cork cannot wait for the rest (l7/mesh.h, struct l7_mesh_hold), so a copy waits in
+ * l7_mesh_hold and l7run drops the bytes; the client's next write gets them back in front
+ * (l7_mesh_unhold). */
+static __always_inline int l7_mesh_hold_head(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					     const struct l7_mesh_key *k, struct l7_req *req, __u32 size)
+{
+	_Static_assert(L7_MESH_HOLD_BYTES == L7_MAX_HEAD, "l7/mesh.h: a held head is shorter than L7_MAX_HEAD");
+	_Static_assert(__builtin_offsetof(struct l7_mesh_hold, buf) == 0 &&
+		       sizeof(struct l7_mesh_hold) <= sizeof(req->buf), "inserted from the scratch buffer");
+	struct l7_mesh_hold *hd = 0;
+
+	if (!bpf_map_update_elem(&l7_mesh_hold, k, req->buf, BPF_ANY))
+		hd = bpf_map_lookup_elem(&l7_mesh_hold, k);
+	if (!hd)   /* no room (l7_mesh_hold is full): fail closed */
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
+	hd->len = size;
+	return l7_mesh_to_l7run(msg, c, k, L7_MP_DISCARD, size, 0, 0, c->req_seq);
+}
+
+/* Push the held start of this client's head (if any) back in front of the message: the
+ * message is then what one write of the whole would have been. -1 if it does not fit.
+ * A global function, verified once on its own: inlined, its paths (none held, pushed back)
+ * reached the parser and the policy in states the verifier could not merge, and it walked
+ * them twice (mesh SK_MSG of examples/route.l7: 264K -> 423K processed instructions). */
+__attribute__((noinline)) int l7g_mesh_unhold(struct sk_msg_md *msg, const struct l7_mesh_key *k)
+{
+	if (!msg || !k)
+		return -1;
+	struct l7_mesh_hold *hd = bpf_map_lookup_elem(&l7_mesh_hold, k);
+	int rc = -1;
+
+	if (!hd)
+		return 0;
+	__u32 n = hd->len;
+	if (n && n < L7_MAX_HEAD && !bpf_msg_push_data(msg, 0, n, 0) && !bpf_msg_pull_data(msg, 0, n, 0)) {
+		struct l7_fill_ctx fc = { .msg = msg, .src = hd->buf, .len = n };
+		l7_loop(L7_MAX_HEAD / 8, l7_fill_cb, &fc);
+		rc = 0;
+	}
+	bpf_map_delete_elem(&l7_mesh_hold, k);
+	return rc;
 }
 
 static __always_inline __u32 l7_mesh_bad_status(int err)
@@ -366,18 +426,17 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		return l7_mesh_to_own_end(msg, k);
 	if (!req || size == 0)
 		return l7_mesh_to_own_end(msg, k);
+	if (l7g_mesh_unhold(msg, k))
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
+	size = msg->size;
 	__u32 n = size < L7_MESH_PULL1 ? size : L7_MESH_PULL1;
 	int h = l7_mesh_parse(msg, req, n);
 	if (h == 0 && size > n) {
 		n = size < L7_MAX_HEAD ? size : L7_MAX_HEAD;
 		h = l7_mesh_parse(msg, req, n);
 	}
-	if (h == 0 && size < L7_MAX_HEAD) {
-		/* head incomplete: hold the bytes until at least one more arrives (complete framing
-		 * only: never ask for more than the head can still need) */
-		bpf_msg_cork_bytes(msg, size + 1);
-		return SK_PASS;
-	}
+	if (h == 0 && size < L7_MAX_HEAD)
+		return l7_mesh_hold_head(msg, c, k, req, size);
 	__u64 seq = c->req_seq++;
 	l7_mesh_stat(L7_STAT_REQUESTS);
 	if (h <= 0) {
@@ -386,6 +445,11 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		l7_mesh_stat(L7_STAT_BAD_REQUEST);
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, st, 0, seq);
 	}
+	/* Empty lines before the request line (RFC 9112 2.2: ignored) are not sent on: a backend
+	 * that does not skip them would take the request for a bad one. The head keeps its parsed
+	 * coordinates; the act half knows them by where the request line starts. */
+	if (req->method_s.off && bpf_msg_pop_data(msg, 0, req->method_s.off, 0))
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, seq);
 	/* Upgrade and CONNECT go as the request they are (as in gateway mode): what the client
 	 * sends after is framed as requests again. A chunked body goes through l7run. */
 	_Static_assert(L7_MC_LAST == L7_REQ_CLOSE << 2, "flag bits");
@@ -409,7 +473,8 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 				       const struct l7_decision *dp, __u32 h, __u64 seq)
 {
 	__u32 head_req = (req->method & 0xffffu) == L7_M_HEAD;   /* high bits: the parser's mark */
-	__u32 head = h, body = req->body_len;
+	__u32 lead = req->method_s.off;   /* empty lines before it, taken out of the message */
+	__u32 head = h - lead, body = req->body_len;
 	/* Through a map value, which the verifier does not track: with the constant that each
 	 * Route left in d, it walked everything below once per upstream of the policy. */
 	req->decided_up = dp->upstream;
@@ -445,7 +510,7 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 503, 0, seq);
 	__u32 total = head + body;
 	if (dp->n_set || dp->del) {
-		int delta = l7_mesh_mutate(msg, req, dp, head);
+		int delta = l7_mesh_mutate(msg, req, dp, h, lead);
 		if (delta == L7_EDIT_FAILED)   /* never sent half-edited: l7run answers and closes */
 			return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 500, 0, seq);
 		total += delta;

@@ -62,9 +62,10 @@ static __always_inline __u32 l7_mut_stage(__u8 *buf, const __u8 *set, __u32 n)
 	return x.total > L7_MAX_INSERT ? 0 : x.total;
 }
 
-/* Copying the staged bytes into the message, 8 a step in a bpf_loop callback: a plain loop of
- * L7_MAX_INSERT single-byte stores is walked by the verifier byte by byte, once per path that
- * reaches it (it was over half of the mesh program's 1M-instruction budget). */
+/* Copying bytes into the message (the staged lines, or a mesh client's held head start), 8 a
+ * step in a bpf_loop callback: a plain loop of L7_MAX_INSERT single-byte stores is walked by
+ * the verifier byte by byte, once per path that reaches it (it was over half of the mesh
+ * program's 1M-instruction budget). */
 struct l7_fill_ctx {
 	struct sk_msg_md *msg;
 	const __u8 *src;
@@ -74,7 +75,7 @@ struct l7_fill_ctx {
 L7_LOOP_CB(l7_fill_cb)
 {
 	struct l7_fill_ctx *x = l7_ctx;
-	__u32 i = ((__u32)l7_idx * 8) & (L7_MAX_INSERT - 1);
+	__u32 i = ((__u32)l7_idx * 8) & (L7_MAX_HEAD - 1);   /* src: L7_MAX_HEAD + slack */
 	__u8 *d = (__u8 *)(long)x->msg->data, *e = (__u8 *)(long)x->msg->data_end;
 
 	if ((__u32)l7_idx * 8 >= x->len)

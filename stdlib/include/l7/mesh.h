@@ -15,6 +15,7 @@
  *   l7_mesh_ctl    l7run only
  *   l7_mesh_rmut   BPF: the request path writes entry n of a pool connection before request n
  *                  is counted, the response path reads it when response n is framed
+ *   l7_mesh_hold   BPF only (the client's SK_MSG; sock_ops deletes it at close)
  *
  * The map rows in l7/maps.def carry these sizes as numbers (that file is also read where
  * this header is not included); the asserts below keep them in step. */
@@ -26,6 +27,7 @@
 #define L7_MESH_SLOTS      64   /* pool connections per upstream (power of two) */
 #define L7_MESH_UPSTREAMS  16   /* = L7_MAX_UPSTREAMS */
 #define L7_MESH_RING       16   /* requests in flight on one pool connection (power of two) */
+#define L7_MESH_HOLD_BYTES 16384   /* = L7_MAX_HEAD: a held head start is shorter */
 
 /* A socket's 4-tuple as sk_msg_md / bpf_sock_ops show it: addresses in network order,
  * local port in host order, remote port converted to host order too. */
@@ -149,6 +151,9 @@ enum l7_mesh_pass_kind {
 	L7_MP_ANSWER,         /* answer `status` (after earlier responses), discard the bytes */
 	L7_MP_CLOSE,          /* answer `status` (0: none) and close (framing lost, or data after
 			       * a request that asked to close), after earlier responses */
+	L7_MP_DISCARD,        /* `len` bytes the data plane keeps a copy of (the start of a head
+			       * one sendmsg did not complete, l7_mesh_hold): drop them, nothing
+			       * to answer (so no wait for earlier responses either) */
 	L7_MP_CHUNKED,        /* a request with a chunked body for pool slot `slot`: the first
 			       * `status` bytes are its head (header lines inserted), the body
 			       * follows; l7run frames and holds it, sends it whole once earlier
@@ -167,6 +172,20 @@ struct l7_mesh_pass {
 };
 #define L7_MP_FOR(up) (1u + (up))
 
+/* l7_mesh_hold value, keyed by the client key: the start of a request head that one sendmsg
+ * did not complete. The kernel's cork (bpf_msg_cork_bytes) cannot hold it: a corked message is
+ * redirected whole or loses what follows the bytes applied (tcp_bpf_send_verdict frees a
+ * corked sk_msg after its first redirect), so a write that ends one head and starts the next
+ * request lost that request. Instead the bytes go to l7run, which drops them (L7_MP_DISCARD),
+ * a copy waits here, and the next sendmsg gets them pushed back in front of its own: the
+ * request is then framed, decided and sent as if it had come in one write. buf first: the
+ * value is inserted from the scratch buffer the parser read the bytes into. */
+struct l7_mesh_hold {
+	__u8 buf[L7_MESH_HOLD_BYTES + 64];   /* + slack for 8-byte copies at a masked offset */
+	__u32 len;
+	__u32 pad;
+};
+
 /* l7_mesh_ctl value, keyed by the client key: how far l7run has caught up. */
 struct l7_mesh_ctl {
 	__u64 done_seq;       /* pass records fully handled */
@@ -180,6 +199,7 @@ struct l7_mesh_ctl {
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
 #define L7_MESH_RRING_SIZE 1024
+#define L7_MESH_HOLD_SIZE  16456
 #define L7_MESH_POOL_SIZE  (L7_MESH_UPSTREAMS * L7_MESH_SLOTS)
 _Static_assert(sizeof(struct l7_mesh_key) == L7_MESH_KEY_SIZE, "maps.def: l7_mesh_* key size");
 _Static_assert(sizeof(struct l7_mesh_conn) == L7_MESH_CONN_SIZE, "maps.def: l7_mesh_conns value size");
@@ -188,6 +208,7 @@ _Static_assert(sizeof(struct l7_mesh_pass_key) == L7_MESH_PKEY_SIZE, "maps.def: 
 _Static_assert(sizeof(struct l7_mesh_pass) == L7_MESH_PASS_SIZE, "maps.def: l7_mesh_pass value size");
 _Static_assert(sizeof(struct l7_mesh_ctl) == L7_MESH_CTL_SIZE, "maps.def: l7_mesh_ctl value size");
 _Static_assert(sizeof(struct l7_mesh_rring) == L7_MESH_RRING_SIZE, "maps.def: l7_mesh_rmut value size");
+_Static_assert(sizeof(struct l7_mesh_hold) == L7_MESH_HOLD_SIZE, "maps.def: l7_mesh_hold value size");
 
 /* Program and map names l7run looks up. */
 #define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
