@@ -454,6 +454,18 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 	struct l7_req *req = l7_load(skb, start, avail, L7_MAX_HEAD);
 	if (!req)
 		return l7_need_more(c);
+	if (req->buf[0] == '\r') {
+		/* An empty line before a request line (RFC 9112 2.2: ignored) is a message of its own,
+		 * dropped: a backend that does not skip it would take the request for a bad one. At
+		 * once, never after waiting: strparser refuses (EPROTO, the connection errors) a
+		 * message that ends before the bytes that came since the parser asked for more. */
+		if (avail < 2)
+			return l7_need_more(c);
+		if (req->buf[1] == '\n') {
+			c->act = L7_ACT_DROP;
+			return l7_message(c, 2);
+		}
+	}
 	int h = l7_http_parse_head(req, avail < L7_MAX_HEAD ? avail : L7_MAX_HEAD);
 	if (h == 0)
 		return l7_need_more(c);
