@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include "mesh.h"
+#include "../stdlib/bpf/http.h"   /* the trailer section, framed as the gateway frames it */
 
 #define MESH_HOLD_MAX (1u << 20)   /* a chunked request larger than this gets 413 (as gateway mode) */
 
@@ -227,10 +228,25 @@ static int scan_chunk_line(const unsigned char *p, size_t n, uint64_t *size)
 	return 0;
 }
 
+/* The trailer section at p[0, n) after a last chunk: its length, 0 while it does not end, -1 if
+ * it is bad (l7_http_trailers: as the gateway's kernel path frames it). */
+static int trailers(const char *p, size_t n)
+{
+	static __u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];   /* with the slack the framer reads past len */
+	struct l7_chunked st;
+
+	if (n > L7_MAX_HEAD)
+		n = L7_MAX_HEAD;
+	memcpy(buf, p, n);
+	int t = l7_http_trailers(&st, buf, 0, (__u32)n);
+	return t < 0 || (t == 0 && n >= L7_MAX_HEAD) ? -1 : t;
+}
+
 /* Frame the chunked body after the head in c->in (the rules of the kernel's chunk framing:
- * CRLF after each chunk's data checked, a size line of at most 64 bytes, no trailer fields);
- * once the last chunk is in, send head and body on the pool connection. Nothing after it is
- * forwarded: the connection closes once its response is delivered. */
+ * CRLF after each chunk's data checked, a size line of at most 64 bytes, trailer fields as
+ * l7_http_trailers checks them); once the last chunk is in, send head and body on the pool
+ * connection. Nothing after it is forwarded: the connection closes once its response is
+ * delivered. */
 static void chunk_pump(struct mesh_client *c)
 {
 	while (c->chunk && !c->closing && c->in_len >= c->chunk_pos) {
@@ -267,13 +283,13 @@ static void chunk_pump(struct mesh_client *c)
 		if (ln == 0)
 			return;
 		if (size == 0) {
-			/* the last chunk: CRLF must follow (trailer fields are refused, as in gateway mode:
-			 * a policy never sees them) */
-			if (avail < (size_t)ln + 2)
-				return;
-			if (c->in[c->chunk_pos + ln] != '\r' || c->in[c->chunk_pos + ln + 1] != '\n')
+			/* the last chunk: its trailer section (often only the final CRLF) follows */
+			int t = trailers(c->in + c->chunk_pos + ln, avail - (size_t)ln);
+			if (t < 0)
 				goto bad;
-			c->chunk_pos += (size_t)ln + 2;
+			if (t == 0)
+				return;
+			c->chunk_pos += (size_t)ln + (size_t)t;
 			int fd = owned_slot_fd(c, c->chunk_slot);
 			if (fd >= 0) {
 				send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */

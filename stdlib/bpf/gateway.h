@@ -108,6 +108,21 @@ static __always_inline struct l7_req *l7_load(struct __sk_buff *skb, __u32 start
 	return req;
 }
 
+/* The trailer section at the start of scratch->buf (len bytes): l7_http_trailers, with the
+ * framer's state in l7_scan (free while a body is framed). A global function, verified once on
+ * its own: inlined, each parser that frames bodies walked the framer again (+40K processed
+ * instructions each). */
+__attribute__((noinline)) int l7g_trailers(struct l7_req *scratch, __u32 len)
+{
+	__u32 zero = 0;
+	struct l7_chunked *st = bpf_map_lookup_elem(&l7_scan, &zero);
+
+	_Static_assert(sizeof(struct l7_chunked) <= L7_SCAN_STATE, "l7_scan holds the trailer framer's state");
+	if (!scratch || !st)
+		return -L7_E_BAD;
+	return l7_http_trailers(st, scratch->buf, 0, len);
+}
+
 /* Frame one body piece. Returns the message length, 0 to wait, -1 when framing is lost;
  * *last says whether the piece ends the body. */
 static __always_inline int l7_frame_body(struct l7_conn *c, struct __sk_buff *skb, __u32 start,
@@ -132,7 +147,7 @@ static __always_inline int l7_frame_body(struct l7_conn *c, struct __sk_buff *sk
 	}
 	/* L7_BODY_CHUNK: the CRLF that ends the previous chunk's data (checked: skipping two
 	 * unchecked bytes let "chunk data not terminated by CRLF" smuggle), then a size line; the
-	 * zero chunk must be followed by CRLF (no trailers) */
+	 * zero chunk and its trailer section (often only the final CRLF) are one piece */
 	__u32 skip = 0;
 	if (c->flags & L7_CONN_CRLF) {
 		if (avail < 2)
@@ -156,13 +171,26 @@ static __always_inline int l7_frame_body(struct l7_conn *c, struct __sk_buff *sk
 		return rest >= 64 ? -1 : 0;   /* a size line longer than the window: refuse, never wait */
 	if (size == 0) {
 		if (rest < (__u32)n + 2)
-			return rest >= 64 ? -1 : 0;
-		if (r->buf[n & 63] != '\r' || r->buf[(n + 1) & 63] != '\n')
-			return -1;
+			return 0;
+		int t = 2;
+		if (r->buf[n & 63] != '\r' || r->buf[(n + 1) & 63] != '\n') {
+			/* trailer fields (RFC 9112 7.1.2), checked as header fields are (http.h) */
+			__u32 tl = rest - (__u32)n;
+			l7_barrier_var(tl);   /* >= 2, which clang knows and the verifier must see */
+			r = l7_load(skb, start + skip + (__u32)n, tl, L7_MAX_HEAD);
+			if (!r)
+				return -1;
+			tl = tl < L7_MAX_HEAD ? tl : L7_MAX_HEAD;
+			t = l7g_trailers(r, tl);
+			if (t < 0 || (t == 0 && tl >= L7_MAX_HEAD))
+				return -1;
+			if (t == 0)
+				return 0;
+		}
 		c->flags &= ~L7_CONN_CRLF;
 		c->body = L7_BODY_NONE;
 		*last = 1;
-		return (int)skip + n + 2;
+		return (int)skip + n + t;
 	}
 	if (size > 0x7fffffff)
 		return -1;

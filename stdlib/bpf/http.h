@@ -28,9 +28,14 @@
  *
  *   int l7_http_chunked(struct l7_chunked *st, const __u8 *buf, __u32 off, __u32 len)
  *       Strict chunked-body framer (RFC 9112 7.1, no BWS, extensions token[=token|quoted],
- *       trailer fields validated like header fields). Feed bytes buf[off..len); resumable
- *       across calls with the same *st (zeroed first). Returns the offset just past the
- *       message (> 0), 0 when every byte was consumed and more are needed, -L7_E_* on error.
+ *       trailer fields validated like header fields, and none that frames, routes or controls
+ *       the connection: Host, Content-Length, Transfer-Encoding, Connection, Upgrade, Expect).
+ *       Feed bytes buf[off..len) of one buffer; resumable across calls with the same *st
+ *       (zeroed first). Returns the offset just past the message (> 0), 0 when every byte was
+ *       consumed and more are needed, -L7_E_* on error.
+ *
+ *   int l7_http_trailers(struct l7_chunked *st, const __u8 *buf, __u32 off, __u32 len)
+ *       The trailer section after a last chunk, as l7_http_chunked frames it, in one call.
  *
  *   __u32 l7_http_msg_end(const struct l7_req *req)
  *       Where the next request starts for a non-chunked message: head_len + body_len.
@@ -349,19 +354,11 @@ static __always_inline int l7_http_target_form(struct l7_req *r, __u32 end, int 
 	return 0;
 }
 
-/* Classify the field name [s, s+n): known framing fields and the policy's wanted ones. */
-static __always_inline __u32 l7_http_classify(const struct l7_req *r, __u32 s, __u32 n)
+/* The fields the parser gives a meaning to (framing, routing, the connection), by their
+ * name's length and its lower-cased words w0..w2: L7H_K_*. */
+static __always_inline __u32 l7_http_kind(__u32 n, __u64 w0, __u64 w1, __u64 w2)
 {
-	const __u8 *p = r->buf + l7_mask(s, L7_MAX_HEAD - 1);
-	__u64 w0, w1, w2, w3;
-	__u32 kind = L7H_K_NONE, want = 0, i;
-
-	if (n > L7_MAX_NAME)
-		return 0;
-	w0 = l7_lower8(l7_ld64(p)) & l7_bytemask(n);
-	w1 = n > 8 ? l7_lower8(l7_ld64(p + 8)) & l7_bytemask(n - 8) : 0;
-	w2 = n > 16 ? l7_lower8(l7_ld64(p + 16)) & l7_bytemask(n - 16) : 0;
-	w3 = n > 24 ? l7_lower8(l7_ld64(p + 24)) & l7_bytemask(n - 24) : 0;
+	__u32 kind = L7H_K_NONE;
 
 	if (n == 4 && w0 == L7_W8('h', 'o', 's', 't', 0, 0, 0, 0))
 		kind = L7H_K_HOST;
@@ -378,6 +375,23 @@ static __always_inline __u32 l7_http_classify(const struct l7_req *r, __u32 s, _
 		kind = L7H_K_UPG;
 	else if (n == 6 && w0 == L7_W8('e', 'x', 'p', 'e', 'c', 't', 0, 0))
 		kind = L7H_K_EXPECT;
+	return kind;
+}
+
+/* The lower-cased words of the name at p (n <= L7_MAX_NAME; 32 bytes readable), zero past n. */
+#define L7_NAME_WORDS(p, n, w0, w1, w2, w3) do {                                             	w0 = l7_lower8(l7_ld64(p)) & l7_bytemask(n);                                         	w1 = (n) > 8 ? l7_lower8(l7_ld64((p) + 8)) & l7_bytemask((n) - 8) : 0;               	w2 = (n) > 16 ? l7_lower8(l7_ld64((p) + 16)) & l7_bytemask((n) - 16) : 0;            	w3 = (n) > 24 ? l7_lower8(l7_ld64((p) + 24)) & l7_bytemask((n) - 24) : 0;            } while (0)
+
+/* Classify the field name [s, s+n): known framing fields and the policy's wanted ones. */
+static __always_inline __u32 l7_http_classify(const struct l7_req *r, __u32 s, __u32 n)
+{
+	const __u8 *p = r->buf + l7_mask(s, L7_MAX_HEAD - 1);
+	__u64 w0, w1, w2, w3;
+	__u32 kind, want = 0, i;
+
+	if (n > L7_MAX_NAME)
+		return 0;
+	L7_NAME_WORDS(p, n, w0, w1, w2, w3);
+	kind = l7_http_kind(n, w0, w1, w2);
 
 	L7_UNROLL
 	for (i = 0; i < L7_MAX_WANTED; i++) {
@@ -410,10 +424,7 @@ static __always_inline __u32 l7_rhdr_match(const struct l7_req *r, __u32 s, __u3
 
 	if (n > L7_MAX_NAME || n == 0)
 		return 0;
-	w0 = l7_lower8(l7_ld64(p)) & l7_bytemask(n);
-	w1 = n > 8 ? l7_lower8(l7_ld64(p + 8)) & l7_bytemask(n - 8) : 0;
-	w2 = n > 16 ? l7_lower8(l7_ld64(p + 16)) & l7_bytemask(n - 16) : 0;
-	w3 = n > 24 ? l7_lower8(l7_ld64(p + 24)) & l7_bytemask(n - 24) : 0;
+	L7_NAME_WORDS(p, n, w0, w1, w2, w3);
 	L7_UNROLL
 	for (i = 0; i < L7_MAX_RHDR; i++) {
 		const __u8 *q = (const __u8 *)l7_rhdr_name[i];
@@ -895,7 +906,11 @@ static __always_inline __u32 l7_http_msg_end(const struct l7_req *req)
 struct l7_chunked {
 	__u64 remain;   /* chunk-data bytes still to skip */
 	__u32 state;    /* L7C_* */
-	__u32 n;        /* hex digits of the current size */
+	__u32 n;        /* hex digits of the current size; in a trailer line, where its name starts */
+	__u32 pos;      /* while a call runs: the next byte (here, not on the stack, for the verifier:
+			 * a stack cursor starting at a constant was walked byte by byte, +35K
+			 * processed instructions for the trailer framer) */
+	__u32 pad;
 };
 
 enum {
@@ -926,7 +941,7 @@ enum {
 struct l7_chunk_ctx {
 	struct l7_chunked *st;
 	const __u8 *buf;
-	__u32 pos, len;
+	__u32 len;
 	int rc;        /* 1 while running */
 };
 
@@ -945,7 +960,7 @@ L7_LOOP_CB(l7_chunk_step)
 {
 	struct l7_chunk_ctx *c = l7_ctx;
 	struct l7_chunked *st = c->st;
-	__u32 pos = c->pos, s = st->state;
+	__u32 pos = st->pos, s = st->state;
 	__u8 b;
 	int h;
 
@@ -958,13 +973,13 @@ L7_LOOP_CB(l7_chunk_step)
 		if (run > st->remain)
 			run = st->remain;
 		st->remain -= run;
-		c->pos = pos + (__u32)run;
+		st->pos = pos + (__u32)run;
 		if (!st->remain)
 			st->state = L7C_DATA_CR;
 		return 0;
 	}
 	b = c->buf[l7_mask(pos, L7_DATA_MASK)];
-	c->pos = pos + 1;
+	st->pos = pos + 1;
 	switch (s) {
 	case L7C_SIZE0:
 	case L7C_SIZE:
@@ -1057,12 +1072,24 @@ L7_LOOP_CB(l7_chunk_step)
 		if (!L7__TCHAR(b))
 			goto bad;   /* obs-fold, empty name, CTL */
 		st->state = L7C_TR_NAME;
+		st->n = pos;   /* where the name starts */
 		return 0;
 	case L7C_TR_NAME:
-		if (b == ':')
+		if (b == ':') {
+			/* RFC 9110 6.5.1: a field that frames the message, routes it or controls the
+			 * connection means nothing after the body, and a recipient that merged it
+			 * would act on what the data plane never judged: refused. */
+			__u32 n = pos - st->n;
+			__u64 w0, w1, w2, w3;
+			const __u8 *p = c->buf + l7_mask(st->n, L7_DATA_MASK);
+			L7_NAME_WORDS(p, n, w0, w1, w2, w3);
+			(void)w3;
+			if (n <= L7_MAX_NAME && l7_http_kind(n, w0, w1, w2) != L7H_K_NONE)
+				goto bad;
 			st->state = L7C_TR_VAL;
-		else if (!L7__TCHAR(b))
+		} else if (!L7__TCHAR(b)) {
 			goto bad;
+		}
 		return 0;
 	case L7C_TR_VAL:
 		if (b == '\r')
@@ -1099,7 +1126,9 @@ bad:
 static __always_inline int l7_http_chunked(struct l7_chunked *st, const __u8 *buf, __u32 off,
 					   __u32 len)
 {
-	struct l7_chunk_ctx c = { .st = st, .buf = buf, .pos = off, .len = len, .rc = 1 };
+	struct l7_chunk_ctx c = { .st = st, .buf = buf, .len = len, .rc = 1 };
+
+	st->pos = off;
 
 	if (len > L7_DATA_MASK + 1)
 		c.len = L7_DATA_MASK + 1;
@@ -1109,6 +1138,24 @@ static __always_inline int l7_http_chunked(struct l7_chunked *st, const __u8 *bu
 	if (c.rc == 0 && len > L7_DATA_MASK + 1)
 		return -L7_E_UNSUPPORTED;
 	return c.rc;
+}
+
+/* The trailer section at buf[off, len) (what follows the last chunk's size line, RFC 9112
+ * 7.1.2): field lines, checked as l7_http_chunked checks them, up to an empty line. Returns
+ * its length with that line's CRLF (> 0), 0 when it does not end yet, or -L7_E_*: malformed,
+ * a field that must not be a trailer, or longer than one call frames (L7_CHUNK_STEPS bytes).
+ * Not resumable: every call scans from off (buf must hold L7_MAX_NAME readable bytes past
+ * len); *st is the framer's state while it runs (in BPF map memory, not the stack: constant
+ * state on the stack makes the verifier enumerate it). The data planes frame a trailer
+ * section as one piece with it. */
+static __always_inline int l7_http_trailers(struct l7_chunked *st, const __u8 *buf, __u32 off, __u32 len)
+{
+	st->remain = 0;
+	st->state = L7C_TR0;
+	st->n = 0;
+	int rc = l7_http_chunked(st, buf, off, len);
+
+	return rc > 0 ? rc - (int)off : rc;
 }
 
 #endif /* L7_BPF_HTTP_H */

@@ -144,17 +144,33 @@ def serve(s, handle, *args):
 
 
 def read_chunked(conn, buf):
-    """Decodes a chunked body at the start of buf (no trailers): (body, rest of buf), None at
-    EOF."""
-    body = b""
-    while True:
+    """Decodes a chunked body at the start of buf: (body, [trailer field lines], rest of buf),
+    None at EOF."""
+    def line():
+        nonlocal buf
         while b"\r\n" not in buf:
             d = conn.recv(65536)
             if not d:
                 return None
             buf += d
-        line, buf = buf.split(b"\r\n", 1)
-        size = int(line.split(b";")[0], 16)
+        ln, buf = buf.split(b"\r\n", 1)
+        return ln
+
+    body = b""
+    while True:
+        ln = line()
+        if ln is None:
+            return None
+        size = int(ln.split(b";")[0], 16)
+        if size == 0:
+            trailers = []
+            while True:   # the trailer section ends with an empty line
+                ln = line()
+                if ln is None:
+                    return None
+                if not ln:
+                    return body, trailers, buf
+                trailers.append(ln)
         while len(buf) < size + 2:
             d = conn.recv(65536)
             if not d:
@@ -162,14 +178,12 @@ def read_chunked(conn, buf):
             buf += d
         body += buf[:size]
         buf = buf[size + 2:]
-        if size == 0:
-            return body, buf
 
 
 def requests(conn):
-    """The requests arriving on conn, in order (keep-alive, pipelined): (head lines, body) with
-    the raw lines (request line first) and the body, Content-Length or chunked framed. Ends when
-    the peer closes."""
+    """The requests arriving on conn, in order (keep-alive, pipelined): (head lines, body,
+    trailers) with the raw lines (request line first), the body, Content-Length or chunked
+    framed, and a chunked body's trailer field lines. Ends when the peer closes."""
     buf = b""
     while True:
         while b"\r\n\r\n" not in buf:
@@ -190,15 +204,15 @@ def requests(conn):
             got = read_chunked(conn, buf)
             if got is None:
                 return
-            body, buf = got
+            body, trailers, buf = got
         else:
             while len(buf) < clen:
                 d = conn.recv(65536)
                 if not d:
                     return
                 buf += d
-            body, buf = buf[:clen], buf[clen:]
-        yield lines, body
+            body, buf, trailers = buf[:clen], buf[clen:], []
+        yield lines, body, trailers
 
 
 def parse_responses(buf, methods=()):

@@ -43,7 +43,7 @@ def respond(conn, target, lines, body):
 def handle(conn):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        for lines, body in requests(conn):
+        for lines, body, _ in requests(conn):
             target = lines[0].split(b" ")[1]
             with log_lock, open(LOG, "ab") as f:
                 f.write(target + b" " + b" | ".join(lines[1:]) + b"\n")

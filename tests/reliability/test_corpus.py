@@ -70,8 +70,14 @@ def unescape(s):
 
 
 def insert_host(data):
-    """Host: h after every request line (as tests/stdlib does for no-host deviations)."""
-    return data.replace(b" HTTP/1.1\r\n", b" HTTP/1.1\r\nHost: h\r\n")
+    """Host: h after every request line (as tests/stdlib does for no-host deviations): a line
+    ending in " HTTP/1.1" with no ':' before its first space (a trailer field that only looks
+    like a request line gets none)."""
+    lines = data.split(b"\r\n")
+    for i, l in enumerate(lines[:-1]):
+        if l.endswith(b" HTTP/1.1") and b":" not in l.split(b" ", 1)[0]:
+            lines[i] = l + b"\r\nHost: h"
+    return b"\r\n".join(lines)
 
 
 def split_requests(data):

@@ -2,10 +2,11 @@
 """Echo backend for the gateway tests: answers every HTTP/1.1 request on a kept-alive
 connection with a body that lists what it received (name, method, target, headers, body
 length). Pipelining is handled by answering requests in arrival order. Stdlib only.
-Request bodies: Content-Length or chunked (no trailers). Query knobs (telemetry tests):
+Request bodies: Content-Length or chunked (its trailer fields listed too). Query knobs (telemetry tests):
 status=N answers status N; size=N sends N bytes of 'x' as the body instead of the listing;
 chunked=K sends the body chunked, K bytes a chunk, one write per chunk; interim=1 sends a
 103 interim response first (its own write)."""
+import hashlib
 import os
 import socket
 import sys
@@ -43,12 +44,14 @@ def answer(conn, method, target, status, body):
 def handle(conn, name):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
-        for lines, body_in in requests(conn):
+        for lines, body_in, trailers in requests(conn):
             method, target, _ = lines[0].split(b" ", 2)
             headers = lines[1:]
             out = b"backend=" + name.encode() + b"\nmethod=" + method + b"\ntarget=" + target + b"\n"
             out += b"".join(b"header=" + h + b"\n" for h in headers)
             out += b"body_len=" + str(len(body_in)).encode() + b"\n"
+            out += b"body_sha256=" + hashlib.sha256(body_in).hexdigest().encode() + b"\n"
+            out += b"".join(b"trailer=" + t + b"\n" for t in trailers)
             if b"?" in target:
                 answer(conn, method, target, 200, out)
                 continue

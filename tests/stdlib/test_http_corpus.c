@@ -117,20 +117,31 @@ static int judge_smuggling(const struct tsv *t, int r, const struct walk *w, cha
 	return 1;
 }
 
-/* The stream with "Host: h" after every line that ends in " HTTP/1.1" (request lines). */
+/* The stream with "Host: h" after every request line: a line that ends in " HTTP/1.1" and has
+ * no ':' before its first space (a field line that only looks like one, such as garden-server-39's
+ * trailer "X:POST / HTTP/1.1", gets none: a Host trailer would be refused for itself). */
 static unsigned char *insert_host(const unsigned char *data, size_t len, size_t *out_len)
 {
 	static const char host[] = "Host: h\r\n", ver[] = " HTTP/1.1\r\n";
 	const size_t vl = sizeof ver - 1, hl = sizeof host - 1;
 	unsigned char *o = malloc(len * 2 + hl + 1);
-	size_t n = 0;
+	size_t n = 0, line = 0;
 
 	for (size_t i = 0; i < len; i++) {
 		o[n++] = data[i];
 		if (i + 1 >= vl && !memcmp(data + i + 1 - vl, ver, vl)) {
-			memcpy(o + n, host, hl);
-			n += hl;
+			size_t sp = line, colon = line;
+			while (sp < i && data[sp] != ' ')
+				sp++;
+			while (colon < sp && data[colon] != ':')
+				colon++;
+			if (colon == sp) {
+				memcpy(o + n, host, hl);
+				n += hl;
+			}
 		}
+		if (data[i] == '\n')
+			line = i + 1;
 	}
 	*out_len = n;
 	return o;
