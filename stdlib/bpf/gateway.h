@@ -241,6 +241,8 @@ static __always_inline __u32 l7_bad_status(int err)
 	return 400;
 }
 
+#define L7_LAST_UP_UNKNOWN 0xffffu   /* l7_conn.last_up: an upstream only l7run knows */
+
 /* What the policy reads besides the head, before it runs. */
 static __always_inline void l7_client_prepare(struct l7_conn *c, struct l7_req *req)
 {
@@ -293,7 +295,9 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 	} else {
 		/* Responses must come back in request order: switch upstream only when the
 		 * previous one owes nothing, and pipeline at most L7_TXQ_DEPTH on one socket. */
-		if (c->last_up && c->last_up != up + 1 && ctl) {
+		if (c->last_up == L7_LAST_UP_UNKNOWN) {
+			why = L7_WHY_ORDER;   /* l7run sent the last one to the fallback */
+		} else if (c->last_up && c->last_up != up + 1 && ctl) {
 			__u64 prev = ctl->bind[(c->last_up - 1) & (L7_MAX_UPSTREAMS - 1)];
 			if (prev && l7_inflight(prev, 0))
 				why = L7_WHY_ORDER;
@@ -346,6 +350,14 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 	p.rdel = (__u8)dp->rdel;
 	__builtin_memcpy(p.rset, dp->rset, L7_MAX_SET);
 	l7_pass_put(c, cookie, &p);
+	/* l7run sends it on once every response before it is in: then it is the one in flight,
+	 * and the next request may go by the kernel only as the previous upstream allows (a
+	 * pipelined /b behind an /a that l7run forwarded was answered with /a's response: the
+	 * kernel knew only of its own forwards). The fallback's slot is l7run's to know. */
+	if (dp->verdict == L7_FORWARD && dp->upstream < L7_MAX_UPSTREAMS)
+		c->last_up = up + 1;
+	else if (dp->verdict == L7_FALLBACK)
+		c->last_up = L7_LAST_UP_UNKNOWN;
 	c->act = c->act_body = L7_ACT_PASS;
 	l7_stat(L7_STAT_PASSED);
 }
@@ -509,6 +521,24 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 	return l7_message(c, (__u32)h);
 }
 
+/* A message for l7run goes into the client socket's own receive queue by an ingress redirect
+ * to itself, not SK_PASS: SK_PASS hits a kernel defect (docs/architecture.md) that left 1 in
+ * 100 connections stalled, the parser not woken by the next short segments after the message
+ * it passed. The redirect has no backpressure (its skbs are not charged to the socket, the TCP
+ * window stays open), so while l7run is more than L7_PASS_REDIRECT_MAX records behind, SK_PASS
+ * it is: the window closes until l7run reads. */
+#define L7_PASS_REDIRECT_MAX 32
+
+static __always_inline int l7_to_l7run(struct __sk_buff *skb, const struct l7_conn *c, __u64 cookie)
+{
+	struct l7_ctl *ctl = bpf_map_lookup_elem(&l7_ctl, &cookie);
+	__u64 done = ctl ? ctl->done_seq : 0;
+
+	if (ctl && c->pass_seq - done <= L7_PASS_REDIRECT_MAX)
+		bpf_sk_redirect_hash(skb, &l7_clients, &cookie, BPF_F_INGRESS);   /* not found: SK_PASS */
+	return SK_PASS;
+}
+
 L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
 {
 	__u64 cookie = bpf_get_socket_cookie(skb);
@@ -523,7 +553,7 @@ L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
 		return bpf_sk_redirect_hash(skb, &l7_upstreams, &t, 0);
 	}
 	if (c->act == L7_ACT_PASS)
-		return SK_PASS;
+		return l7_to_l7run(skb, c, cookie);
 	return SK_DROP;
 }
 

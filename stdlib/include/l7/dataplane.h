@@ -64,7 +64,8 @@ struct l7_conn {
 	__u32 act_body;      /* enum l7_act for the body pieces that follow the head */
 	__u64 target;        /* redirect target cookie */
 	__u32 rec_kind;      /* for PASS: record to write (see l7_pass.kind) */
-	__u32 last_up;       /* clients: 1 + upstream index of the last kernel-forwarded request */
+	__u32 last_up;       /* clients: 1 + upstream index of the last forwarded request (by the
+	                      * kernel or, sent on by l7run, passed with its upstream) */
 	/* Clients: records handed to l7run so far (l7_pass keys 1..pass_seq). */
 	__u64 pass_seq;
 	/* Pool sockets: final responses completed (in flight = l7_txq.sent - done). */
