@@ -106,6 +106,7 @@ uint64_t mesh_now_ms(void);
 struct l7_mesh_key mesh_key_of(int fd);
 void mesh_pool_fill(struct mesh_ver *v, int force);
 void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev);
+void mesh_pool_drop(struct mesh_ver *v, int idx);
 void mesh_pool_close_all(struct mesh_ver *v);
 void mesh_pool_reap(struct mesh_ver *v);
 int mesh_upstream_live(struct mesh_ver *v, int up);

@@ -242,6 +242,19 @@ static int trailers(const char *p, size_t n)
 	return t < 0 || (t == 0 && n >= L7_MAX_HEAD) ? -1 : t;
 }
 
+/* Refuse the chunked request l7run holds with `status` and close. Its pool connection was
+ * counted as owing a response it will never get (the data plane counts a request when it
+ * decides it): close that too, it is refilled at once, rather than have the slot wait as an
+ * orphan (a few refused bodies in a row ran a small pool dry: 503s). */
+static void chunk_refuse(struct mesh_client *c, int status)
+{
+	mesh_client_answer(c, -1, status, 1);   /* l7run's own answer */
+	if (owned_slot_fd(c, c->chunk_slot) >= 0)
+		mesh_pool_drop(c->v, (int)(c->chunk_slot % L7_MESH_POOL_SIZE));
+	c->chunk = 0;
+	c->in_len = 0;
+}
+
 /* Frame the chunked body after the head in c->in (the rules of the kernel's chunk framing:
  * CRLF after each chunk's data checked, a size line of at most 64 bytes, trailer fields as
  * l7_http_trailers checks them); once the last chunk is in, send head and body on the pool
@@ -252,7 +265,7 @@ static void chunk_pump(struct mesh_client *c)
 	while (c->chunk && !c->closing && c->in_len >= c->chunk_pos) {
 		size_t avail = c->in_len - c->chunk_pos;
 		if (c->chunk_pos > MESH_HOLD_MAX) {
-			mesh_client_answer(c, -1, 413, 1);
+			chunk_refuse(c, 413);
 			break;
 		}
 		if (c->chunk_state == 1) {
@@ -309,9 +322,7 @@ static void chunk_pump(struct mesh_client *c)
 	}
 	return;
 bad:
-	c->chunk = 0;
-	c->in_len = 0;
-	mesh_client_answer(c, -1, 400, 1);
+	chunk_refuse(c, 400);
 }
 
 /* The kernel found no live pool connection to upstream `up`: with none connected at all it

@@ -182,8 +182,9 @@ void mesh_pool_exhausted(struct mesh_ver *v, int up)
 	said_at = mesh_now_ms();
 }
 
-/* A pool connection ended: the client bound to it with responses owed gets a 502. */
-static void pool_dead(struct mesh_ver *v, int idx)
+/* A pool connection ended (or l7run ends it, mesh_pool_drop): the client bound to it with
+ * responses owed gets a 502, unless it already has its last answer (it is closing). */
+void mesh_pool_drop(struct mesh_ver *v, int idx)
 {
 	struct mesh_pool_conn *pc = &v->slot[idx];
 	struct l7_mesh_slot s;
@@ -204,7 +205,7 @@ static void pool_dead(struct mesh_ver *v, int idx)
 	     v->cfg.upstream[idx / L7_MESH_SLOTS].name, v->id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
 	if (was == L7_MS_BUSY && s.req_cnt != s.resp_cnt) {
 		struct mesh_client *c = mesh_client_by_key(v, &s.owner);
-		if (c)
+		if (c && !c->closing)
 			mesh_client_answer(c, idx / L7_MESH_SLOTS, 502, 1);
 	}
 }
@@ -223,7 +224,7 @@ void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev)
 		break;
 	}
 	if (ev & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-		pool_dead(v, idx);
+		mesh_pool_drop(v, idx);
 }
 
 /* A slot whose client left with responses owed (ORPHAN) frees itself when they arrive; when
@@ -254,7 +255,7 @@ void mesh_pool_reap(struct mesh_ver *v)
 				mlog("pool slot %u orphaned with %llu response(s) owed: closing it", k,
 				     (unsigned long long)(s.req_cnt - s.resp_cnt));
 				pc->orphan_since = 0;
-				pool_dead(v, (int)k);
+				mesh_pool_drop(v, (int)k);
 			}
 		}
 	}
