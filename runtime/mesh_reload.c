@@ -130,11 +130,12 @@ fail:
 /* The pins name the serving version's maps and programs (on), or are removed (off, v unused):
  * the mesh maps for tests and bpftool, l7_stats, l7_counters and the programs for l7run
  * --stats and --metrics, l7_tail_mesh for the chain of a split SK_MSG program (tests empty a
- * slot). */
+ * slot), l7_mesh_hold for the heads clients left unfinished (tests check none stays). */
 void mesh_pin(struct mesh_ver *v, int on)
 {
 	static const char *names[] = { "l7_mesh_socks", "l7_mesh_conns", "l7_mesh_pool", "map_l7_stats",
-				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat", "map_l7_entry_hits" };
+				       "map_l7_counters", "l7_tail_mesh", "map_l7_upstat", "map_l7_entry_hits",
+				       "l7_mesh_hold" };
 	enum { N = sizeof names / sizeof names[0] };
 	char p[512];
 
@@ -142,7 +143,8 @@ void mesh_pin(struct mesh_ver *v, int on)
 		int fds[N] = { v->socks, v->conns, v->pool, v->stats,
 			       bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
 			       bpf_object__find_map_fd_by_name(v->obj, "l7_tail_mesh"), v->upstat,
-			       bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits") };
+			       bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"),
+			       bpf_object__find_map_fd_by_name(v->obj, "l7_mesh_hold") };
 		mkdir(M.pin_dir, 0700);
 		for (int i = 0; i < N; i++)
 			pin_replace(M.pin_dir, fds[i], names[i]);

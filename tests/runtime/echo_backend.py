@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """Echo backend for the gateway tests: answers every HTTP/1.1 request on a kept-alive
 connection with a body that lists what it received (name, method, target, headers, body
-length). Pipelining is handled by answering requests in arrival order. Stdlib only.
-Request bodies: Content-Length or chunked (its trailer fields listed too). Query knobs (telemetry tests):
+length and SHA-256, trailer fields) and seq=N, the requests this process has read so far
+(a test sees whether one reached it in between). Pipelining is handled by answering requests in arrival order. Stdlib only.
+Request bodies: Content-Length or chunked. Query knobs (telemetry tests):
 status=N answers status N; size=N sends N bytes of 'x' as the body instead of the listing;
 chunked=K sends the body chunked, K bytes a chunk, one write per chunk; interim=1 sends a
 103 interim response first (its own write)."""
 import hashlib
 import os
+import itertools
 import socket
 import sys
 import time
@@ -41,6 +43,9 @@ def answer(conn, method, target, status, body):
     conn.sendall(b"0\r\n\r\n")
 
 
+SEQ = itertools.count(1)   # next() is atomic under the GIL: one count across the threads
+
+
 def handle(conn, name):
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     try:
@@ -52,6 +57,7 @@ def handle(conn, name):
             out += b"body_len=" + str(len(body_in)).encode() + b"\n"
             out += b"body_sha256=" + hashlib.sha256(body_in).hexdigest().encode() + b"\n"
             out += b"".join(b"trailer=" + t + b"\n" for t in trailers)
+            out += b"seq=%d\n" % next(SEQ)
             if b"?" in target:
                 answer(conn, method, target, 200, out)
                 continue
