@@ -5,8 +5,8 @@
  *
  * Request path: the client parser frames and parses a head, runs l7_policy_decide and picks
  * an action; the verdict applies it: redirect (egress) into the client's bound pool socket,
- * or SK_PASS to l7run with a record in l7_pass (pool miss, deny, fallback, bad request, or to
- * keep responses in order). Header mutations cannot be made here (stream-parser mode always
+ * or to l7run (into the client's own receive queue) with a record in l7_pass (pool miss, deny,
+ * fallback, bad request, or to keep responses in order). Header mutations cannot be made here (stream-parser mode always
  * transmits the original message length), so the request carries a record in l7_txq and the
  * SK_MSG program of l7_upstreams inserts the lines: measured on this kernel, an sk_skb egress
  * redirect into a socket runs that socket's SK_MSG program (skb_send_sock -> sock_sendmsg ->

@@ -166,12 +166,14 @@ def t_trailers():
     count of requests read moves only by the one that asks for it)."""
     good = Req("/a/t", "POST", chunked=[b"abc"], trailers=[b"x-checksum: 900150983cd24fb0", b"x-e:", b"X-Two: a b\tc"])
     rc_assert(run([good.wire], [good]) is None, "valid trailer fields forwarded")
+    long = Req("/a/t", "POST", chunked=[b"abc"], trailers=[b"x-long: " + b"v" * 3000])
+    rc_assert(run([long.wire], [long]) is None, "a 3,000-byte trailer field forwarded")
     before = seq_of_a()
     for t in (b"Content-Length: 3", b"transfer-encoding: chunked", b"Host: evil", b"Connection: close",
-              b"x-t : v", b" folded", b"x-t: a\rb", b"x-t", b": v"):
+              b"x-t : v", b" folded", b"x-t: a\rb", b"x-t", b": v", b"x-long: " + b"v" * 5000):
         bad = Req("/a/refused", "POST", chunked=[b"abc"], trailers=[b"x-ok: 1", t])
         sts, closed = rc.exchange(SVC, bad.wire, want=2, idle=1.0, limit=ANSWER_S)   # until the close
-        rc_assert(sts[:1] == [400] and closed, "trailer %r: 400 and closed, got %r closed %s" % (t, sts, closed))
+        rc_assert(sts[:1] == [400] and closed, "trailer %r: 400 and closed, got %r closed %s" % (t[:40], sts, closed))
     after = seq_of_a()
     rc_assert(after == before + 1, "none of the refused requests reached the backend (seq %d -> %d)" % (before, after))
 

@@ -396,11 +396,45 @@ Test(http, chunked)
 		{ "0\r\nX y\r\n\r\n", -L7_E_BAD },
 		{ "0\r\nX: \x01\r\n\r\n", -L7_E_BAD },
 		{ "0\r\n\r\r\n", -L7_E_BAD },
+		/* trailers that frame, route or control the connection (any case) */
+		{ "0\r\nContent-Length: 5\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nX: 1\r\ntransfer-ENCODING: chunked\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nHost: evil\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nconnection: close\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nUpgrade: h2c\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nExpect: 100-continue\r\n\r\n", -L7_E_BAD },
+		{ "0\r\nHosts: x\r\nContent-Lengths: 1\r\nX-Host: y\r\n\r\n", 46 },
 	};
 
 	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++)
 		cr_expect_eq(chunk_all(c[i].body), c[i].rc, "\"%s\": %d, want %d", c[i].body,
 			     chunk_all(c[i].body), c[i].rc);
+}
+
+Test(http, trailers)
+{
+	/* the trailer section alone, as the data planes frame it after a last chunk */
+	static const struct { const char *t; int rc; } c[] = {
+		{ "\r\n", 2 },
+		{ "\r\nGET / HTTP/1.1\r\n", 2 },
+		{ "x-sum: 1\r\n\r\n", 12 },
+		{ "X:POST / HTTP/1.1\r\n\r\n", 21 },   /* garden-server-39: a field, no request */
+		{ "x-sum: 1\r\n", 0 },
+		{ "x-sum: 1\r\n\r", 0 },
+		{ "Content-Length: 0\r\n\r\n", -L7_E_BAD },
+		{ "x-sum : 1\r\n\r\n", -L7_E_BAD },
+		{ "x-sum: 1\n\r\n", -L7_E_BAD },
+	};
+	struct l7_chunked st;
+
+	for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+		memcpy(req.buf, c[i].t, strlen(c[i].t));
+		int rc = l7_http_trailers(&st, req.buf, 0, (__u32)strlen(c[i].t));
+		cr_expect_eq(rc, c[i].rc, "\"%s\": %d, want %d", c[i].t, rc, c[i].rc);
+	}
+	/* from an offset: the length of the section, not where it ends */
+	memcpy(req.buf, "0\r\nT: 1\r\n\r\n", 11);
+	cr_expect_eq(l7_http_trailers(&st, req.buf, 3, 11), 8);
 }
 
 Test(http, chunked_resumes_byte_by_byte)
