@@ -80,9 +80,17 @@ def main():
     subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
     failures = []
     for mode in MODES:
-        t0 = time.time()
-        failures += run(mode, tmp, obj, ports, services, tests)
-        print("%-7s %d test lines, %.2fs" % (mode, len(tests), time.time() - t0))
+        # Buckets refill in real time (rate 1/s): on a loaded machine a slow run sees a token
+        # come back and gets a 200 the test line does not expect. A fresh l7run (fresh buckets)
+        # runs the lines again, up to three times; a limit that is not enforced fails them all.
+        for attempt in range(3):
+            t0 = time.time()
+            got = run(mode, tmp, obj, ports, services, tests)
+            print("%-7s %d test lines, %.2fs, attempt %d: %d failure(s)" % (mode, len(tests), time.time() - t0,
+                                                                           attempt + 1, len(got)))
+            if not got:
+                break
+        failures += got
     subprocess.run(["rm", "-rf", tmp])
     print("%d failure(s)" % len(failures))
     return 1 if failures else 0
