@@ -40,7 +40,7 @@ void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line);
 void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
 	       unsigned key_size, unsigned value_size, unsigned flags);
 
-/* tables.c: header-vector names, mutations, l7.config, license, maps, program wrappers */
+/* tables.c: header-vector names, mutations, the manifest, license, maps, program wrappers */
 int cg_tables(struct cg *g);
 void cg_maps(struct cg *g);
 void cg_programs(struct cg *g);

@@ -1,6 +1,6 @@
 /* codegen: Parse-Match-Action IR -> LLVM IR (through the LLVM C API) -> BPF ELF object.
  *
- *   1. tables      header names the parser extracts, header mutations, l7.config, license
+ *   1. tables      header names the parser extracts, header mutations, the manifest, license
  *   2. maps        BTF-defined maps of l7/maps.def
  *   3. policy      l7_policy_decide(): the rules as control flow, with .l7 line info
  *   4. programs    one wrapper per entry of l7/progs.def, calling the machinery (and, for a

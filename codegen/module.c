@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "l7/manifest.h"
+
 /* The stdlib bitcode, embedded at build time (stdlib/CMakeLists.txt). */
 extern const unsigned char l7_dataplane_bc[], l7_policy_bc[];
 extern const size_t l7_dataplane_bc_size, l7_policy_bc_size;
@@ -74,7 +76,7 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
 	return 0;
 }
 
-/* Only programs, maps, the license and l7.config stay global; the machinery, the policy and
+/* Only programs, maps, the license and the manifest stay global; the machinery, the policy and
  * the tables become internal so they inline and fold (a global function would be verified by
  * the kernel on its own, and rejected for its packet-pointer arguments). The exception is the
  * machinery's own l7g_* functions, whose arguments are the context and map memory: verified
@@ -118,7 +120,7 @@ static int internalise(struct cg *g)
 			missing++;
 			continue;
 		}
-		if (sec && (!strcmp(sec, ".maps") || !strcmp(sec, "license") || !strcmp(sec, "l7.config")))
+		if (sec && (!strcmp(sec, ".maps") || !strcmp(sec, "license") || !strcmp(sec, L7_MANIFEST_SECTION)))
 			continue;
 		if (!strncmp(LLVMGetValueName(v), "llvm.", 5))
 			continue;

@@ -1,15 +1,18 @@
 /* The object's data: the tables the machinery reads (header names to extract, mutation
- * lines), the l7.config section l7run reads, the license, the maps of l7/maps.def, and one
+ * lines), the manifest l7run reads (l7/manifest.h), the license, the maps of l7/maps.def, and one
  * program wrapper per entry of l7/progs.def. */
 #include "cg.h"
 
+#include <arpa/inet.h>
 #include <linux/bpf.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "l7/abi.h"
 #include "l7/dataplane.h"
+#include "l7/manifest.h"
 
 void cg_keep(struct cg *g, LLVMValueRef v)
 {
@@ -120,18 +123,6 @@ static LLVMValueRef bytes_const(struct cg *g, const char *s, unsigned n)
 	return LLVMConstStringInContext(g->ctx, buf, n, 1);
 }
 
-/* " policy NAME DECISION [TARGET]\n": the rest of an l7.config rule line */
-static void rule_target(FILE *f, const struct ir_program *p, int policy, const struct ir_rule *r)
-{
-	static const char *term[] = { "continue", "forward", "deny", "fallback", "allow" };
-	fprintf(f, " policy %s %s", p->policies[policy].name, term[r->term]);
-	if (r->term == IR_FORWARD || r->term == IR_FALLBACK)
-		fprintf(f, " %s", p->upstreams[r->upstream].name);
-	else if (r->term == IR_DENY)
-		fprintf(f, " %d", r->status);
-	fputc('\n', f);
-}
-
 /* JWT configurations and the claims rules read (struct l7_jwt_cfg of l7/abi.h). */
 static void jwt_tables(struct cg *g)
 {
@@ -167,8 +158,8 @@ static void jwt_tables(struct cg *g)
 	cg_const_global(g, "l7_claim_name", LLVMConstArray2(LLVMArrayType2(g->i8, L7_MAX_NAME), name, L7_MAX_CLAIMS), 0);
 }
 
-/* Caller identities live in the l7_idents LPM trie, which l7run fills from the "identity"
- * lines of l7.config and keeps current from --identities; the code only needs their count
+/* Caller identities live in the l7_idents LPM trie, which l7run fills from the manifest's
+ * IDENTITY records and keeps current from --identities; the code only needs their count
  * (the id of "external"). */
 static int identity_tables(struct cg *g)
 {
@@ -176,101 +167,224 @@ static int identity_tables(struct cg *g)
 	return 0;
 }
 
-static void endpoint_text(char *buf, size_t n, const struct ir_endpoint *e)
+/* The manifest writer (l7/manifest.h): one put_KIND per row of l7/manifest.def, with the
+ * reader's bounds, so that l7c never writes a manifest l7run refuses. */
+struct mw {
+	unsigned char *b;
+	size_t len, cap;
+	unsigned count, n[L7M_KINDS];
+	const char *kind;            /* the record being written, for errors */
+	const char *src;
+	int err;
+};
+
+static void mw_fail(struct mw *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void mw_fail(struct mw *w, const char *fmt, ...)
 {
-	snprintf(buf, n, "%u.%u.%u.%u:%u", e->ip >> 24, e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port);
+	va_list ap;
+	if (w->err++)
+		return;   /* the first is the one to fix */
+	fprintf(stderr, "l7c: error: %s: ", w->src);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
 }
 
-/* The services, upstreams and fallback travel inside the object (see L7_CONFIG_SECTION). */
-static void config_section(struct cg *g)
+static void mw_bytes(struct mw *w, const void *p, size_t n)
 {
-	const struct ir_program *p = g->p;
-	char *text = NULL;
-	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	char ep[64];
-	fprintf(f, "l7c-config 1\n");
-	for (int i = 0; i < p->npolicies; i++)
-		fprintf(f, "policy %s\n", p->policies[i].name);
-	for (int i = 0; i < p->nservices; i++) {
-		endpoint_text(ep, sizeof(ep), &p->services[i].endpoints[0]);
-		fprintf(f, "service %s %s\n", p->services[i].name, ep);
+	if (w->len + n > w->cap) {
+		w->cap = 2 * (w->len + n) + 256;
+		w->b = realloc(w->b, w->cap);
 	}
-	/* one line per backend slot: the endpoints of a set are NAME#0, NAME#1, ... */
-	for (int i = 0; i < p->nupstreams; i++)
-		for (int e = 0; e < p->upstreams[i].nendpoints; e++) {
-			const struct ir_target *t = &p->upstreams[i];
-			endpoint_text(ep, sizeof(ep), &t->endpoints[e]);
-			if (t->nendpoints > 1)
-				fprintf(f, "upstream %d %s#%d %s\n", t->slot + e, t->name, e, ep);
-			else
-				fprintf(f, "upstream %d %s %s\n", t->slot, t->name, ep);
-		}
-	if (p->fallback >= 0)
-		fprintf(f, "fallback %d\n", p->upstreams[p->fallback].slot);
-	if (mutates_responses(p))
-		fprintf(f, "response-mutations\n");   /* l7run: attach the client sockets' SK_MSG */
-	for (int i = 0; i < p->njwts; i++)
-		fprintf(f, "jwt %d %s key-file %s\n", i, p->jwts[i].name, p->jwts[i].key_file);
-	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */
-		fprintf(f, "identity %d %s", i, p->identities[i].name);
-		for (int k = 0; k < p->identities[i].n; k++) {
-			const unsigned char *b = (const unsigned char *)&p->identities[i].nets[k];
-			fprintf(f, " %u.%u.%u.%u/%d", b[0], b[1], b[2], b[3], __builtin_popcount(p->identities[i].netmasks[k]));
-		}
-		fputc('\n', f);
+	memcpy(w->b + w->len, p, n);
+	w->len += n;
+}
+
+static void mw_le(unsigned char *at, unsigned v, int n)
+{
+	for (int i = 0; i < n; i++)
+		at[i] = (unsigned char)(v >> 8 * i);
+}
+
+static void mw_u32(struct mw *w, const char *f, __u32 v, __u32 max)
+{
+	unsigned char b[4];
+	if (max && v > max)
+		mw_fail(w, "%s %s is %u; the manifest holds at most %u", w->kind, f, v, max);
+	mw_le(b, v, 4);
+	mw_bytes(w, b, 4);
+}
+
+static void mw_str(struct mw *w, const char *f, struct l7m_str s, __u32 max)
+{
+	unsigned char b[2];
+	if (s.len > max) {
+		mw_fail(w, "%s %s '%.*s...' is %u bytes; the manifest holds at most %u", w->kind, f, 20, s.s, s.len, max);
+		s.len = 0;
 	}
-	for (int i = 0; i < p->ntimers; i++)
-		fprintf(f, "timer %d %s\n", i, p->timers[i]);
-	for (int i = 0; i < p->nbuckets; i++)
-		fprintf(f, "bucket %d %s rate %u burst %u status %u\n", i, p->buckets[i].name, p->buckets[i].rate,
-			p->buckets[i].burst, p->buckets[i].status);
-	/* prefix sets: l7run puts these in l7_cidrs before traffic */
-	for (int s = 0; s < p->ncidr_sets; s++)
-		for (int k = 0; k < p->cidr_sets[s].n; k++) {
-			const unsigned char *b = (const unsigned char *)&p->cidr_sets[s].nets[k];
-			fprintf(f, "cidrset %d %u.%u.%u.%u/%d\n", s, b[0], b[1], b[2], b[3],
-				__builtin_popcount(p->cidr_sets[s].netmasks[k]));
-		}
-	/* rule tables: l7run puts these in l7_exact / l7_prefix before traffic; positions run on
-	 * across tables (they index l7_entry_hits too) */
-	for (int t = 0, pos = 0; t < p->ntables; t++)
-		for (int i = 0; i < p->tables[t].n; i++, pos++) {
-			const struct ir_table_entry *e = &p->tables[t].entries[i];
-			fprintf(f, "table %d %s %u %u %.*s\n", t, e->prefix ? "prefix" : "exact", e->method,
-				L7_TABLE_VALUE(pos, e->group), (int)e->len, e->value);
-		}
-	/* telemetry: l7_counters holds the Counter instances, then one hit counter per rule */
-	for (int i = 0; i < p->ncounters; i++)
-		fprintf(f, "counter %d %s\n", i, p->counters[i]);
+	mw_le(b, s.len, 2);
+	mw_bytes(w, b, 2);
+	mw_bytes(w, s.s, s.len);
+}
+
+/* refs point back: the record referred to is written first */
+static void mw_ref(struct mw *w, const char *f, __u32 v, enum l7m_kind k, int opt)
+{
+	if (!(opt && v == L7M_NONE) && v >= w->n[k])
+		mw_fail(w, "%s %s refers to record %u of %u (internal error)", w->kind, f, v, w->n[k]);
+	mw_u32(w, f, v, 0);
+}
+
+static size_t mw_begin(struct mw *w, enum l7m_kind k, const char *kind, unsigned max)
+{
+	unsigned char b[L7M_RECORD] = { 0 };
+	w->kind = kind;
+	if (max && w->n[k] == max)
+		mw_fail(w, "more than %u %s records: the data plane holds %u", max, kind, max);
+	w->n[k]++;
+	w->count++;
+	mw_le(b, k, 2);
+	mw_bytes(w, b, sizeof b);
+	return w->len;
+}
+
+static void mw_end(struct mw *w, size_t at)
+{
+	if (w->len - at > 0xffff)
+		mw_fail(w, "a %s record of %zu bytes; the manifest holds 65535", w->kind, w->len - at);
+	mw_le(w->b + at - 2, (unsigned)(w->len - at), 2);
+}
+
+#define L7M_U32(f, max) mw_u32(w, #f, r->f, max);
+#define L7M_ENUM(f, names) mw_u32(w, #f, r->f, L7M_COUNT(names) - 1);
+#define L7M_IP4(f) mw_u32(w, #f, r->f, 0);
+#define L7M_STR(f, max) mw_str(w, #f, r->f, max);
+#define L7M_REF(f, kind) mw_ref(w, #f, r->f, L7M_##kind, 0);
+#define L7M_OPT(f, kind) mw_ref(w, #f, r->f, L7M_##kind, 1);
+#define L7M_KIND(id, name, max, help, fields)                              \
+	static void put_##name(struct mw *w, const struct l7m_##name *r)   \
+	{                                                                  \
+		size_t at = mw_begin(w, L7M_##id, #name, max);             \
+		fields mw_end(w, at);                                      \
+	}
+#include "l7/manifest.def"
+#undef L7M_KIND
+#undef L7M_OPT
+#undef L7M_REF
+#undef L7M_STR
+#undef L7M_IP4
+#undef L7M_ENUM
+#undef L7M_U32
+
+static struct l7m_str mstr(const char *s)
+{
+	return (struct l7m_str){ s, (__u32)strlen(s) };
+}
+
+/* The rules' hits as l7run exports them: one record per rule, or for a rule standing for a
+ * table, one per rule of the run it decides for, each counted in l7_entry_hits (its position)
+ * at its own .l7 line. l7_counters holds the Counter instances, then one hit counter per rule. */
+static void manifest_rules(struct mw *w, const struct ir_program *p)
+{
+	static const __u32 decision[] = { [IR_CONTINUE] = L7M_D_CONTINUE, [IR_FORWARD] = L7M_D_FORWARD,
+					  [IR_DENY] = L7M_D_DENY, [IR_FALLBACK] = L7M_D_FALLBACK, [IR_ALLOW] = L7M_D_ALLOW };
 	for (int i = 0; i < p->npolicies; i++)
 		for (int k = 0; k < p->policies[i].nrules; k++) {
 			const struct ir_rule *r = &p->policies[i].rules[k];
 			const struct ir_cond *c = ir_rule_table(r);
-			/* a rule standing for a table: one line per rule of the run it decides for, each
-			 * counted in l7_entry_hits (its position) at its own .l7 line */
 			int nt = c ? c->table : -1, base = 0;
 			for (int t = 0; t < nt; t++)
 				base += p->tables[t].n;
-			for (int e = nt < 0 ? -1 : 0; e < (nt < 0 ? 0 : p->tables[nt].n); e++) {
-				if (e >= 0 && p->tables[nt].entries[e].group != c->group)
-					continue;
-				if (e < 0)
-					fprintf(f, "rule %d counter %d line %u", r->id, p->ncounters + r->id, r->line);
-				else
-					fprintf(f, "rule %d entry %d line %u", r->id, base + e, p->tables[nt].entries[e].line);
-				rule_target(f, p, i, r);
-			}
+			struct l7m_rule m = {
+				.id = (__u32)r->id, .line = r->line, .policy = (__u32)i, .decision = decision[r->term],
+				.status = r->term == IR_DENY ? (__u32)r->status : 0,
+				.target = r->term == IR_FORWARD || r->term == IR_FALLBACK ? (__u32)p->upstreams[r->upstream].slot
+											  : L7M_NONE,
+				.counter = (__u32)(p->ncounters + r->id), .entry = L7M_NONE,
+			};
+			if (nt < 0)
+				put_rule(w, &m);
+			for (int e = 0; nt >= 0 && e < p->tables[nt].n; e++)
+				if (p->tables[nt].entries[e].group == c->group) {
+					m.counter = L7M_NONE;
+					m.entry = (__u32)(base + e);
+					m.line = p->tables[nt].entries[e].line;
+					put_rule(w, &m);
+				}
 		}
-	fclose(f);
-	/* No debug info: libbpf skips sections it does not know, and nothing in BTF refers here. */
-	LLVMValueRef v = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, len + 1), "l7_config");
-	LLVMSetInitializer(v, LLVMConstStringInContext(g->ctx, text, (unsigned)len, 0));
-	LLVMSetGlobalConstant(v, 1);
-	LLVMSetSection(v, L7_CONFIG_SECTION);
-	LLVMSetAlignment(v, 1);
-	cg_keep(g, v);
-	free(text);
+}
+
+/* The manifest: services, upstreams and the fallback, JWT key files, identities, timers,
+ * buckets, prefix sets and rule tables that l7run fills in before traffic, and the names it
+ * exports telemetry under. */
+static int manifest_section(struct cg *g)
+{
+	const struct ir_program *p = g->p;
+	struct mw mw = { .src = p->source_path }, *w = &mw;
+	mw_bytes(w, (unsigned char[L7M_HEADER]){ 0 }, L7M_HEADER);   /* filled in at the end */
+	put_source(w, &(struct l7m_source){ mstr(p->source_path) });
+	put_flags(w, &(struct l7m_flags){ mutates_responses(p) });
+	for (int i = 0; i < p->npolicies; i++)
+		put_policy(w, &(struct l7m_policy){ mstr(p->policies[i].name), p->policies[i].line });
+	for (int i = 0; i < p->nservices; i++) {
+		const struct ir_endpoint *e = &p->services[i].endpoints[0];
+		put_service(w, &(struct l7m_service){ mstr(p->services[i].name), e->ip, e->port });
+	}
+	/* record i is backend slot i: the endpoints of every upstream (and the fallback) in order */
+	for (int i = 0; i < p->nupstreams; i++)
+		for (int e = 0; e < p->upstreams[i].nendpoints; e++) {
+			const struct ir_target *t = &p->upstreams[i];
+			if (t->slot + e != (int)w->n[L7M_UPSTREAM])
+				mw_fail(w, "upstream %s: endpoint %d is slot %d, not %u (internal error)", t->name, e, t->slot + e,
+					w->n[L7M_UPSTREAM]);
+			put_upstream(w, &(struct l7m_upstream){ mstr(t->name), (__u32)e, (__u32)t->nendpoints,
+								t->endpoints[e].ip, t->endpoints[e].port });
+		}
+	if (p->fallback >= 0)
+		put_fallback(w, &(struct l7m_fallback){ (__u32)p->upstreams[p->fallback].slot });
+	for (int i = 0; i < p->njwts; i++)
+		put_jwt(w, &(struct l7m_jwt){ mstr(p->jwts[i].name), mstr(p->jwts[i].key_file) });
+	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */
+		put_identity(w, &(struct l7m_identity){ mstr(p->identities[i].name) });
+		for (int k = 0; k < p->identities[i].n; k++)
+			put_identity_net(w, &(struct l7m_identity_net){ (__u32)i, ntohl(p->identities[i].nets[k]),
+									(__u32)__builtin_popcount(p->identities[i].netmasks[k]) });
+	}
+	for (int i = 0; i < p->ntimers; i++)
+		put_timer(w, &(struct l7m_timer){ mstr(p->timers[i]) });
+	for (int i = 0; i < p->nbuckets; i++)
+		put_bucket(w, &(struct l7m_bucket){ mstr(p->buckets[i].name), p->buckets[i].rate, p->buckets[i].burst,
+						    p->buckets[i].status });
+	for (int s = 0; s < p->ncidr_sets; s++)
+		for (int k = 0; k < p->cidr_sets[s].n; k++)
+			put_cidr(w, &(struct l7m_cidr){ (__u32)s, ntohl(p->cidr_sets[s].nets[k]),
+							(__u32)__builtin_popcount(p->cidr_sets[s].netmasks[k]) });
+	/* positions run on across tables (they index l7_entry_hits too) */
+	for (int t = 0; t < p->ntables; t++)
+		for (int i = 0; i < p->tables[t].n; i++) {
+			const struct ir_table_entry *e = &p->tables[t].entries[i];
+			put_table(w, &(struct l7m_table){ (__u32)t, e->prefix ? L7M_PREFIX : L7M_EXACT, e->method, (__u32)e->group,
+							  { e->value, (__u32)e->len } });
+		}
+	for (int i = 0; i < p->ncounters; i++)
+		put_counter(w, &(struct l7m_counter){ mstr(p->counters[i]) });
+	manifest_rules(w, p);
+	mw_le(w->b, L7M_MAGIC, 4);
+	mw_le(w->b + 4, L7M_VERSION, 4);
+	mw_le(w->b + 8, (unsigned)w->len, 4);
+	mw_le(w->b + 12, w->count, 4);
+	if (!w->err) {
+		/* No debug info: libbpf skips sections it does not know, and nothing in BTF refers here. */
+		LLVMValueRef v = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, w->len), "l7_manifest");
+		LLVMSetInitializer(v, LLVMConstStringInContext(g->ctx, (const char *)w->b, (unsigned)w->len, 1));
+		LLVMSetGlobalConstant(v, 1);
+		LLVMSetSection(v, L7_MANIFEST_SECTION);
+		LLVMSetAlignment(v, 4);
+		cg_keep(g, v);
+	}
+	free(w->b);
+	return w->err ? -1 : 0;
 }
 
 /* The tables of upstream set u, made when a Route first uses it: a Ketama ring (points and
@@ -321,9 +435,8 @@ int cg_tables(struct cg *g)
 	/* which hosts are split: the machinery tests these, and the other branch folds away */
 	cg_const_global(g, "l7_split_gw", u32c(g, g->split->gw ? 1 : 0), 0);
 	cg_const_global(g, "l7_split_mesh", u32c(g, g->split->mesh ? 1 : 0), 0);
-	if (mutations(g) || identity_tables(g))
+	if (mutations(g) || identity_tables(g) || manifest_section(g))
 		return -1;
-	config_section(g);
 	LLVMValueRef lic = LLVMAddGlobal(g->mod, LLVMArrayType2(g->i8, 4), "_license");
 	LLVMSetInitializer(lic, LLVMConstStringInContext(g->ctx, "GPL", 3, 0));
 	LLVMSetSection(lic, "license");

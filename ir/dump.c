@@ -141,7 +141,7 @@ static void endpoint_out(FILE *o, const struct ir_endpoint *e)
 }
 
 /* A service or a single-endpoint upstream: one line (an upstream's index is its backend
- * slot). A set: one line per slot, named NAME#i as in l7.config, then how it balances. */
+ * slot). A set: one line per slot, named NAME#i as l7run names it, then how it balances. */
 static void target_out(const struct ir_program *p, FILE *o, const char *kind, int idx, const struct ir_target *t)
 {
 	if (t->nendpoints <= 1) {

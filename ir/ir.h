@@ -180,8 +180,8 @@ struct ir_target {               /* a service, an upstream or the fallback proxy
 	char *name;
 	struct ir_endpoint *endpoints;
 	int nendpoints;
-	/* upstreams and the fallback: every endpoint is a backend slot of its own (l7.config
-	 * `upstream SLOT NAME ADDR`; a decision names a slot) */
+	/* upstreams and the fallback: every endpoint is a backend slot of its own (the
+	 * manifest's UPSTREAM record i is slot i; a decision names a slot) */
 	int slot;                    /* slot of endpoint 0; endpoint i is slot + i */
 	enum ir_balance balance;
 	int key_field;               /* IR_LB_HASH: IR_F_PATH, IR_F_HOST, IR_F_HEADER, or -1: the

@@ -353,18 +353,15 @@ static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 	return true;
 }
 
-/* A compare a table can hold: with a field of the head (not a claim) and a constant that
- * l7.config can carry as a word and the lookup key holds whole. Lower ranks are preferred when
- * a rule has several: runs form on the path first. */
+/* A compare a table can hold: with a field of the head (not a claim) and a constant the
+ * lookup key holds whole (any bytes: the manifest carries them as they are). Lower ranks are
+ * preferred when a rule has several: runs form on the path first. */
 static int table_rank(const struct ir_cond *c)
 {
 	static const int rank[] = { [IR_F_PATH] = 1, [IR_F_HOST] = 2, [IR_F_HEADER] = 3, [IR_F_QUERY] = 4 };
 	if ((c->kind != IR_C_STR_EQ && c->kind != IR_C_STR_PREFIX) || c->len > L7_TABLE_PATH ||
 	    (c->field != IR_F_PATH && c->field != IR_F_HOST && c->field != IR_F_HEADER && c->field != IR_F_QUERY))
 		return 0;
-	for (size_t i = 0; i < c->len; i++)
-		if ((unsigned char)c->str[i] <= ' ' || (unsigned char)c->str[i] >= 127)
-			return 0;   /* l7.config carries entries as words */
 	return c->kind == IR_C_STR_EQ || c->len > 0 ? rank[c->field] : 0;
 }
 
@@ -556,7 +553,7 @@ static void pass_tables(struct ir_program *p, struct l7_diags *d)
  * `request.source in [...]` is an OR of prefix compares: three instructions each on every path
  * through the list, and verifier work per prefix. A list of SET_MIN_PREFIXES or more becomes
  * one lookup in the l7_cidrs LPM trie (a helper call and ~20 instructions whatever its size),
- * which l7run fills from l7.config before traffic. Below that the compares are cheaper. */
+ * which l7run fills from the manifest before traffic. Below that the compares are cheaper. */
 #define SET_MIN_PREFIXES 8
 
 /* Prefix compares under an OR tree of only such compares (FALSE leaves allowed), or -1. */

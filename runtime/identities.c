@@ -1,8 +1,8 @@
 /* Caller identities in l7run: the l7_idents LPM trie that stdlib/bpf/policy.c reads to know
  * who a client is (Meshlib's IP cache).
  *
- * Entries come from the policy's `identity` declarations (l7.config lines
- * `identity IDX NAME A.B.C.D/LEN`) and from `--identities FILE`, which l7run re-reads when it
+ * Entries come from the policy's `identity` declarations (the manifest's IDENTITY and
+ * IDENTITY_NET records) and from `--identities FILE`, which l7run re-reads when it
  * changes (checked every second), so that pods coming and going need no recompilation. The
  * file has one identity per line, names from the policy, then its addresses:
  *     # name    prefixes or addresses
@@ -25,8 +25,6 @@
 #include <bpf/libbpf.h>
 #include "l7run.h"
 
-#define MAX_IDENTITIES 64
-
 struct entry {
 	struct l7_ident_key key;
 	__u32 id;
@@ -37,11 +35,10 @@ struct entries {
 	int n, cap;
 };
 
-/* A version's identities: its declarations (l7.config) and what its l7_idents holds. */
+/* A version's identities: its declarations (the manifest's) and what its l7_idents holds. */
 struct idents {
-	char name[MAX_IDENTITIES][64];
-	int n_names;
-	struct entries policy;      /* from l7.config */
+	const struct manifest *mf;  /* the names: mf->identity[id].name */
+	struct entries policy;      /* the manifest's prefixes */
 	struct entries applied;     /* what l7_idents holds now */
 	int map_fd;
 	struct stat seen;           /* the file as this version last read it */
@@ -100,34 +97,19 @@ static int parse_prefix(const char *s, __u32 *addr_be, __u32 *len)
 	return 0;
 }
 
+/* The version's declarations, made on first use. */
 static struct idents *idents_of(struct config *cfg)
 {
 	if (!cfg->idents) {
-		cfg->idents = calloc(1, sizeof *cfg->idents);
-		cfg->idents->map_fd = -1;
+		struct idents *d = cfg->idents = calloc(1, sizeof *cfg->idents);
+		d->map_fd = -1;
+		d->mf = cfg->mf;
+		for (__u32 i = 0; i < d->mf->n_identity_net; i++) {   /* l7c refused duplicate prefixes */
+			const struct l7m_identity_net *n = &d->mf->identity_net[i];
+			add(&d->policy, htonl(n->ip), n->bits, n->identity);
+		}
 	}
 	return cfg->idents;
-}
-
-/* `identity IDX NAME [A.B.C.D/LEN...]` from l7.config; 1 if the line was one. */
-int ident_config_line(const char *line, struct config *cfg)
-{
-	int idx, at = 0;
-	char name[64], prefix[64];
-	__u32 addr, len;
-
-	if (sscanf(line, "identity %d %63s%n", &idx, name, &at) != 2)
-		return 0;
-	if (idx < 0 || idx >= MAX_IDENTITIES)
-		return 1;
-	struct idents *d = idents_of(cfg);
-	snprintf(d->name[idx], sizeof d->name[idx], "%s", name);
-	if (idx >= d->n_names)
-		d->n_names = idx + 1;
-	for (int n = 0; sscanf(line + at, " %63s%n", prefix, &n) == 1; at += n)
-		if (!parse_prefix(prefix, &addr, &len))
-			add(&d->policy, addr, len, (__u32)idx);   /* l7c refused duplicate prefixes */
-	return 1;
 }
 
 /* --identities FILE */
@@ -141,9 +123,9 @@ int ident_file_arg(const char *path)
 
 static int id_of(const struct idents *d, const char *name)
 {
-	for (int i = 0; i < d->n_names; i++)
-		if (!strcmp(d->name[i], name))
-			return i;
+	for (__u32 i = 0; i < d->mf->n_identity; i++)
+		if (!strcmp(d->mf->identity[i].name.s, name))
+			return (int)i;
 	return -1;
 }
 
@@ -178,9 +160,9 @@ static int read_file(const struct idents *d, struct entries *out)
 		int id = id_of(d, name);
 		if (id < 0) {
 			fprintf(stderr, "l7run: %s:%d: unknown identity '%s' (the policy declares:", I.file, lineno, name);
-			for (int i = 0; i < d->n_names; i++)
-				fprintf(stderr, " %s", d->name[i]);
-			fprintf(stderr, "%s)\n", d->n_names ? "" : " none");
+			for (__u32 i = 0; i < d->mf->n_identity; i++)
+				fprintf(stderr, " %s", d->mf->identity[i].name.s);
+			fprintf(stderr, "%s)\n", d->mf->n_identity ? "" : " none");
 			rc = -1;
 			break;
 		}

@@ -1,7 +1,7 @@
 /* JWT support in l7run: the HMAC keys (l7_jwt_keys) and the wall-clock offset (l7_jwt_clock)
  * that stdlib/bpf/jwt.h reads.
  *
- * Keys: l7.config lines `jwt IDX NAME key-file PATH` (written by l7c), overridden by
+ * Keys: the manifest's JWT records (name, key file; written by l7c), overridden by
  * `--jwt-key IDX=PATH`, read as stdlib/bpf/jwt_key.h says (one trailing newline stripped,
  * keys over 64 bytes hashed). A declared configuration whose key cannot be read stops l7run (a
  * reload: refuses the new version): running would refuse every token (401) without saying why.
@@ -32,23 +32,6 @@ static struct {
 	__s64 off;
 	time_t at;
 } C = { .off = -1 };
-
-/* `jwt IDX NAME key-file PATH` from l7.config; 1 if the line was one. */
-int jwt_config_line(const char *line, struct config *cfg)
-{
-	int idx;
-	char name[64], path[512];
-
-	if (sscanf(line, "jwt %d %63s key-file %511s", &idx, name, path) != 3)
-		return 0;
-	if (idx < 0 || idx >= L7_MAX_JWT)
-		return 1;
-	struct jwt_decl *d = &cfg->jwt[idx];
-	d->declared = 1;
-	snprintf(d->name, sizeof d->name, "%s", name);
-	snprintf(d->path, sizeof d->path, "%s", path);
-	return 1;
-}
 
 /* --jwt-key IDX=PATH */
 int jwt_key_arg(const char *arg)
@@ -126,24 +109,25 @@ int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, c
 		snprintf(err, errlen, "jwt clock: %s", strerror(errno));
 		return -1;
 	}
-	for (__u32 i = 0; i < L7_MAX_JWT; i++) {
-		const struct jwt_decl *d = &cfg->jwt[i];
-		const char *path = key_override[i][0] ? key_override[i] : d->path;
+	for (__u32 i = 0; i < L7_MAX_JWT; i++) {   /* the reader bounds the records by L7_MAX_JWT */
+		const struct l7m_jwt *d = i < cfg->mf->n_jwt ? &cfg->mf->jwt[i] : NULL;
+		const char *path = key_override[i][0] ? key_override[i] : d ? d->key_file.s : "";
+		const char *name = d ? d->name.s : "";
 		struct l7_jwt_key k;
-		if (!d->declared && !key_override[i][0])
+		if (!d && !key_override[i][0])
 			continue;
 		if (!path[0]) {
-			snprintf(err, errlen, "jwt %s has no key file (use --jwt-key %u=PATH)", d->name, i);
+			snprintf(err, errlen, "jwt %s has no key file (use --jwt-key %u=PATH)", name, i);
 			return -1;
 		}
-		if (load_key(d->name, path, &k, err, errlen))
+		if (load_key(name, path, &k, err, errlen))
 			return -1;
 		k.gen = __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
 		if (bpf_map_update_elem(kfd, &i, &k, BPF_ANY)) {
 			snprintf(err, errlen, "jwt key %u: %s", i, strerror(errno));
 			return -1;
 		}
-		vlog("jwt %s: %u-byte key from %s", d->name, k.len, path);
+		vlog("jwt %s: %u-byte key from %s", name, k.len, path);
 	}
 	*clock_fd = cfd;
 	return 0;

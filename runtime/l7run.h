@@ -11,41 +11,35 @@
 #include <stdio.h>
 #include <bpf/libbpf.h>
 #include "l7/dataplane.h"
+#include "manifest.h"
 #include "probe.h"
 
 #define MAX_SERVICES 16
 #define MAX_FDS      65536
 
 struct cfg_endpoint {
-	char name[64];
+	char name[L7M_NAME_MAX + 8];   /* an endpoint of a set: NAME#i */
 	struct sockaddr_in addr;
 	int set;
 };
 
-/* A JWT configuration the policy declares (l7.config `jwt IDX NAME key-file PATH`). */
-struct jwt_decl {
-	char name[64];
-	char path[512];
-	int declared;
-};
-
+/* A version's configuration as run: its manifest with the command line's overrides. */
 struct config {
-	char policy[64];
+	struct manifest *mf;     /* the object's manifest (owned): JWTs, tables, names, ... */
+	char policy[L7M_NAME_MAX + 1];   /* the last policy's name, for the log */
 	struct cfg_endpoint service[MAX_SERVICES];
 	int n_services;
 	struct cfg_endpoint upstream[L7_MAX_UPSTREAMS];
 	int fallback;            /* upstream index, -1 = none */
-	struct jwt_decl jwt[L7_MAX_JWT];
-	int uses_buckets, uses_tables;   /* the policy has rate limits / rule tables */
 	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
 	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
 };
 
-/* An object file read into memory once: its l7.config and its programs are the same bytes. */
+/* An object file read into memory once: its manifest and its programs are the same bytes. */
 struct policy_file {
 	char *buf;
 	size_t len;
-	char *config;            /* the l7.config text */
+	struct manifest *mf;     /* its manifest, read and checked */
 };
 
 /* Command-line settings applied to every version's config (reload.c). */
@@ -75,7 +69,6 @@ struct version {
 	int clock_fd;            /* l7_jwt_clock, -1 if none */
 	uint64_t mem;            /* kernel memory of its maps after loading (memlock bytes) */
 	uint64_t load_us;        /* open + verify */
-	char *config;            /* its l7.config text (--metrics-listen) */
 	/* pool.c: its pool */
 	struct pool_sock *idle[L7_MAX_UPSTREAMS];
 	int pool_count[L7_MAX_UPSTREAMS];
@@ -132,15 +125,15 @@ extern struct runtime rt;
 enum load_mode { LOAD_GATEWAY, LOAD_MESH };
 int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen);
 void policy_free(struct policy_file *pf);
-void parse_config(const char *text, struct config *cfg);
-char *config_text_mem(const char *buf, size_t len);
+void config_from_manifest(struct manifest *mf, struct config *cfg);
+void config_free(struct config *cfg);
 struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
 			       const struct config *cfg, char *err, size_t errlen);
 int version_config(const char *path, const struct config *serving, const struct overrides *ov,
 		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen);
 int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
 		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen);
-void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj, char *config);
+void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj);
 struct version *version_load(const char *path, char *err, size_t errlen);
 void version_unload(struct version *v);
 void version_pin(struct version *v);
@@ -149,7 +142,6 @@ void pin_replace(const char *dir, int fd, const char *name);
 void pin_programs(const char *dir, struct bpf_object *obj, int mesh);   /* DIR/prog_NAME */
 void unpin_programs(const char *dir);
 uint64_t object_mem(struct bpf_object *obj);
-int read_config(const char *path, struct config *cfg);
 int parse_addr(const char *s, struct sockaddr_in *a);
 int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
 const char *services_differ(const struct config *a, const struct config *b);
@@ -158,17 +150,15 @@ const char *services_differ(const struct config *a, const struct config *b);
 int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
 int http_answer_why(char *buf, size_t cap, int status, int close_conn, int head_only, const char *why);
 
-/* identities.c: l7_idents from l7.config / --identities FILE, re-read when it changes */
+/* identities.c: l7_idents from the manifest / --identities FILE, re-read when it changes */
 struct idents;
-int ident_config_line(const char *line, struct config *cfg);
 int ident_file_arg(const char *path);
 int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t errlen);
 void ident_watch(struct config *cfg, int on);
 void ident_free(struct config *cfg);
 void ident_tick(void);
 
-/* jwt.c: l7_jwt_keys from l7.config / --jwt-key, l7_jwt_clock */
-int jwt_config_line(const char *line, struct config *cfg);
+/* jwt.c: l7_jwt_keys from the manifest / --jwt-key, l7_jwt_clock */
 int jwt_key_arg(const char *arg);
 int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err, size_t errlen);
 void jwt_clock_watch(int fd, int on);
@@ -210,8 +200,9 @@ int bpf_stats_on(void);   /* --bpf-stats: the BPF_ENABLE_STATS handle, -1 (and s
 void stat_bump(int stats_fd, uint32_t key);   /* a counter of kind RT */
 int print_stats(const char *pin_dir);
 int print_metrics(const char *pin_dir, const char *object);
+int print_manifest(const char *object);   /* l7run --manifest (load.c) */
 /* metrics.c */
-int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd,
 		  const struct config *cfg);
 /* l7run answered `status` itself (bytes long): for upstream `up`, which it could not reach,
  * or (up -1) on its own account */
@@ -220,8 +211,7 @@ void upstat_answer(int upstat_fd, int up, int status, size_t bytes);
 typedef int (*metrics_writer)(FILE *out);
 int metrics_http_start(const char *addr, metrics_writer write);
 void metrics_http_stop(void);
-int fill_rule_tables(struct bpf_object *obj, const char *config, char *err, size_t errlen);   /* tables.c */
-char *config_text(const char *object_path);   /* the l7.config section, malloc'd (load.c) */
+int fill_rule_tables(struct bpf_object *obj, const struct manifest *mf, char *err, size_t errlen);   /* tables.c */
 /* tails.c: fill the PROG_ARRAY of each split host of this mode (0 gateway, 1 mesh) before
  * anything is attached; returns the decide programs put in, -1 with err set. The chains, for
  * pins and --stats: */
@@ -331,7 +321,7 @@ void ctl_publish(struct client *c);
 struct l7run_args {
 	const char *obj;          /* POLICY.o */
 	const char *pidfile, *metrics_addr;
-	const char *stats_dir, *metrics_dir, *reload;   /* commands */
+	const char *stats_dir, *metrics_dir, *reload, *manifest;   /* commands */
 	int help, probe, mesh, bpf_stats;
 	const char *cgroup;       /* mesh mode */
 	int create_cgroup, pool_n;

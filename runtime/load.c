@@ -1,12 +1,10 @@
-/* Loading: read the object once (its l7.config and its programs come from the same bytes, even
+/* Loading: read the object once (its manifest and its programs come from the same bytes, even
  * if the operator replaces the file meanwhile), size its maps for the mode, load it (verifier
  * log on failure), fill the maps the policy needs, attach the programs to the object's own
  * SOCKHASHes as l7/progs.def says. Every step before attaching is done on maps no socket is
  * in yet, so a version is complete before any connection can use it (reload.c publishes it). */
 #include <errno.h>
 #include <fcntl.h>
-#include <gelf.h>
-#include <libelf.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +17,8 @@
 #include <linux/magic.h>
 #include "l7/mesh.h"
 #include "l7run.h"
+
+_Static_assert(MAX_SERVICES == L7M_MAX_SERVICES, "l7run listens on every service a manifest may hold");
 
 static const struct {
 	const char *name, *section, *map;
@@ -71,7 +71,8 @@ static int ensure_bpffs(char *err, size_t errlen)
 	return 0;
 }
 
-/* Read the object file into memory (one read: config and programs agree). */
+/* Read the object file into memory (one read: manifest and programs agree), and its manifest:
+ * an object it refuses is not opened any further. */
 int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen)
 {
 	memset(pf, 0, sizeof *pf);
@@ -93,9 +94,11 @@ int policy_read(const char *path, struct policy_file *pf, char *err, size_t errl
 	}
 	close(fd);
 	pf->len = got;
-	pf->config = pf->buf ? config_text_mem(pf->buf, pf->len) : NULL;
-	if (!pf->config) {
-		snprintf(err, errlen, "%s is not an l7c object (no %s section)", path, L7_CONFIG_SECTION);
+	char why[512];
+	pf->mf = calloc(1, sizeof *pf->mf);
+	if (!pf->buf || !pf->mf || got != (size_t)st.st_size ||
+	    manifest_of_object(pf->buf, pf->len, pf->mf, why, sizeof why)) {
+		snprintf(err, errlen, "%s: %s", path, pf->buf && pf->mf && got == (size_t)st.st_size ? why : "cannot read it");
 		policy_free(pf);
 		return -1;
 	}
@@ -105,22 +108,22 @@ int policy_read(const char *path, struct policy_file *pf, char *err, size_t errl
 void policy_free(struct policy_file *pf)
 {
 	free(pf->buf);
-	free(pf->config);
+	if (pf->mf)
+		manifest_free(pf->mf);
+	free(pf->mf);
 	memset(pf, 0, sizeof *pf);
 }
 
 /* Maps sized for what this object runs as. Every object defines the maps of both modes and of
  * every feature (l7/maps.def), all preallocated: 137 MiB of kernel memory per loaded object
  * (measured, examples/route.l7). One entry for the other mode's maps and for features the
- * policy does not use (its l7.config says which), and hash maps that allocate per entry:
+ * policy does not use (its manifest says which), and hash maps that allocate per entry:
  * a few MiB per version, which is what lets several versions be loaded while old ones drain. */
 static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct config *cfg)
 {
 	struct bpf_map *m;
-	int jwt = 0;
+	int jwt = cfg->mf->n_jwt > 0, buckets = cfg->mf->n_bucket > 0, tables = cfg->mf->n_table > 0;
 
-	for (int i = 0; i < L7_MAX_JWT; i++)
-		jwt |= cfg->jwt[i].declared;
 	bpf_object__for_each_map(m, obj) {
 		const char *n = bpf_map__name(m);
 		int gw_only = !strcmp(n, "l7_clients") || !strcmp(n, "l7_upstreams") || !strcmp(n, "l7_conns") ||
@@ -129,8 +132,8 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 		int other_mode = mode == LOAD_MESH ? gw_only : is_mesh(n);
 		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
 		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
-			     (!cfg->uses_buckets && !strcmp(n, "l7_buckets")) ||
-			     (!cfg->uses_tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix") || !strcmp(n, "l7_entry_hits")));
+			     (!buckets && !strcmp(n, "l7_buckets")) ||
+			     (!tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix") || !strcmp(n, "l7_entry_hits")));
 		if (unused)
 			bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH ? 64 : 1);
 		if (bpf_map__type(m) == BPF_MAP_TYPE_HASH)
@@ -219,7 +222,7 @@ static int map_fd(struct version *v, const char *name, char *err, size_t errlen)
 	return fd;
 }
 
-/* The first step of loading a version, in both modes: read the object and its l7.config (ov:
+/* The first step of loading a version, in both modes: read the object and its manifest (ov:
  * the command line's overrides, gateway mode), refuse a changed listen address (the listening
  * sockets outlive versions). On failure nothing is held; on success pf is the caller's. */
 int version_config(const char *path, const struct config *serving, const struct overrides *ov,
@@ -227,7 +230,8 @@ int version_config(const char *path, const struct config *serving, const struct 
 {
 	if (policy_read(path, pf, err, errlen))
 		return -1;
-	parse_config(pf->config, cfg);
+	config_from_manifest(pf->mf, cfg);   /* cfg owns it now */
+	pf->mf = NULL;
 	if (ov && apply_overrides(cfg, ov, err, errlen))
 		goto fail;
 	const char *why = serving ? services_differ(serving, cfg) : NULL;
@@ -238,7 +242,7 @@ int version_config(const char *path, const struct config *serving, const struct 
 	}
 	return 0;
 fail:
-	ident_free(cfg);
+	config_free(cfg);
 	policy_free(pf);
 	return -1;
 }
@@ -258,7 +262,7 @@ int version_open(const struct policy_file *pf, const char *path, enum load_mode 
 	*load_us = now_us() - t0;
 	if (jwt_setup(*obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
 	    ident_setup(*obj, cfg, err, errlen) ||
-	    fill_rule_tables(*obj, pf->config, err, errlen) ||   /* before anything is attached */
+	    fill_rule_tables(*obj, cfg->mf, err, errlen) ||   /* before anything is attached */
 	    fill_tail_calls(*obj, mode == LOAD_MESH, err, errlen) < 0)
 		return -1;
 	return 0;
@@ -320,8 +324,6 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 		v->n_progs++;
 	}
 	v->mem = object_mem(v->obj);
-	v->config = pf.config;
-	pf.config = NULL;
 	policy_free(&pf);
 	return v;
 fail:
@@ -331,21 +333,20 @@ fail:
 }
 
 /* Undo what version_config and version_open set up (both modes; the programs are detached). */
-void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj, char *config)
+void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj)
 {
 	if (clock_fd >= 0)
 		jwt_clock_watch(clock_fd, 0);
-	ident_free(cfg);
+	config_free(cfg);
 	if (obj)
 		bpf_object__close(obj);
-	free(config);
 }
 
 void version_unload(struct version *v)
 {
 	for (int i = 0; i < v->n_progs; i++)
 		bpf_prog_detach2(v->prog_fd[i], v->prog_map[i], v->prog_type[i]);
-	version_close(&v->cfg, v->clock_fd, v->obj, v->config);
+	version_close(&v->cfg, v->clock_fd, v->obj);
 	free(v);
 }
 
@@ -463,88 +464,53 @@ int parse_addr(const char *s, struct sockaddr_in *a)
 	return inet_pton(AF_INET, host, &a->sin_addr) == 1 ? 0 : -1;
 }
 
-/* The text of the l7.config section (format in l7/abi.h) of an object in memory, malloc'd;
- * NULL if none. */
-char *config_text_mem(const char *buf, size_t len)
+/* The configuration of a manifest (cfg takes it over; config_free frees both). */
+void config_from_manifest(struct manifest *mf, struct config *cfg)
 {
-	char *text = NULL;
-
-	if (elf_version(EV_CURRENT) == EV_NONE)
-		return NULL;
-	Elf *e = elf_memory((char *)buf, len);
-	size_t shstrndx;
-	for (Elf_Scn *scn = NULL; e && !elf_getshdrstrndx(e, &shstrndx) && (scn = elf_nextscn(e, scn));) {
-		GElf_Shdr sh;
-		const char *name = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
-		Elf_Data *d = name && !strcmp(name, L7_CONFIG_SECTION) ? elf_getdata(scn, NULL) : NULL;
-		if (d && d->d_buf) {
-			text = strndup(d->d_buf, d->d_size);
-			break;
-		}
+	memset(cfg, 0, sizeof *cfg);
+	cfg->mf = mf;
+	cfg->fallback = mf->n_fallback ? (int)mf->fallback[0].slot : -1;
+	cfg->resp_mut = mf->n_flags && mf->flags[0].response_mutations;
+	if (mf->n_policy)
+		snprintf(cfg->policy, sizeof cfg->policy, "%s", mf->policy[mf->n_policy - 1].name.s);
+	for (__u32 i = 0; i < mf->n_service; i++) {   /* the reader bounds them by MAX_SERVICES */
+		struct cfg_endpoint *s = &cfg->service[cfg->n_services++];
+		snprintf(s->name, sizeof s->name, "%s", mf->service[i].name.s);
+		s->addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)mf->service[i].port),
+						.sin_addr.s_addr = htonl(mf->service[i].ip) };
+		s->set = 1;
 	}
-	if (e)
-		elf_end(e);
-	return text;
+	for (__u32 i = 0; i < mf->n_upstream; i++) {   /* record i is slot i, below L7_MAX_UPSTREAMS */
+		struct cfg_endpoint *u = &cfg->upstream[i];
+		manifest_slot_name(mf, i, u->name, sizeof u->name);
+		u->addr = (struct sockaddr_in){ .sin_family = AF_INET, .sin_port = htons((uint16_t)mf->upstream[i].port),
+						.sin_addr.s_addr = htonl(mf->upstream[i].ip) };
+		u->set = 1;
+	}
 }
 
-/* The same, of an object file. */
-char *config_text(const char *path)
+void config_free(struct config *cfg)
+{
+	ident_free(cfg);
+	if (cfg->mf)
+		manifest_free(cfg->mf);
+	free(cfg->mf);
+	cfg->mf = NULL;
+}
+
+/* l7run --manifest POLICY.o: what the object tells l7run, as text. */
+int print_manifest(const char *object)
 {
 	struct policy_file pf;
-	char err[256];
+	char err[1024];
 
-	if (policy_read(path, &pf, err, sizeof err))
-		return NULL;
-	char *text = pf.config;
-	pf.config = NULL;
+	if (policy_read(object, &pf, err, sizeof err)) {
+		fprintf(stderr, "l7run: %s\n", err);
+		return 1;
+	}
+	manifest_print(stdout, pf.mf);
 	policy_free(&pf);
-	return text;
-}
-
-void parse_config(const char *config, struct config *cfg)
-{
-	char *text = strdup(config);
-
-	memset(cfg, 0, sizeof *cfg);
-	cfg->fallback = -1;
-	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char a[64], b[64], c[64];
-		int idx;
-		if (sscanf(line, "policy %63s", a) == 1) {
-			snprintf(cfg->policy, sizeof cfg->policy, "%s", a);
-		} else if (sscanf(line, "service %63s %63s", a, b) == 2 && cfg->n_services < MAX_SERVICES) {
-			struct cfg_endpoint *s = &cfg->service[cfg->n_services++];
-			snprintf(s->name, sizeof s->name, "%s", a);
-			s->set = parse_addr(b, &s->addr) == 0;
-		} else if (sscanf(line, "upstream %d %63s %63s", &idx, a, c) == 3 && idx >= 0 && idx < L7_MAX_UPSTREAMS) {
-			snprintf(cfg->upstream[idx].name, sizeof cfg->upstream[idx].name, "%s", a);
-			cfg->upstream[idx].set = parse_addr(c, &cfg->upstream[idx].addr) == 0;
-		} else if (sscanf(line, "fallback %d", &idx) == 1) {
-			cfg->fallback = idx;
-		} else if (!strcmp(line, "response-mutations")) {
-			cfg->resp_mut = 1;
-		} else if (!strncmp(line, "bucket ", 7)) {
-			cfg->uses_buckets = 1;
-		} else if (!strncmp(line, "table ", 6)) {
-			cfg->uses_tables = 1;
-		} else if (!jwt_config_line(line, cfg)) {
-			ident_config_line(line, cfg);
-		}
-	}
-	free(text);
-}
-
-int read_config(const char *path, struct config *cfg)
-{
-	char *text = config_text(path);
-
-	if (!text) {
-		fprintf(stderr, "l7run: %s has no %s section\n", path, L7_CONFIG_SECTION);
-		return -1;
-	}
-	parse_config(text, cfg);
-	free(text);
-	return 0;
+	return fflush(stdout) ? 1 : 0;
 }
 
 static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count)
@@ -565,7 +531,7 @@ static int override(const char *arg, struct cfg_endpoint *tab, int n, int *count
 	return 0;
 }
 
-/* --listen, --upstream, --fallback: the command line wins over every version's l7.config. */
+/* --listen, --upstream, --fallback: the command line wins over every version's manifest. */
 int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen)
 {
 	for (int i = 0; i < ov->n_listen; i++)

@@ -2,7 +2,8 @@
  * commands (--stats, --metrics, --reload, --help). Every option is a row of options.def.
  *   l7run [options] POLICY.o [-- CMD [ARGS]]
  *   l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]
- *   l7run --stats PIN_DIR | --metrics PIN_DIR POLICY.o | --reload PID|PIDFILE [--pin DIR] | --probe */
+ *   l7run --stats PIN_DIR | --metrics PIN_DIR POLICY.o | --manifest POLICY.o | --reload PID|PIDFILE [--pin DIR]
+ *   l7run --probe */
 #include <errno.h>
 #include <getopt.h>
 #include <signal.h>
@@ -43,6 +44,7 @@ static const char synopsis[] =
 	"       l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]  mesh mode\n"
 	"       l7run --stats PIN_DIR\n"
 	"       l7run --metrics PIN_DIR POLICY.o\n"
+	"       l7run --manifest POLICY.o\n"
 	"       l7run --reload PID|PIDFILE [--pin DIR]\n"
 	"       l7run --probe\n"
 	"       l7run --help\n";
@@ -176,6 +178,7 @@ static int parse_args(int argc, char **argv, struct l7run_args *a)
 		case O_VERBOSE: rt.verbose = 1; break;
 		case O_STATS: a->stats_dir = v; break;
 		case O_METRICS: a->metrics_dir = v; break;
+		case O_MANIFEST: a->manifest = v; break;
 		case O_RELOAD: a->reload = v; break;
 		case O_HELP: a->help = 1; break;
 		case O_PROBE: a->probe = 1; break;
@@ -184,7 +187,7 @@ static int parse_args(int argc, char **argv, struct l7run_args *a)
 	}
 	if (optind < argc)
 		a->cmd = argv + optind;
-	if (a->help || a->stats_dir || a->reload || a->probe)
+	if (a->help || a->stats_dir || a->reload || a->probe || a->manifest)
 		return 0;
 	if (a->metrics_dir)
 		return a->obj ? 0 : usage_error("--metrics PIN_DIR needs the POLICY.o of that l7run", "");
@@ -207,7 +210,7 @@ static int gateway_metrics(FILE *out)
 {
 	pthread_mutex_lock(&rt.lock);
 	struct version *v = rt.cur;
-	int rc = v ? write_metrics(out, v->map_counters, bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->map_stats, v->map_upstat, state_map_fd(), v->config, &v->cfg)
+	int rc = v ? write_metrics(out, v->map_counters, bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->map_stats, v->map_upstat, state_map_fd(), &v->cfg)
 		   : -1;
 	pthread_mutex_unlock(&rt.lock);
 	return rc;
@@ -230,6 +233,8 @@ int main(int argc, char **argv)
 		return print_stats(a.stats_dir);
 	if (a.metrics_dir)
 		return print_metrics(a.metrics_dir, a.obj);
+	if (a.manifest)
+		return print_manifest(a.manifest);
 	if (a.reload)
 		return reload_command(a.reload, rt.pin_dir);
 	if (a.mesh)

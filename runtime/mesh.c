@@ -183,7 +183,7 @@ static int mesh_metrics(FILE *out)
 	struct mesh_ver *v = M.cur;
 	int rc = v ? write_metrics(out, bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
 				   bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->stats, v->upstat,
-				   state_map_fd(), v->config, &v->cfg)
+				   state_map_fd(), &v->cfg)
 		   : -1;   /* not loaded yet: 503 */
 	pthread_mutex_unlock(&rt.lock);
 	return rc;

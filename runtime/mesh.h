@@ -62,7 +62,6 @@ struct mesh_ver {
 	int clock_fd;
 	uint64_t mem;            /* kernel memory of its maps (bytes) */
 	uint64_t load_us;        /* open + verify */
-	char *config;            /* its l7.config text (--metrics-listen) */
 	int retired;
 	uint64_t retired_at, published_at;   /* ms */
 	int n_app;               /* application sockets it judges (CLIENT entries), last count */

@@ -48,7 +48,7 @@ static void unload(struct mesh_ver *v)
 		bpf_link__destroy(v->sockops_link);
 	if (v->msg_attached)
 		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
-	version_close(&v->cfg, v->clock_fd, v->obj, v->config);
+	version_close(&v->cfg, v->clock_fd, v->obj);
 	free(v);
 }
 
@@ -116,8 +116,6 @@ int mesh_load(const char *path, char *err, size_t errlen, void **out)
 	}
 	v->msg_attached = 1;
 	v->mem = object_mem(v->obj);
-	v->config = pf.config;
-	pf.config = NULL;
 	policy_free(&pf);
 	*out = v;
 	return 0;

@@ -3,7 +3,7 @@
  * the Counter instances, the hits of every rule (with its line, policy and decision), the
  * data plane's own counters, and per upstream the responses by status class and the bytes
  * each way (l7_upstat, l7/dataplane.h), with l7run's own answers beside them. Names come from
- * the object's l7.config section (and the command line's --upstream). */
+ * the object's manifest (and the command line's --upstream). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@ static unsigned long long percpu_sum(int fd, uint32_t key, int ncpu, uint64_t *b
 
 /* The metric families, from l7/counters.def: each is introduced by its HELP and TYPE. */
 enum {
-#define L7_METRIC(id, name, kind, help) L7M_##id,
+#define L7_METRIC(id, name, kind, help) FAM_##id,
 #include "l7/counters.def"
 #undef L7_METRIC
 };
@@ -64,11 +64,11 @@ static void write_reload(FILE *out, int reload_fd)
 
 	if (reload_fd < 0 || bpf_map_lookup_elem(reload_fd, &k, &rs))
 		return;
-	fprintf(out, "%s %llu\n", family(out, L7M_VERSION), (unsigned long long)rs.version);
-	fprintf(out, "%s %llu\n", family(out, L7M_RELOADS), (unsigned long long)rs.reloads);
-	fprintf(out, "%s %llu\n", family(out, L7M_RELOAD_FAILS), (unsigned long long)rs.failed);
-	fprintf(out, "%s %llu\n", family(out, L7M_DRAINING), (unsigned long long)rs.draining);
-	fprintf(out, "%s %.6f\n", family(out, L7M_RELOAD_LAST), rs.last_us / 1e6);
+	fprintf(out, "%s %llu\n", family(out, FAM_VERSION), (unsigned long long)rs.version);
+	fprintf(out, "%s %llu\n", family(out, FAM_RELOADS), (unsigned long long)rs.reloads);
+	fprintf(out, "%s %llu\n", family(out, FAM_RELOAD_FAILS), (unsigned long long)rs.failed);
+	fprintf(out, "%s %llu\n", family(out, FAM_DRAINING), (unsigned long long)rs.draining);
+	fprintf(out, "%s %.6f\n", family(out, FAM_RELOAD_LAST), rs.last_us / 1e6);
 }
 
 /* The sums over CPUs of row `key` of l7_upstat, added to *sum. 0 if found. */
@@ -119,7 +119,7 @@ static void write_bytes(FILE *out, int id, const struct config *cfg, const struc
 		}
 }
 
-/* Per upstream slot (named as l7.config and --upstream name it: `upstream="api"`, an endpoint
+/* Per upstream slot (named as the manifest and --upstream name it: `upstream="api"`, an endpoint
  * of a set `upstream="users#0"`): what it answered, and the 502s l7run answered because it
  * could not reach it; then l7run's own answers, whose bytes include those 502s. */
 static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
@@ -140,14 +140,14 @@ static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
 		local.resp_bytes += fail.resp_bytes;
 	}
 	upstat_sum(fd, L7_UPSTAT_LOCAL, ncpu, &local);
-	const char *metric = family(out, L7M_UP_RESPONSES);
+	const char *metric = family(out, FAM_UP_RESPONSES);
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (cfg->upstream[i].set)
 			write_classes(out, metric, cfg->upstream[i].name, &u[i]);
-	write_bytes(out, L7M_UP_REQ_BYTES, cfg, u, 0);
-	write_bytes(out, L7M_UP_RESP_BYTES, cfg, u, 1);
-	write_classes(out, family(out, L7M_LOCAL), NULL, &local);
-	fprintf(out, "%s %llu\n", family(out, L7M_LOCAL_BYTES), (unsigned long long)local.resp_bytes);
+	write_bytes(out, FAM_UP_REQ_BYTES, cfg, u, 0);
+	write_bytes(out, FAM_UP_RESP_BYTES, cfg, u, 1);
+	write_classes(out, family(out, FAM_LOCAL), NULL, &local);
+	fprintf(out, "%s %llu\n", family(out, FAM_LOCAL_BYTES), (unsigned long long)local.resp_bytes);
 }
 
 /* l7run answered `status` itself with `bytes` bytes, for upstream `up` when it could not reach
@@ -174,72 +174,60 @@ void upstat_answer(int fd, int up, int status, size_t bytes)
 	bpf_map_update_elem(fd, &key, rows, BPF_ANY);
 }
 
-/* The rule hits (sample lines of l7.config's `rule` lines): a rule of its own has a slot of
- * l7_counters, a rule a table holds its own entry of l7_entry_hits, at its own line. */
-static void write_rule_hits(FILE *out, char *text, int counters_fd, int entry_fd, int ncpu, uint64_t *buf)
+/* The rule hits (the manifest's RULE records): a rule of its own has a slot of l7_counters,
+ * a rule a table holds its own entry of l7_entry_hits, at its own line. */
+static void write_rule_hits(FILE *out, const struct manifest *mf, int counters_fd, int entry_fd, int ncpu, uint64_t *buf)
 {
-	const char *metric = family(out, L7M_RULE_HITS);
+	const char *metric = family(out, FAM_RULE_HITS);
 
-	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char policy[64], term[16], target[64] = "", kind[8];
-		int idx, id;
-		unsigned lineno;
-		if (sscanf(line, "rule %d %7s %d line %u policy %63s %15s %63s", &id, kind, &idx, &lineno, policy, term,
-			   target) < 6)
-			continue;
+	for (__u32 i = 0; i < mf->n_rule; i++) {
+		const struct l7m_rule *r = &mf->rule[i];
 		unsigned long long n = 0;
-		if (!strcmp(kind, "counter")) {
-			n = percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf);
-		} else if (!strcmp(kind, "entry")) {
+		if (r->entry == L7M_NONE) {
+			n = percpu_sum(counters_fd, r->counter, ncpu, buf);
+		} else if (entry_fd >= 0) {
 			uint64_t v = 0;
-			uint32_t key = (uint32_t)idx;
-			if (entry_fd >= 0)
-				bpf_map_lookup_elem(entry_fd, &key, &v);
+			bpf_map_lookup_elem(entry_fd, &r->entry, &v);
 			n = v;
-		} else {
-			continue;
 		}
-		fprintf(out, "%s{rule=\"%d\",line=\"%u\",policy=\"", metric, id, lineno);
-		label_value(out, policy);
-		fprintf(out, "\",decision=\"%s\",target=\"", term);
+		char target[L7M_NAME_MAX + 8] = "";
+		if (r->decision == L7M_D_DENY)
+			snprintf(target, sizeof target, "%u", r->status);
+		else if (r->target != L7M_NONE)   /* the upstream (a set: its name) */
+			snprintf(target, sizeof target, "%s", mf->upstream[r->target].name.s);
+		fprintf(out, "%s{rule=\"%u\",line=\"%u\",policy=\"", metric, r->id, r->line);
+		label_value(out, mf->policy[r->policy].name.s);
+		fprintf(out, "\",decision=\"%s\",target=\"", manifest_decision(r->decision));
 		label_value(out, target);
 		fprintf(out, "\"} %llu\n", n);
 	}
 }
 
 /* The metrics of one loaded policy: its l7_counters, l7_stats and l7_upstat maps, its
- * l7.config text and its configuration as run (cfg: names of the upstreams); the counters are
+ * manifest and its configuration as run (cfg: names of the upstreams); the counters are
  * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
  * reset). Every family is grouped, after its HELP and TYPE (text format 0.0.4). */
-int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd, const char *config,
+int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd,
 		  const struct config *cfg)
 {
 	int ncpu = libbpf_num_possible_cpus();
-	char *text = config ? strdup(config) : NULL;
-	if (counters_fd < 0 || !text || ncpu <= 0) {
-		free(text);
+	if (counters_fd < 0 || !cfg || !cfg->mf || ncpu <= 0)
 		return -1;
-	}
+	const struct manifest *mf = cfg->mf;
 	uint64_t *buf = calloc((size_t)ncpu, sizeof *buf);
-	const char *metric = family(out, L7M_INCREMENTS);
-	for (char *save = NULL, *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-		char name[64];
-		int idx;
-		if (sscanf(line, "counter %d %63s", &idx, name) == 2) {
-			fprintf(out, "%s{name=\"", metric);
-			label_value(out, name);
-			fprintf(out, "\"} %llu\n", percpu_sum(counters_fd, (uint32_t)idx, ncpu, buf));
-		}
+	const char *metric = family(out, FAM_INCREMENTS);
+	for (__u32 i = 0; i < mf->n_counter; i++) {
+		fprintf(out, "%s{name=\"", metric);
+		label_value(out, mf->counter[i].name.s);
+		fprintf(out, "\"} %llu\n", percpu_sum(counters_fd, i, ncpu, buf));
 	}
-	strcpy(text, config);   /* strtok_r cut it */
-	write_rule_hits(out, text, counters_fd, entry_fd, ncpu, buf);
-	metric = family(out, L7M_DATAPLANE);
+	write_rule_hits(out, mf, counters_fd, entry_fd, ncpu, buf);
+	metric = family(out, FAM_DATAPLANE);
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));
 	write_upstat(out, upstat_fd, ncpu, cfg);
 	write_reload(out, reload_fd);
 	free(buf);
-	free(text);
 	return 0;
 }
 
@@ -256,15 +244,19 @@ int print_metrics(const char *dir, const char *object)
 	int ufd = bpf_obj_get(p);
 	snprintf(p, sizeof p, "%s/map_l7_entry_hits", dir);
 	int efd = bpf_obj_get(p);
-	char *text = config_text(object);
+	struct policy_file pf;
 	struct config cfg;
+	char err[1024];
 	memset(&cfg, 0, sizeof cfg);
-	if (text)
-		parse_config(text, &cfg);   /* upstream names as the object has them (no --upstream here) */
-	int rc = fd < 0 || !text ? -1 : write_metrics(stdout, fd, efd, sfd, ufd, rfd, text, &cfg);
+	int read = policy_read(object, &pf, err, sizeof err) == 0;
+	if (read) {
+		config_from_manifest(pf.mf, &cfg);   /* upstream names as the object has them (no --upstream here) */
+		pf.mf = NULL;
+		policy_free(&pf);
+	}
+	int rc = fd < 0 || !read ? -1 : write_metrics(stdout, fd, efd, sfd, ufd, rfd, &cfg);
 	if (rc)
-		fprintf(stderr, "l7run: --metrics: %s\n", fd < 0 ? "no pinned l7_counters (is l7run running with --pin?)"
-							    : "the object has no l7.config section");
+		fprintf(stderr, "l7run: --metrics: %s\n", fd < 0 ? "no pinned l7_counters (is l7run running with --pin?)" : err);
 	if (fd >= 0)
 		close(fd);
 	if (sfd >= 0)
@@ -275,7 +267,6 @@ int print_metrics(const char *dir, const char *object)
 		close(ufd);
 	if (efd >= 0)
 		close(efd);
-	ident_free(&cfg);
-	free(text);
+	config_free(&cfg);
 	return rc ? 1 : 0;
 }

@@ -88,7 +88,7 @@ static void constants(const struct ir_program *p)
 {
 	for (int i = 0; i < p->nservices; i++)
 		printf("service %d %s %u\n", i, p->services[i].name, p->services[i].endpoints[0].port);
-	for (int i = 0; i < p->nupstreams; i++)   /* backend slots, named as in l7.config */
+	for (int i = 0; i < p->nupstreams; i++)   /* backend slots, named as l7run names them */
 		for (int e = 0; e < p->upstreams[i].nendpoints; e++)
 			if (p->upstreams[i].nendpoints > 1)
 				printf("upstream %d %s#%d\n", p->upstreams[i].slot + e, p->upstreams[i].name, e);

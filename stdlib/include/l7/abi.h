@@ -94,7 +94,7 @@ struct l7_req {
 
 /* Large runs of rules that differ only in method and path become tables (ir/passes.c
  * "tables"): an exact-path hash map and a longest-prefix-match trie, filled by l7run from the
- * object's l7.config before any traffic. method 0 matches any method. An entry's value is
+ * object's manifest before any traffic. method 0 matches any method. An entry's value is
  * L7_TABLE_VALUE(its position, its group), positions numbered in rule order across all the
  * tables of the object: the smallest value over a table's lookups is its first matching rule,
  * the low byte the group whose rule decides, the rest the l7_entry_hits counter of that rule. */
@@ -120,7 +120,7 @@ struct l7_ident_key {
 	__u32 addr;            /* IPv4, network byte order */
 };
 
-/* l7_cidrs (LPM trie, filled by l7run from l7.config "cidrset" lines): the prefix lists the
+/* l7_cidrs (LPM trie, filled by l7run from the manifest's CIDR records): the prefix lists the
  * "sets" pass took out of the code. prefixlen = 32 (the set) + the prefix's length. */
 struct l7_cidr_key {
 	__u32 prefixlen;
@@ -176,7 +176,7 @@ enum l7_verdict {
  * name both removes (del) and adds; lines added earlier for the name are dropped from set[]. */
 struct l7_decision {
 	__u32 verdict;         /* enum l7_verdict */
-	__u32 upstream;        /* backend slot (an endpoint: l7.config `upstream SLOT ...`), chosen
+	__u32 upstream;        /* backend slot (an endpoint: the manifest's UPSTREAM record SLOT), chosen
 	                        * by the upstream's balance policy for a set */
 	__u32 status;          /* HTTP status for L7_DENY */
 	__u32 rule;            /* id of the rule that decided (0 = default), for stats and --explain */
@@ -254,15 +254,8 @@ struct l7_chain {
 #define L7_MAP_SCRATCH    "l7_scratch"    /* PERCPU_ARRAY[1] struct l7_req */
 #define L7_MAP_STATS      "l7_stats"      /* PERCPU_ARRAY[L7_STAT_MAX] __u64 */
 
-/* ELF section, written by l7c, that carries the policy's services, upstreams and fallback so
- * that `l7run prog.o` needs no other configuration. Text, one record per line:
- *   l7c-config 1
- *   service   NAME ADDR:PORT
- *   upstream  SLOT NAME ADDR:PORT   (one per backend slot: every endpoint of every upstream;
- *                                    the endpoints of a set are NAME#0, NAME#1, ...)
- *   fallback  SLOT             (backend slot of the fallback proxy; absent if none)
- *   policy    NAME
- */
-#define L7_CONFIG_SECTION "l7.config"
+/* What l7run needs besides the programs and maps (services, upstreams, JWT key files,
+ * identities, rule tables, names for telemetry) travels in the object's manifest section:
+ * l7/manifest.h documents it, l7/manifest.def lists its record kinds. */
 
 #endif

@@ -204,7 +204,7 @@ enum l7_stat {
 };
 
 /* Telemetry per upstream (l7_upstat, PERCPU_ARRAY, key = backend slot = upstream index of
- * l7.config; stdlib/bpf/upstat.h counts, runtime/metrics.c exports). Bytes are those on the
+ * the manifest; stdlib/bpf/upstat.h counts, runtime/metrics.c exports). Bytes are those on the
  * upstream connection: requests as sent to it (after header mutations, bodies included, chunk
  * framing included), responses as received from it (before response mutations). Every
  * response head counts in its class, interim 1xx ones included. The rows after the data
