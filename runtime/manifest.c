@@ -160,7 +160,7 @@ static int header(const unsigned char *b, size_t len, char *err, size_t errlen)
 		return -1;
 	}
 	if (le(b, 4) != L7M_MAGIC) {
-		say(err, errlen, "not an l7c manifest (it starts %02x %02x %02x %02x, a manifest \"L7MF\")", b[0], b[1], b[2],
+		say(err, errlen, "not an l7c manifest (it starts %02x %02x %02x %02x; a manifest starts \"L7MF\")", b[0], b[1], b[2],
 		    b[3]);
 		return -1;
 	}
