@@ -269,13 +269,6 @@ static void mw_end(struct mw *w, size_t at)
 		fields mw_end(w, at);                                      \
 	}
 #include "l7/manifest.def"
-#undef L7M_KIND
-#undef L7M_OPT
-#undef L7M_REF
-#undef L7M_STR
-#undef L7M_IP4
-#undef L7M_ENUM
-#undef L7M_U32
 
 static struct l7m_str mstr(const char *s)
 {

@@ -17,7 +17,6 @@ static const struct {
 	[L7M_NOKIND] = { "kind 0", "", 0 },
 #define L7M_KIND(id, name, max, help, fields) [L7M_##id] = { #name, help, max },
 #include "l7/manifest.def"
-#undef L7M_KIND
 };
 
 static __u32 le(const unsigned char *p, int n)
@@ -130,19 +129,11 @@ static int get_end(struct rd *r)
 #define L7M_KIND(id, name, max, help, fields) \
 	static int get_##name(struct rd *r, struct l7m_##name *o) { fields return get_end(r); }
 #include "l7/manifest.def"
-#undef L7M_KIND
-#undef L7M_OPT
-#undef L7M_REF
-#undef L7M_STR
-#undef L7M_IP4
-#undef L7M_ENUM
-#undef L7M_U32
 
 void manifest_free(struct manifest *m)
 {
 #define L7M_KIND(id, name, max, help, fields) free(m->name);
 #include "l7/manifest.def"
-#undef L7M_KIND
 	free(m->strings);
 	memset(m, 0, sizeof *m);
 }
@@ -222,7 +213,6 @@ int manifest_read(const void *bytes, size_t len, struct manifest *m, char *err, 
 #define L7M_KIND(id, name, max, help, fields) \
 	nomem |= count[L7M_##id] && !(m->name = calloc(count[L7M_##id], sizeof *m->name));
 #include "l7/manifest.def"
-#undef L7M_KIND
 	if (nomem) {
 		manifest_free(m);
 		say(err, errlen, "out of memory for a manifest of %zu bytes", len);
@@ -240,7 +230,6 @@ int manifest_read(const void *bytes, size_t len, struct manifest *m, char *err, 
 #define L7M_KIND(id, name, max, help, fields) \
 	case L7M_##id: rc = get_##name(&r, &m->name[m->n_##name++]); break;
 #include "l7/manifest.def"
-#undef L7M_KIND
 		case L7M_NOKIND:
 		case L7M_KINDS: break;
 		}
@@ -336,13 +325,6 @@ static void put_num(FILE *out, const char *f, __u32 v, const char *kind)
 #define L7M_KIND(id, name, max, help, fields) \
 	static void print_##name(FILE *out, const struct l7m_##name *o) { fields }
 #include "l7/manifest.def"
-#undef L7M_KIND
-#undef L7M_OPT
-#undef L7M_REF
-#undef L7M_STR
-#undef L7M_IP4
-#undef L7M_ENUM
-#undef L7M_U32
 
 void manifest_print(FILE *out, const struct manifest *m)
 {
@@ -356,5 +338,4 @@ void manifest_print(FILE *out, const struct manifest *m)
 		fputc('\n', out);                                       \
 	}
 #include "l7/manifest.def"
-#undef L7M_KIND
 }

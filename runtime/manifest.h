@@ -14,7 +14,6 @@ struct manifest {
 	__u32 version, size, count;
 #define L7M_KIND(id, name, max, help, fields) struct l7m_##name *name; __u32 n_##name;
 #include "l7/manifest.def"
-#undef L7M_KIND
 	char *strings;           /* what the records' strings point into */
 };
 

@@ -189,7 +189,6 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 
 #define L7M_KIND(id, kname, max, help, fields) kinds_seen[L7M_##id] |= mf->n_##kname > 0;
 #include "l7/manifest.def"
-#undef L7M_KIND
 
 	/* and the printer says every record */
 	char *text = NULL;

@@ -55,7 +55,6 @@ enum l7m_kind {
 	L7M_NOKIND,               /* 0: never written, so zeroed bytes are no record */
 #define L7M_KIND(id, name, max, help, fields) L7M_##id,
 #include "manifest.def"
-#undef L7M_KIND
 	L7M_KINDS
 };
 
@@ -68,12 +67,5 @@ enum l7m_kind {
 #define L7M_OPT(f, kind) __u32 f;
 #define L7M_KIND(id, name, max, help, fields) struct l7m_##name { fields };
 #include "manifest.def"
-#undef L7M_KIND
-#undef L7M_OPT
-#undef L7M_REF
-#undef L7M_STR
-#undef L7M_IP4
-#undef L7M_ENUM
-#undef L7M_U32
 
 #endif
