@@ -110,6 +110,10 @@ def main():
         check(False, "l7run and the backend listen")
         return
 
+    # wait_port's probe connection leaves l7_clients once l7run has seen its close (bounded)
+    end = time.time() + 5
+    while sockhash_keys(os.path.join(PIN, "map_l7_clients")) and time.time() < end:
+        time.sleep(0.05)
     # the stuck client: served once, then out of the data plane's reach
     s = socket.create_connection(("127.0.0.1", FRONT))
     s.sendall(request("/first"))
