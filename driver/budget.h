@@ -12,6 +12,14 @@
 struct budget_func {
 	char name[64], section[64];
 	int insns, stack, policy_insns;
+	int helper_calls;                /* calls of kernel helpers: what the verifier may patch */
+	bool tail_call;                  /* calls bpf_tail_call */
+	int patched;                     /* insns after the verifier's patching, an upper estimate:
+	                                  * what a jump's 16-bit reach must cover (driver/limits.def) */
+	int chain_stack;                 /* stack of the deepest call chain from here, callbacks
+	                                  * included, as the kernel counts it (budget.c reach) */
+	long chain_insns;                /* instructions of this function and all it reaches: what the
+	                                  * kernel loads as one program */
 	bool is_subprog;                 /* a bpf_loop callback, a global function or a rule chunk
 	                                  * (in .text) */
 	bool is_global;                  /* a global function of the machinery (l7g_*), verified once */
