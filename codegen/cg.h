@@ -48,10 +48,9 @@ void cg_balance_tables(struct cg *g, int upstream, LLVMValueRef *points, LLVMVal
 int cg_is_program(const struct cg *g, const char *name);
 
 /* policy.c: l7_policy_decide, and for split programs l7_policy_step and its rule chunks
- * l7_policy_chunk_<k> (BPF subprograms when there are several: each is optimised, and verified,
- * on its own) */
+ * CODEGEN_CHUNK_PREFIX<k> (BPF subprograms when there are several: each is optimised, and
+ * verified, on its own) */
 void cg_policy(struct cg *g);
-#define CG_CHUNK_PREFIX "l7_policy_chunk_"
 
 /* helpers */
 LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, int internal);

@@ -30,6 +30,10 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 /* How the programs that hold the policy are split (driver/split.c decides it from the verifier
  * budget model; docs/architecture.md). A split host ends its parse half with a tail call into
  * a chain of decide programs; decide program k runs rule chunk k. */
+/* The function of rule chunk k: "<prefix>k" (a static subprogram, or inlined into its decide
+ * programs when it checks a JWT). */
+#define CODEGEN_CHUNK_PREFIX "l7_policy_chunk_"
+
 struct codegen_split {
 	int unroll_max;            /* compares with longer constants call bpf_strncmp (0: the default,
 	                            * CODEGEN_UNROLL_MAX) */

@@ -3,6 +3,7 @@
 
 #include <llvm-c/Analysis.h>
 #include <llvm-c/BitReader.h>
+#include <llvm-c/ErrorHandling.h>
 #include <llvm-c/Linker.h>
 #include <llvm-c/Target.h>
 #include <llvm-c/Transforms/PassBuilder.h>
@@ -30,6 +31,18 @@ static void on_diagnostic(LLVMDiagnosticInfoRef info, void *ctx)
 	LLVMDisposeMessage(msg);
 	if (sev == LLVMDSError)
 		backend_failed = 1;
+}
+
+/* Some backend errors are fatal (a jump past its 16-bit reach: "Branch target out of insn
+ * range") and would abort; say what happened and exit as a failed compile instead. Nothing has
+ * been written: objects are emitted into memory first. */
+static void on_fatal(const char *reason)
+{
+	fprintf(stderr, "l7c: error: the BPF backend failed: %s%s\n", reason,
+		strstr(reason, "insn range") ? " (a function past the 32K instructions a jump reaches: l7c's size "
+					       "estimate of its rules fell short; --explain on fewer rules shows their sizes)"
+					     : "");
+	exit(2);
 }
 
 static int target_init(struct cg *g, int opt)
@@ -102,7 +115,7 @@ static int internalise(struct cg *g)
 		LLVMSetLinkage(f, LLVMInternalLinkage);
 		unsigned kind = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
 		unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
-		if (g->split->nchunks > 1 && !strncmp(name, CG_CHUNK_PREFIX, strlen(CG_CHUNK_PREFIX))) {
+		if (g->split->nchunks > 1 && !strncmp(name, CODEGEN_CHUNK_PREFIX, strlen(CODEGEN_CHUNK_PREFIX))) {
 			/* rule chunks of a decide chain are optimised on their own (compile time grows
 			 * faster than a function's size); see inline_chunks */
 			LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, noinline, 0));
@@ -188,12 +201,12 @@ static int inline_chunks(struct cg *g)
 		return 0;
 	unsigned noinline = LLVMGetEnumAttributeKindForName("noinline", 8);
 	unsigned always = LLVMGetEnumAttributeKindForName("alwaysinline", 12);
-	size_t np = strlen(CG_CHUNK_PREFIX);
+	size_t np = strlen(CODEGEN_CHUNK_PREFIX);
 	int any = 0;
 	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f)) {
 		const char *name = LLVMGetValueName(f);
 		int k = atoi(name + np);
-		if (strncmp(name, CG_CHUNK_PREFIX, np) || k < 0 || k >= CODEGEN_MAX_CHUNKS || !g->chunk_inline[k])
+		if (strncmp(name, CODEGEN_CHUNK_PREFIX, np) || k < 0 || k >= CODEGEN_MAX_CHUNKS || !g->chunk_inline[k])
 			continue;
 		LLVMRemoveEnumAttributeAtIndex(f, LLVMAttributeFunctionIndex, noinline);
 		LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, always, 0));
@@ -246,8 +259,11 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 	LLVMMemoryBufferRef buf;
 	char *err = NULL;
 	backend_failed = 0;
-	if (LLVMTargetMachineEmitToMemoryBuffer(g->tm, g->mod, o->output == CG_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
-						&err, &buf) || backend_failed) {
+	LLVMInstallFatalErrorHandler(on_fatal);
+	int failed = LLVMTargetMachineEmitToMemoryBuffer(g->tm, g->mod, o->output == CG_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
+							 &err, &buf);
+	LLVMResetFatalErrorHandler();
+	if (failed || backend_failed) {
 		fprintf(stderr, "l7c: error: BPF code generation failed%s%s\n", err ? ": " : "", err ? err : "");
 		LLVMDisposeMessage(err);
 		return -1;

@@ -497,7 +497,7 @@ static LLVMValueRef function(struct pcx *c, const char *name, int nparams, const
 	LLVMAddAttributeAtIndex(fn, 1, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
 	LLVMAddAttributeAtIndex(fn, 2, LLVMCreateEnumAttribute(g->ctx, noalias, 0));
 	c->fn = fn;
-	if (!strncmp(name, CG_CHUNK_PREFIX, strlen(CG_CHUNK_PREFIX)))
+	if (!strncmp(name, CODEGEN_CHUNK_PREFIX, strlen(CODEGEN_CHUNK_PREFIX)))
 		LLVMSetLinkage(fn, LLVMInternalLinkage);   /* a static subprogram (module.c internalise) */
 	c->sp = cg_di_function(g, fn, name, line, params, nparams);
 	LLVMPositionBuilderAtEnd(g->b, block(c, "entry"));
@@ -738,7 +738,7 @@ void cg_policy(struct cg *g)
 	for (int k = 0; k < s->nchunks; k++) {
 		int first = s->chunk_first[k], last = k + 1 < s->nchunks ? s->chunk_first[k + 1] : total;
 		char name[48];
-		snprintf(name, sizeof(name), CG_CHUNK_PREFIX "%d", k);
+		snprintf(name, sizeof(name), CODEGEN_CHUNK_PREFIX "%d", k);
 		chunks[k] = function(&c, name, 2, chunk_params, line_at(p, first));
 		g->chunk_inline[k] = s->nchunks > 1 && checks_jwt(p, first, last);
 		c.req = LLVMGetParam(c.fn, 0);
@@ -766,10 +766,13 @@ void cg_policy(struct cg *g)
 }
 
 /* ---- sizes, for cutting chunks before compiling (codegen_rule_size) ----
- * Upper estimates in BPF instructions, measured with 200-rule policies of each kind (what LLVM
- * makes of them, per rule: a header compare of 5 bytes 28, a source prefix 13, a claim 57, a
- * Limit 113): an unrolled byte compare is up to 7 instructions a byte before LLVM shares loads
- * between rules; a claim or auth.valid inlines l7_jwt_check's cached path. */
+ * Upper estimates in BPF instructions, measured with policies of 8-200 rules of each kind (what
+ * LLVM makes of them, per rule: a header compare of 5 bytes 28, a source prefix 13, a claim 57);
+ * an unrolled byte compare is up to 7 instructions a byte before LLVM shares loads between
+ * rules. What the machinery inlines at each use is most of some rules (measured per use, LLVM
+ * 19): a Route to a hashed upstream set the xxh64 and Ketama search, ~360; a Limit keyed on a
+ * field hashing that field, ~300 (on a constant ~45); auth.valid inlines l7_jwt_check, ~830
+ * (its cold path too: it is not a call). */
 
 static int cond_size(const struct ir_cond *k, int unroll)
 {
@@ -787,22 +790,25 @@ static int cond_size(const struct ir_cond *k, int unroll)
 	case IR_C_SOURCE_IN:
 	case IR_C_PORT_IN: return 6;
 	case IR_C_SERVICE_IN: return 10;
-	case IR_C_JWT_VALID: return 40;
+	case IR_C_JWT_VALID: return 1000;
 	case IR_C_IDENTITY: return 30;
 	case IR_C_TABLE: return 150;
-	case IR_C_SOURCE_SET: return 30;
-	case IR_C_COUNTER_IN:
-	case IR_C_TIMER_ELAPSED: return 20;
-	case IR_C_REGEX: return 60;
+	case IR_C_SOURCE_SET: return 45;
+	case IR_C_COUNTER_IN: return 45;
+	case IR_C_TIMER_ELAPSED: return 55;
+	case IR_C_REGEX: return 70;
 	}
 	return 0;
 }
 
 int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {
-	(void)p;
 	int n = cond_size(r->cond, unroll ? unroll : CODEGEN_UNROLL_MAX) + 12 + 10;   /* the hit counter, the decision */
-	for (int a = 0; a < r->nactions; a++)
-		n += r->actions[a].kind == IR_A_MUTATE ? 24 : r->actions[a].kind == IR_A_LIMIT ? 120 : 24;
+	if ((r->term == IR_FORWARD || r->term == IR_FALLBACK) && r->upstream >= 0 && r->upstream < p->nupstreams)
+		n += p->upstreams[r->upstream].balance == IR_LB_HASH ? 440 : p->upstreams[r->upstream].balance == IR_LB_ONE ? 0 : 30;
+	for (int a = 0; a < r->nactions; a++) {
+		const struct ir_action *x = &r->actions[a];
+		n += x->kind != IR_A_LIMIT ? 24 : (int)x->key_field >= 0 ? 360 : 60;
+	}
 	return n;
 }

@@ -17,9 +17,16 @@
  *      B): a chain of decide programs, each running a chunk of the first-match rule list and
  *      tail-calling the next until one decides.
  *
- * A chain holds at most 33 programs (the kernel's tail-call limit): past that, an error naming
- * the rule count. What cannot be split further but is still over the budget (a parse half, one
- * huge rule) is reported as a warning: the kernel has the last word at load. */
+ * Every round also reads each function's size once the verifier will have patched it (inlined
+ * helpers: budget.c's `patched`): a function past a jump's 16-bit reach is refused by the
+ * kernel ("cannot be patched due to 16-bit range"), so a host or a chunk found over it is cut
+ * like one over the budget, whatever the budget.
+ *
+ * The kernel's hard limits (limits.def) are checked on the last round: a function past a
+ * jump's reach, a call chain past 512 bytes of stack, a program past 1M instructions or a chain
+ * past 33 tail calls is an error naming the program, and no object is written. What cannot be
+ * split further but is still estimated over the budget (a parse half, one huge rule) is a
+ * warning: only the verifier knows the processed count, and --explain --verify asks it. */
 #include "split.h"
 
 #include <stdio.h>
@@ -28,12 +35,16 @@
 
 #include "frontend.h"
 #include "ir.h"
+#include "limits.h"
 
 /* Estimated instructions of one chunk's code (codegen_rule_size, an upper estimate: measured
- * code is 0.5-0.7 of it). A CPU v3 jump reaches 32K instructions, and the decide program's own
+ * code is 0.5-0.9 of it). A CPU v3 jump reaches 32K instructions, and the decide program's own
  * code comes on top; a chunk this size verifies in far less than the kernel's 1M. */
 #define CHUNK_SIZE 24000
-#define MAX_ROUNDS 8
+/* Code found past a jump's reach is cut into pieces of about this (patched) size: well under
+ * it, as the pieces' sizes are estimates and each piece's program has the machinery on top. */
+#define CODE_TARGET (LIMIT_JUMP * 2 / 3)
+#define MAX_ROUNDS 10
 
 static int rules_of(const struct ir_program *p, const struct ir_rule **out)
 {
@@ -55,12 +66,45 @@ static const struct budget_func *find(const struct budget *b, const char *name)
 	return NULL;
 }
 
-static long estimate_of(const struct budget *b, const char *prefix, int k)
+static const struct budget_func *find_k(const struct budget *b, const char *prefix, int k)
 {
 	char name[64];
 	snprintf(name, sizeof(name), "%s%d", prefix, k);
-	const struct budget_func *f = find(b, name);
+	return find(b, name);
+}
+
+static long estimate_of(const struct budget *b, const char *prefix, int k)
+{
+	const struct budget_func *f = find_k(b, prefix, k);
 	return f ? f->estimate : 0;
+}
+
+/* The largest patched size of the functions holding chunk k's rules: its decide programs (a
+ * chunk that checks a JWT is inlined there) and its own subprogram. */
+static int chunk_code(const struct split_build *sb, int k)
+{
+	const char *fn[] = { SPLIT_CHAIN_GW, SPLIT_CHAIN_MESH, CODEGEN_CHUNK_PREFIX };
+	int on[] = { sb->plan.gw, sb->plan.mesh, 1 }, code = 0;
+	for (int i = 0; i < 3; i++) {
+		const struct budget_func *f = on[i] ? find_k(&sb->b, fn[i], k) : NULL;
+		if (f && f->patched > code)
+			code = f->patched;
+	}
+	return code;
+}
+
+/* Pieces a run of rules is cut into: for its estimate over the budget (each piece keeps the
+ * machinery's share: aim below it), for its code past a jump's reach. */
+static int pieces_for(long est, long budget, int code)
+{
+	int pieces = 1;
+	if (est > budget) {
+		long aim = budget * 7 / 10 > 0 ? budget * 7 / 10 : 1;
+		pieces = (int)((est + aim - 1) / aim);
+	}
+	if (code > LIMIT_JUMP && (code + CODE_TARGET - 1) / CODE_TARGET > pieces)
+		pieces = (code + CODE_TARGET - 1) / CODE_TARGET;
+	return pieces > 1 ? pieces : est > budget || code > LIMIT_JUMP ? 2 : 1;
 }
 
 /* Cuts rules [first, last) into `pieces` runs of about equal size; appends the starts of all
@@ -120,7 +164,8 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 	if (compactable && plan->unroll_max > CODEGEN_UNROLL_COMPACT) {   /* before any split */
 		bool over = false;
 		for (int i = 0; i < sb->b.nfuncs; i++)
-			over |= !sb->b.funcs[i].is_subprog && sb->b.funcs[i].estimate > budget &&
+			over |= !sb->b.funcs[i].is_subprog &&
+				(sb->b.funcs[i].estimate > budget || sb->b.funcs[i].patched > LIMIT_JUMP) &&
 				(!strcmp(sb->b.funcs[i].name, SPLIT_HOST_GW) || !strcmp(sb->b.funcs[i].name, SPLIT_HOST_MESH) ||
 				 strstr(sb->b.funcs[i].name, "_decide_"));
 		if (over) {
@@ -128,13 +173,25 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 			return 1;
 		}
 	}
-	if (gw && !plan->gw && gw->estimate > budget)
+	int code = 0;   /* a host past a jump's reach holds the whole policy: cut it now */
+	if (gw && !plan->gw && (gw->estimate > budget || gw->patched > LIMIT_JUMP)) {
 		plan->gw = changed = 1;
-	if (mesh && !plan->mesh && mesh->estimate > budget)
+		code = gw->patched;
+	}
+	if (mesh && !plan->mesh && (mesh->estimate > budget || mesh->patched > LIMIT_JUMP)) {
 		plan->mesh = changed = 1;
-	if (changed && !plan->nchunks) {
-		int zero = 0;
-		set_chunks(plan, &zero, 1);
+		code = mesh->patched > code ? mesh->patched : code;
+	}
+	if (changed && plan->nchunks <= 1) {
+		int starts[4 * CODEGEN_MAX_CHUNKS], n = 1, pieces = pieces_for(0, budget, code);
+		starts[0] = 0;
+		if (pieces > 1)
+			n = cut(size, 0, total, pieces, starts, n);
+		if (n > CODEGEN_MAX_CHUNKS) {
+			too_many(p, total, n, "(each past a jump's reach)");
+			return -1;
+		}
+		set_chunks(plan, starts, n);
 	}
 	if (changed)
 		return 1;   /* the decide programs' numbers come with the next compile */
@@ -148,11 +205,8 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 		if (plan->mesh && (e = estimate_of(&sb->b, SPLIT_CHAIN_MESH, k)) > est)
 			est = e;
 		starts[n++] = first;
-		if (est > budget && last - first > 1) {
-			/* each piece keeps the machinery's share: aim below the budget */
-			int pieces = (int)((est + budget * 7 / 10 - 1) / (budget * 7 / 10));
-			if (pieces < 2)
-				pieces = 2;
+		int pieces = pieces_for(est, budget, chunk_code(sb, k));
+		if (pieces > 1 && last - first > 1) {
 			n = cut(size, first, last, pieces, starts, n);
 			changed = 1;
 		}
@@ -171,6 +225,36 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 	return 1;
 }
 
+/* The kernel's hard limits (limits.def) on the object as built: each breach is an error naming
+ * the program, and the object is not written. Returns the number of breaches. */
+static int over_limits(const struct ir_program *p, const struct split_build *sb)
+{
+	int bad = 0;
+	for (int i = 0; i < sb->b.nfuncs; i++) {
+		const struct budget_func *f = &sb->b.funcs[i];
+		bool policy = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH) || strstr(f->name, "_decide_") ||
+			      f->is_chunk;
+		if (f->patched > LIMIT_JUMP && ++bad)
+			fprintf(stderr,
+				"l7c: error: %s: %s is %d instructions, about %d once the verifier has patched it: past the "
+				"%d a BPF jump reaches, so the kernel would refuse it (\"cannot be patched due to 16-bit range\")%s\n",
+				p->source_path, f->name, f->insns, f->patched, LIMIT_JUMP,
+				policy ? "; its rules cannot be cut further: shorten the longest rule, or move its compares to a table" : "");
+		if (f->is_subprog)
+			continue;
+		if (f->chain_stack > LIMIT_STACK && ++bad)
+			fprintf(stderr, "l7c: error: %s: %s needs %d bytes of stack in its deepest call chain (the kernel allows %d)\n",
+				p->source_path, f->name, f->chain_stack, LIMIT_STACK);
+		if (f->chain_insns > LIMIT_INSNS && ++bad)
+			fprintf(stderr, "l7c: error: %s: %s is %ld instructions with its subprograms (the kernel loads at most %d)\n",
+				p->source_path, f->name, f->chain_insns, LIMIT_INSNS);
+	}
+	if (sb->plan.nchunks > LIMIT_TAILS && ++bad)
+		fprintf(stderr, "l7c: error: %s: a chain of %d decide programs: past the %d tail calls the kernel makes\n",
+			p->source_path, sb->plan.nchunks, LIMIT_TAILS);
+	return bad;
+}
+
 static void note_over(struct split_build *sb, long budget)
 {
 	for (int i = 0; i < sb->b.nfuncs && sb->nwarnings < 4; i++) {
@@ -179,8 +263,8 @@ static void note_over(struct split_build *sb, long budget)
 			continue;
 		bool host = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH);
 		snprintf(sb->warnings[sb->nwarnings++], sizeof(sb->warnings[0]),
-			 "%s is estimated at %ld processed instructions, over the budget of %ld, and %s", f->name,
-			 f->estimate, budget,
+			 "%s is estimated at %ld processed instructions, over the budget of %ld%s, and %s", f->name,
+			 f->estimate, budget, f->estimate > LIMIT_PROCESSED ? " and the kernel's limit" : "",
 			 host && (sb->plan.gw || sb->plan.mesh) ? "its parse half cannot be split further"
 			 : host || strstr(f->name, "_decide_") ? "its rules cannot be split further"
 							       : "only the programs holding the policy are split");
@@ -259,6 +343,10 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 		if (sb->plan.unroll_max != unroll)
 			sizes(p, rules, total, sb->plan.unroll_max, size);
 		split_build_free(sb);
+	}
+	if (over_limits(p, sb)) {
+		rc = 1;
+		goto out;
 	}
 	note_over(sb, budget);
 out:

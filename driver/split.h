@@ -13,7 +13,7 @@ struct split_build {
 	char *obj;                 /* the object, malloc'd */
 	size_t obj_len;
 	struct budget b;           /* the model of obj (line arrays malloc'd) */
-	char warnings[4][200];     /* programs still over the budget once nothing can be split */
+	char warnings[4][256];     /* programs still over the budget once nothing can be split */
 	int nwarnings;
 };
 
