@@ -47,6 +47,8 @@ struct pcx {
 	LLVMValueRef *table_val;    /* per rule table, l7_table_match's answer in this function: looked
 	                             * up at the first of its group rules, which dominates the others
 	                             * (they are consecutive, and the table test comes first in each) */
+	LLVMValueRef jwt_val[L7_MAX_JWT];   /* per JWT instance tested by two or more rules of this
+	                                     * function: l7_jwt_check's answer, asked once at its entry */
 };
 
 static LLVMValueRef at_offset(struct pcx *c, LLVMValueRef base, size_t off)
@@ -256,7 +258,9 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 		break;
 	case IR_C_JWT_VALID: {
 		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->jwt) };
-		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->jwt_ty, c->jwt_fn, args, 2), u32c(c, 0), "");
+		LLVMValueRef ok = k->jwt >= 0 && k->jwt < L7_MAX_JWT && c->jwt_val[k->jwt] ? c->jwt_val[k->jwt]
+											: call(c, c->jwt_ty, c->jwt_fn, args, 2);
+		v = LLVMBuildICmp(g->b, LLVMIntNE, ok, u32c(c, 0), "");
 		break;
 	}
 	case IR_C_IDENTITY:
@@ -522,6 +526,27 @@ static void store_resume(struct pcx *c, int policy)
 	store32(c, c->st, offsetof(struct l7_chain, next_policy), u32c(c, (unsigned)policy));
 }
 
+static int jwt_tests(const struct ir_cond *k, int j)
+{
+	return k ? (k->kind == IR_C_JWT_VALID && k->jwt == j) + jwt_tests(k->a, j) + jwt_tests(k->b, j) : 0;
+}
+
+/* Tests of JWT instance j in rules [first, last), and in the contexts of the ALLOW policies
+ * that start there. */
+static int jwt_sites(const struct ir_program *p, int first, int last, int j)
+{
+	int n = 0;
+	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
+		const struct ir_policy *pol = &p->policies[i];
+		if (pol->has_allow && pf >= first && pf < last)
+			n += jwt_tests(pol->applies, j);
+		for (int r = 0; r < pol->nrules; r++)
+			if (pf + r >= first && pf + r < last)
+				n += jwt_tests(pol->rules[r].cond, j);
+	}
+	return n;
+}
+
 /* The rules [first, last) of all policies in file order (total in all), into c->fn. init: the
  * first chunk (or the whole policy): nothing decided yet; else the state comes from c->st.
  * combine: the last chunk: Meshlib's combination ends it. A chunk that does not combine leaves
@@ -552,6 +577,16 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 		LLVMBuildStore(g->b, flag_bit(c, flags, L7_CHAIN_APPLIES), c->allow_applies);
 	}
 	LLVMBasicBlockRef out = combine ? NULL : block(c, "chunk.out");
+	/* A token two or more rules test is checked once, here, not at each test: l7_jwt_check
+	 * inlines whole (verification, cache, claims; ~830 instructions), and the verifier walks it
+	 * again at every test a path reaches (~60K processed instructions each). The answer is the
+	 * same (it is cached per request); only a request no such rule reaches pays for the check. */
+	memset(c->jwt_val, 0, sizeof(c->jwt_val));
+	for (int j = 0; j < p->njwts && j < L7_MAX_JWT; j++)
+		if (jwt_sites(p, first, last, j) >= 2) {
+			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)j) };
+			c->jwt_val[j] = call(c, c->jwt_ty, c->jwt_fn, args, 2);
+		}
 
 	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
 		const struct ir_policy *pol = &p->policies[i];
@@ -771,8 +806,8 @@ void cg_policy(struct cg *g)
  * an unrolled byte compare is up to 7 instructions a byte before LLVM shares loads between
  * rules. What the machinery inlines at each use is most of some rules (measured per use, LLVM
  * 19): a Route to a hashed upstream set the xxh64 and Ketama search, ~360; a Limit keyed on a
- * field hashing that field, ~300 (on a constant ~45); auth.valid inlines l7_jwt_check, ~830
- * (its cold path too: it is not a call). */
+ * field hashing that field, ~300 (on a constant ~45). auth.valid inlines l7_jwt_check, ~830,
+ * but once per function and token (emit_rules). */
 
 static int cond_size(const struct ir_cond *k, int unroll)
 {
@@ -790,7 +825,7 @@ static int cond_size(const struct ir_cond *k, int unroll)
 	case IR_C_SOURCE_IN:
 	case IR_C_PORT_IN: return 6;
 	case IR_C_SERVICE_IN: return 10;
-	case IR_C_JWT_VALID: return 1000;
+	case IR_C_JWT_VALID: return 40;   /* and l7_jwt_check once per function: CHUNK_SIZE's margin */
 	case IR_C_IDENTITY: return 30;
 	case IR_C_TABLE: return 150;
 	case IR_C_SOURCE_SET: return 45;
