@@ -15,6 +15,7 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <linux/magic.h>
+#include "l7/attach.h"
 #include "l7/mesh.h"
 #include "l7run.h"
 
@@ -28,19 +29,6 @@ static const struct {
 #undef L7_PROG
 };
 #define N_PROGS (sizeof progs / sizeof progs[0])
-
-static int attach_type(const char *section)
-{
-	if (!strcmp(section, "sk_skb/stream_parser"))
-		return BPF_SK_SKB_STREAM_PARSER;
-	if (!strcmp(section, "sk_skb/stream_verdict"))
-		return BPF_SK_SKB_STREAM_VERDICT;
-	if (!strcmp(section, "sk_skb/verdict"))
-		return BPF_SK_SKB_VERDICT;
-	if (!strcmp(section, "sk_msg"))
-		return BPF_SK_MSG_VERDICT;
-	return -1;
-}
 
 static int is_mesh(const char *map_name)
 {
@@ -304,7 +292,7 @@ struct version *version_load(const char *path, char *err, size_t errlen)
 		if (!strcmp(progs[i].name, "l7_client_msg") && !v->cfg.resp_mut)
 			continue;   /* not loaded: no rule edits responses (client sends stay plain TCP) */
 		struct bpf_program *p = bpf_object__find_program_by_name(v->obj, progs[i].name);
-		int type = attach_type(progs[i].section);
+		int type = l7_attach_type(progs[i].section);
 		int mfd = bpf_object__find_map_fd_by_name(v->obj, progs[i].map);
 		if (!p || type < 0 || mfd < 0) {
 			snprintf(err, errlen, "object lacks program %s or its map %s", progs[i].name, progs[i].map);

@@ -1,0 +1,33 @@
+/* How a program of l7/progs.def is attached, from its ELF section: the attach type of
+ * bpf_prog_attach (sk_skb and sk_msg programs, to the SOCKHASH progs.def names) or of a cgroup
+ * bpf_link (sockops). One answer for l7run, which attaches, and `l7c --verify`, which attaches
+ * the same way to see what the kernel refuses. */
+#ifndef L7_ATTACH_H
+#define L7_ATTACH_H
+
+#include <linux/bpf.h>
+#include <string.h>
+
+/* The attach type, or -1 for a section that is not attached (a decide program of a chain). */
+static inline int l7_attach_type(const char *section)
+{
+	if (!strcmp(section, "sk_skb/stream_parser"))
+		return BPF_SK_SKB_STREAM_PARSER;
+	if (!strcmp(section, "sk_skb/stream_verdict"))
+		return BPF_SK_SKB_STREAM_VERDICT;
+	if (!strcmp(section, "sk_skb/verdict"))
+		return BPF_SK_SKB_VERDICT;
+	if (!strcmp(section, "sk_msg"))
+		return BPF_SK_MSG_VERDICT;
+	if (!strcmp(section, "sockops"))
+		return BPF_CGROUP_SOCK_OPS;
+	return -1;
+}
+
+/* Its name in messages: the part of the section after "sk_skb/", or the section. */
+static inline const char *l7_attach_name(const char *section)
+{
+	return strncmp(section, "sk_skb/", 7) ? section : section + 7;
+}
+
+#endif
