@@ -2,7 +2,9 @@
  *
  *   source --l7_parse--> AST --l7_resolve--> typed AST --ir_lower--> PMA IR --codegen_emit--> BPF object
  *
- * Exit status: 0 compiled, 1 the policy has errors, 2 usage or I/O errors. */
+ * Exit status: 0 compiled, 1 the policy has errors or cannot be served (past a kernel limit; with
+ * --explain --verify, refused by the kernel), 2 usage or I/O errors. An object that exits 1 is
+ * never written, and an older file at its path is removed. */
 #include <arpa/inet.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -10,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "codegen.h"
@@ -28,40 +31,66 @@
 
 enum emit { EMIT_AST, EMIT_IR, EMIT_LLVM, EMIT_ASM, EMIT_OBJ };
 
+/* Every option, in the order --help lists them: getopt_long's tables and --help are both made
+ * from this list, so no option can be accepted and not listed (tests/compiler/cli.sh checks
+ * --help against it). */
+static const struct opt {
+	const char *name;   /* the long option, or NULL */
+	int val;            /* getopt's answer: the short option's letter, or a code of its own */
+	int has_arg;
+	const char *shown;  /* the left column of --help */
+	const char *help;   /* '\n' starts a continuation line */
+} opts[] = {
+	{ NULL, 'o', required_argument, "-o FILE",
+	  "write the output to FILE ('-' for stdout; default POLICY.o for objects,\nstdout for text)" },
+	{ "emit", 'e', required_argument, "--emit=KIND", "ast | ir | llvm | asm | obj (default obj)" },
+	{ NULL, 'O', required_argument, "-O1, -O2", "optimisation level (default -O2)" },
+	{ NULL, 'I', required_argument, "-I DIR", "also search DIR for interface files (*.l7i)" },
+	{ "passes", 'P', required_argument, "--passes=LIST",
+	  "partial-evaluation passes to run: 'none', or a comma-separated\nsubset of simplify,tables,sets,first-match,"
+	  "shadow (default:\nall, in order); with --emit=ir the IR is printed after each pass" },
+	{ "explain", 'X', no_argument, "--explain",
+	  "report, per program, the verifier budget (instructions, estimated\nprocessed instructions, stack, tail calls), "
+	  "the object's worst\nagainst each kernel limit and, per rule, where it landed and what\ngoes to the slow path" },
+	{ "verify", 'Y', no_argument, "--verify",
+	  "with --explain: load every program into the running kernel and\nattach it as l7run would (needs root); exit 1 "
+	  "if the kernel\nrefuses any (--explain -o FILE also writes the object it\nexplained, unless it was refused)" },
+	{ "verify-cgroup", 'G', required_argument, "--verify-cgroup=DIR",
+	  "with --verify: the cgroup v2 directory in which to make (and\nremove) a child cgroup for sock_ops (default: "
+	  "the cgroup2 mount)" },
+	{ "format", 'F', required_argument, "--format=FMT", "with --explain: text (default), json or html" },
+	{ "budget", 'B', required_argument, "--budget=N",
+	  "processed-instruction budget per program (default 1000000): a\nprogram the budget model estimates over it is "
+	  "split into a chain\nof tail calls (see --explain)" },
+	{ "split", 'L', required_argument, "--split=WHEN",
+	  "auto (default): split what the budget model finds over the\nbudget; none: only what cannot be one program "
+	  "(a jump's reach);\nparse: always end the parse half with a tail call into a decide\nprogram" },
+	{ "eval", 'E', required_argument, "--eval=REQUEST",
+	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision" },
+	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
+	{ "now", 'N', required_argument, "--now=EPOCH",
+	  "with --eval: the Unix time JWTs' exp and nbf are checked against\n(default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)" },
+	{ "color", 'c', required_argument, "--color=WHEN", "never | always | auto (default auto)" },
+	{ "version", 'V', no_argument, "--version", "print the version" },
+	{ "help", 'h', no_argument, "-h, --help", "print this text" },
+};
+#define NOPTS (sizeof opts / sizeof opts[0])
+
 static void usage(FILE *o)
 {
-	fprintf(o,
-		"usage: l7c [options] POLICY.l7\n"
-		"Compiles an L7 policy into a BPF object that l7run loads.\n\n"
-		"  -o FILE             write the output to FILE ('-' for stdout; default POLICY.o for objects,\n"
-		"                      stdout for text)\n"
-		"  --emit=KIND         ast | ir | llvm | asm | obj (default obj)\n"
-		"  -O1, -O2            optimisation level (default -O2)\n"
-		"  -I DIR              also search DIR for interface files (*.l7i)\n"
-		"  --passes=LIST       partial-evaluation passes to run: 'none', or a comma-separated\n"
-		"                      subset of simplify,tables,sets,first-match,shadow (default:\n"
-		"                      all, in order);\n"
-		"                      with --emit=ir the IR is printed after each pass\n"
-		"  --explain           report, per program, the verifier budget (instructions, estimated\n"
-		"                      processed instructions, stack, tail calls) and, per rule, where it\n"
-		"                      landed and what goes to the slow path\n"
-		"  --verify            with --explain: load into the kernel for the verifier's numbers\n"
-		"                      (--explain -o FILE also writes the object it explained)\n"
-		"  --format=FMT        with --explain: text (default), json or html\n"
-		"  --budget=N          processed-instruction budget per program (default 1000000): a\n"
-		"                      program the budget model estimates over it is split into a chain\n"
-		"                      of tail calls (see --explain)\n"
-		"  --split=WHEN        auto (default): split what the budget model finds over the\n"
-		"                      budget; none: only rules too big for one program; parse: always\n"
-		"                      end the parse half with a tail call into a decide program\n"
-		"  --eval=REQUEST      decide one raw HTTP request (a file of wire bytes) with the\n"
-		"                      reference evaluator and print the decision\n"
-		"  --eval-source=IP    with --eval: the client's address (default 127.0.0.1)\n"
-		"  --now=EPOCH         with --eval: the Unix time JWTs' exp and nbf are checked against\n"
-		"                      (default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)\n"
-		"  --color=WHEN        never | always | auto (default auto)\n"
-		"  --version           print the version\n"
-		"  -h, --help          this text\n");
+	fprintf(o, "usage: l7c [options] POLICY.l7\n"
+		   "Compiles an L7 policy into a BPF object that l7run loads.\n"
+		   "Exit status: 0 compiled, 1 the policy has errors or cannot be served (a kernel limit, or\n"
+		   "--verify found the kernel refusing it: no object is written), 2 usage or I/O errors.\n\n");
+	for (size_t i = 0; i < NOPTS; i++) {
+		const char *h = opts[i].help;
+		fprintf(o, "  %-20s", opts[i].shown);
+		if (strlen(opts[i].shown) > 20)
+			fprintf(o, "\n  %-20s", "");
+		for (const char *nl; (nl = strchr(h, '\n')); h = nl + 1)
+			fprintf(o, "%.*s\n  %-20s", (int)(nl - h), h, "");
+		fprintf(o, "%s\n", h);
+	}
 }
 
 static char *default_output(const char *in)
@@ -189,6 +218,9 @@ static int compile(const struct ir_program *ir, int opt_level, long budget, enum
 	} else if (!rc) {
 		rc = write_file(path, sb.obj, sb.obj_len);
 	}
+	struct stat st;   /* no object the kernel would refuse, nor an older one in its place */
+	if (rc == 1 && emit == EMIT_OBJ && strcmp(path, "-") && !stat(path, &st) && S_ISREG(st.st_mode))
+		unlink(path);
 	split_build_free(&sb);
 	return rc;
 }
@@ -205,18 +237,22 @@ int main(int argc, char **argv)
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 
-	static const struct option longopts[] = {
-		{ "emit", required_argument, NULL, 'e' }, { "help", no_argument, NULL, 'h' },
-		{ "version", no_argument, NULL, 'V' }, { "color", required_argument, NULL, 'c' },
-		{ "eval", required_argument, NULL, 'E' }, { "passes", required_argument, NULL, 'P' },
-		{ "explain", no_argument, NULL, 'X' }, { "verify", no_argument, NULL, 'Y' },
-		{ "format", required_argument, NULL, 'F' }, { "budget", required_argument, NULL, 'B' },
-		{ "eval-source", required_argument, NULL, 'S' }, { "now", required_argument, NULL, 'N' },
-		{ "split", required_argument, NULL, 'L' },
-		{ NULL, 0, NULL, 0 },
-	};
+	struct option longopts[NOPTS + 1];
+	char shortopts[2 * NOPTS + 1];
+	int nlong = 0, nshort = 0;
+	for (size_t i = 0; i < NOPTS; i++) {
+		if (opts[i].name)
+			longopts[nlong++] = (struct option){ opts[i].name, opts[i].has_arg, NULL, opts[i].val };
+		if (opts[i].shown[0] == '-' && opts[i].shown[1] == opts[i].val) {   /* "-o FILE", "-h, --help" */
+			shortopts[nshort++] = (char)opts[i].val;
+			if (opts[i].has_arg)
+				shortopts[nshort++] = ':';
+		}
+	}
+	longopts[nlong] = (struct option){ NULL, 0, NULL, 0 };
+	shortopts[nshort] = 0;
 	int c;
-	while ((c = getopt_long(argc, argv, "o:O:I:h", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': out = optarg; break;
 		case 'I': incs[ninc++] = optarg; break;
@@ -259,6 +295,7 @@ int main(int argc, char **argv)
 		case 'P': passes = optarg; break;
 		case 'X': do_explain = true; break;
 		case 'Y': ex.verify = 1; break;
+		case 'G': ex.cgroup_root = optarg; break;
 		case 'F':
 			if (!strcmp(optarg, "text") || !strcmp(optarg, "json") || !strcmp(optarg, "html")) {
 				ex.format = optarg[0] == 't' ? EXPLAIN_TEXT : optarg[0] == 'j' ? EXPLAIN_JSON : EXPLAIN_HTML;

@@ -17,6 +17,37 @@ ex=$src/examples/route.l7
 
 check version 0 "$l7c" --version;                         contains version '^l7c [0-9]'
 check help 0 "$l7c" --help;                               contains help 'usage: l7c'
+# --help: everything on stdout, nothing on stderr, every option of driver/l7c.c's table listed
+# (the list read from the source: getopt's tables are made from it) and each one accepted
+"$l7c" --help >"$tmp/help.out" 2>"$tmp/help.err"
+[ $? = 0 ] && [ ! -s "$tmp/help.err" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL help: not exit 0 with an empty stderr"; }
+python3 - "$src/driver/l7c.c" "$tmp/help.out" "$l7c" <<'PY' && pass=$((pass+1)) || fail=$((fail+1))
+import re, subprocess, sys
+src, helptext, l7c = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
+table = src[src.index("} opts[] = {"):src.index("#define NOPTS")]
+rows = re.findall(r'\{ (NULL|"([a-z-]+)"), \'(.)\', (no|required)_argument, "([^"]*)"', table)
+cases = set(re.findall(r"case '(.)':", src[src.index("getopt_long(argc"):]))
+bad = []
+for _, name, val, arg, shown in rows:
+    for flag in ([("--" + name)] if name else []) + ([("-" + val)] if shown.startswith("-" + val) else []):
+        if not re.search(r"^  .*%s%s" % (re.escape(flag), r"\b" if flag[1] == "-" else ""), helptext, re.M):
+            bad.append("%s is not in --help" % flag)
+    if val not in cases:
+        bad.append("-%s/--%s is listed but main() does not handle it" % (val, name))
+    if name:   # getopt knows it: never "unrecognized"
+        r = subprocess.run([l7c, "--" + name + ("=x" if arg == "required" else ""), "/nonexistent.l7"],
+                           capture_output=True, text=True)
+        if "unrecognized" in r.stderr or "invalid option" in r.stderr:
+            bad.append("--%s is listed but not accepted: %s" % (name, r.stderr.strip()[:100]))
+if len(rows) < 15:
+    bad.append("only %d options found in driver/l7c.c's table" % len(rows))
+for b in bad:
+    print("FAIL help:", b)
+sys.exit(1 if bad else 0)
+PY
+"$l7c" --frobnicate "$ex" >"$tmp/usage.out" 2>"$tmp/usage.err"
+[ $? = 2 ] && [ ! -s "$tmp/usage.out" ] && grep -q 'usage: l7c' "$tmp/usage.err" && pass=$((pass+1)) \
+  || { fail=$((fail+1)); echo "FAIL usage error: not exit 2 with the usage on stderr only"; }
 check no-input 2 "$l7c";                                  contains no-input 'no policy file given'
 check two-inputs 2 "$l7c" "$ex" "$ex"
 check bad-emit 2 "$l7c" --emit=exe "$ex";                 contains bad-emit 'expected ast, ir, llvm, asm or obj'
@@ -118,7 +149,7 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); t=d["tables"][0]; r
 assert t["rules"]==40 and t["decisions"]==7 and len(r)==7 and sum(x["table_rules"] for x in r)==40, (t, r)' "$tmp/tables.json" \
   && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-table-json"; head -c 600 "$tmp/out"; }
 check explain-table-html 0 "$l7c" --explain --format=html "$rt"
-contains explain-table-html '<td>forward \(table #0: [0-9]+ rules\)</td>'
+contains explain-table-html '<td>forward users \(table #0: [0-9]+ rules\)</td>'
 check explain-fallback 0 "$l7c" --explain "$src/tests/compiler/ir/multi.l7"
 contains explain-fallback 'rule 5 \(line 27\): Fallback\(\) at line 27'
 # split programs (issue 6): the chains in the three formats, tail calls per program against 33
@@ -159,6 +190,13 @@ contains too-many-rules '12000 rules need 3[0-9] decide programs .* a tail-call 
 check proxy-once 0 "$l7c" "$src/tests/compiler/cases/proxy_once.l7" -o "$tmp/proxy.o"
 n=$(grep -c "warning: 'RunScript' runs only in the userspace proxy" "$tmp/out")
 [ "$n" = 1 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL proxy-once: the warning printed $n times"; }
+# one report, three layouts: each program, rule, decision, slow-path entry, limit and chain
+# of the JSON is in the text and the HTML
+formats() {   # formats POLICY [L7C-FLAGS...]
+  python3 "$src/tests/compiler/explain_formats.py" "$l7c" "$@" >"$tmp/out" 2>&1 && pass=$((pass+1)) \
+    || { fail=$((fail+1)); cat "$tmp/out"; }
+}
+formats "$ex"; formats "$src/tests/compiler/ir/multi.l7"; formats "$rt"; formats "$ex" --budget=1000
 check bad-format 2 "$l7c" --explain --format=xml "$ex"
 check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
 
