@@ -27,7 +27,11 @@ static void on_diagnostic(LLVMDiagnosticInfoRef info, void *ctx)
 	if (sev != LLVMDSError && sev != LLVMDSWarning)
 		return;
 	char *msg = LLVMGetDiagInfoDescription(info);
-	fprintf(stderr, "l7c: %s: LLVM: %s\n", sev == LLVMDSError ? "error" : "warning", msg);
+	static char last[512];   /* the backend repeats a message per instruction it hits: say it once */
+	if (strncmp(last, msg, sizeof(last) - 1)) {
+		fprintf(stderr, "l7c: %s: LLVM: %s\n", sev == LLVMDSError ? "error" : "warning", msg);
+		snprintf(last, sizeof(last), "%s", msg);
+	}
 	LLVMDisposeMessage(msg);
 	if (sev == LLVMDSError)
 		backend_failed = 1;

@@ -36,10 +36,40 @@
 
 static long STATES = 2, CALLBACK_PASSES = 2, CALLBACK_STATES = 4;
 #define LOOP_CAP 8192
-/* What the verifier may add per helper call when it patches a program: measured on 6.18 up to
- * 18 (an inlined bpf_loop), 6-8 for an inlined array lookup, 9 on average over the examples'
- * programs; the other instructions stay one each. */
-#define PATCH_PER_CALL 20
+/* The maps of l7/maps.def by name, for what a lookup in each becomes once patched. */
+static const struct { const char *name; int type; } map_types[] = {
+#define L7_MAP(name, type, key, value, max) { #name, type },
+#include "l7/maps.def"
+#undef L7_MAP
+};
+
+/* Instructions the verifier adds where it patches a helper call (kernel/bpf/verifier.c
+ * do_misc_fixups and the maps' map_gen_lookup; fitted on 6.18 to what `bpftool prog dump
+ * xlated` shows of the examples' and of generated policies' programs): bpf_loop is inlined
+ * (+18); a lookup in an array is inlined (+7), in a per-CPU array (+8); one in a hash map
+ * becomes a direct call and a null test (+2), in an LRU hash also the reference bit (+5); the
+ * other calls stay calls (+1 each, as margin). */
+static int patch_growth(const struct bpf_insn *in, const char *r1_map)
+{
+	if (in->imm == BPF_FUNC_loop)
+		return 18;
+	if (in->imm == BPF_FUNC_tail_call)
+		return 8;
+	if (in->imm == BPF_FUNC_get_smp_processor_id || in->imm == BPF_FUNC_jiffies64)
+		return 4;
+	if (in->imm != BPF_FUNC_map_lookup_elem)
+		return 1;
+	for (size_t m = 0; r1_map && m < sizeof map_types / sizeof map_types[0]; m++)
+		if (!strcmp(map_types[m].name, r1_map))
+			switch (map_types[m].type) {
+			case BPF_MAP_TYPE_ARRAY: return 7;
+			case BPF_MAP_TYPE_PERCPU_ARRAY: return 8;
+			case BPF_MAP_TYPE_HASH: return 2;
+			case BPF_MAP_TYPE_LRU_HASH: return 5;
+			default: return 1;
+			}
+	return 8;   /* a map not of maps.def: as an array */
+}
 
 struct insn {
 	bool cond, jump, exit;
@@ -219,6 +249,8 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 		   const struct bpfobj_fn *f, const char *l7_base)
 {
 	int *at = malloc(sizeof(int) * (size_t)(f->n + 1));   /* slot -> index */
+	int *growth = calloc((size_t)f->n + 2, sizeof(int));  /* growth[s + 1]: added by patching slot s */
+	const char *r1_map = NULL;
 	cc->v = calloc((size_t)f->n + 1, sizeof(*cc->v));
 	for (int i = 0; i < f->n; i++) {
 		const struct bpf_insn *in = &f->insns[i];
@@ -237,11 +269,14 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 		/* a callback named as an immediate: bpf_loop(n, callback, ...), maps too; or a
 		 * subprogram called by name (helpers are called by number) */
 		bool call = jmp && op == BPF_CALL && in->src_reg == BPF_PSEUDO_CALL;
+		const char *sym = x->slots == 2 || call ? bpfobj_reloc(o, f, i) : NULL;
+		if (x->slots == 2 && in->dst_reg == BPF_REG_1)
+			r1_map = sym;   /* the map a lookup right after it is made in */
 		if (jmp && op == BPF_CALL && in->src_reg == 0) {
 			bf->helper_calls++;
 			bf->tail_call |= in->imm == BPF_FUNC_tail_call;
+			growth[i + 1] = patch_growth(in, r1_map);
 		}
-		const char *sym = x->slots == 2 || call ? bpfobj_reloc(o, f, i) : NULL;
 		if (sym) {
 			int k = 0;
 			while (k < bf->ncallees && strcmp(bf->callees[k], sym))
@@ -268,6 +303,25 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 			i++;
 	}
 	at[f->n] = cc->n;
+	/* the longest jump once patched: its offset plus what patching adds between it and its
+	 * target (a jump spans its own function only) */
+	for (int s = 1; s <= f->n; s++)
+		growth[s] += growth[s - 1];
+	bf->patched = bf->insns + growth[f->n];
+	for (int i = 0; i < f->n; i++) {
+		const struct bpf_insn *in = &f->insns[i];
+		int cls = BPF_CLASS(in->code), op = BPF_OP(in->code);
+		if ((cls != BPF_JMP && cls != BPF_JMP32) || op == BPF_CALL || op == BPF_EXIT)
+			continue;
+		int t = i + 1 + in->off;
+		if (t < 0 || t > f->n)
+			continue;
+		int reach = in->off + growth[t] - growth[i + 1];
+		reach = reach < 0 ? -reach : reach;
+		if (reach > bf->jump_reach)
+			bf->jump_reach = reach;
+	}
+	free(growth);
 	for (int i = 0; i < cc->n; i++) {
 		struct insn *x = &cc->v[i];
 		if (x->target >= 0)
@@ -398,7 +452,6 @@ int budget_analyse(struct budget *b, const char *obj, size_t len, const char *l7
 	for (int i = 0; i < b->nfuncs; i++) {
 		bool seen[BUDGET_MAX_FUNCS] = { 0 };
 		struct budget_func *f = &b->funcs[i];
-		f->patched = f->insns + PATCH_PER_CALL * f->helper_calls;
 		f->chain_insns = 0;
 		f->chain_stack = reach(b, i, seen, &f->chain_insns, 0);
 	}

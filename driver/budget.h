@@ -14,8 +14,9 @@ struct budget_func {
 	int insns, stack, policy_insns;
 	int helper_calls;                /* calls of kernel helpers: what the verifier may patch */
 	bool tail_call;                  /* calls bpf_tail_call */
-	int patched;                     /* insns after the verifier's patching, an upper estimate:
-	                                  * what a jump's 16-bit reach must cover (driver/limits.def) */
+	int patched;                     /* insns after the verifier's patching (an upper estimate) */
+	int jump_reach;                  /* the longest jump's offset once patched: what must fit a
+	                                  * jump's 16 bits (driver/limits.def JUMP) */
 	int chain_stack;                 /* stack of the deepest call chain from here, callbacks
 	                                  * included, as the kernel counts it (budget.c reach) */
 	long chain_insns;                /* instructions of this function and all it reaches: what the

@@ -192,7 +192,7 @@ static void fill_limits(struct report *r)
 		*x = (struct rp_limit){ defs[l].id, defs[l].unit, defs[l].what, defs[l].kernel, defs[l].limit, 0, "-" };
 		for (int i = 0; i < r->nprogs; i++) {
 			const struct rp_prog *g = &r->progs[i];
-			long v = !strcmp(x->id, "JUMP")		? g->f->patched
+			long v = !strcmp(x->id, "JUMP")		? g->f->jump_reach
 				 : g->kind != RP_PROGRAM	? -1
 				 : !strcmp(x->id, "PROCESSED") ? g->used
 				 : !strcmp(x->id, "INSNS")	? g->f->chain_insns
@@ -363,10 +363,10 @@ static void json_report(const struct report *r)
 		json_str(stdout, g->where);
 		printf(",\"subprogram\":%s,\"rule_chunk\":%s,\"insns\":%d,\"policy_insns\":%d,\"estimated_processed\":%ld,"
 		       "\"processed\":%ld,\"budget_used\":%ld,\"stack\":%d,\"tail_calls\":%d,\"verify_ms\":%.2f,\"patched\":%d,"
-		       "\"chain_stack\":%d,\"chain_insns\":%ld,\"verifier\":",
+		       "\"jump_reach\":%d,\"chain_stack\":%d,\"chain_insns\":%ld,\"verifier\":",
 		       g->kind != RP_PROGRAM ? "true" : "false", g->kind == RP_CHUNK ? "true" : "false", g->f->insns,
 		       g->f->policy_insns, g->f->estimate, g->processed, g->used, g->f->stack, g->tails, g->verify_ms,
-		       g->f->patched, g->f->chain_stack, g->f->chain_insns);
+		       g->f->patched, g->f->jump_reach, g->f->chain_stack, g->f->chain_insns);
 		json_str(stdout, verdict_text(g, buf, sizeof(buf)));
 		printf(",\"attach\":");
 		if (!g->attach_as) {

@@ -219,7 +219,7 @@ static int compile(const struct ir_program *ir, int opt_level, long budget, enum
 		rc = write_file(path, sb.obj, sb.obj_len);
 	}
 	struct stat st;   /* no object the kernel would refuse, nor an older one in its place */
-	if (rc == 1 && emit == EMIT_OBJ && strcmp(path, "-") && !stat(path, &st) && S_ISREG(st.st_mode))
+	if (rc && emit == EMIT_OBJ && strcmp(path, "-") && !stat(path, &st) && S_ISREG(st.st_mode))
 		unlink(path);
 	split_build_free(&sb);
 	return rc;

@@ -17,8 +17,8 @@
  *      B): a chain of decide programs, each running a chunk of the first-match rule list and
  *      tail-calling the next until one decides.
  *
- * Every round also reads each function's size once the verifier will have patched it (inlined
- * helpers: budget.c's `patched`): a function past a jump's 16-bit reach is refused by the
+ * Every round also reads each function's longest jump once the verifier will have patched it
+ * (inlined helpers: budget.c's `jump_reach`): a jump past its 16-bit reach is refused by the
  * kernel ("cannot be patched due to 16-bit range"), so a host or a chunk found over it is cut
  * like one over the budget, whatever the budget.
  *
@@ -41,7 +41,7 @@
  * code is 0.5-0.9 of it). A CPU v3 jump reaches 32K instructions, and the decide program's own
  * code comes on top; a chunk this size verifies in far less than the kernel's 1M. */
 #define CHUNK_SIZE 24000
-/* Code found past a jump's reach is cut into pieces of about this (patched) size: well under
+/* Code with a jump past its reach is cut into pieces of about this (patched) size: well under
  * it, as the pieces' sizes are estimates and each piece's program has the machinery on top. */
 #define CODE_TARGET (LIMIT_JUMP * 2 / 3)
 #define MAX_ROUNDS 10
@@ -79,15 +79,16 @@ static long estimate_of(const struct budget *b, const char *prefix, int k)
 	return f ? f->estimate : 0;
 }
 
-/* The largest patched size of the functions holding chunk k's rules: its decide programs (a
- * chunk that checks a JWT is inlined there) and its own subprogram. */
+/* The functions holding chunk k's rules (its decide programs, where a chunk that checks a JWT
+ * is inlined, and its own subprogram): the largest patched size of those whose longest jump is
+ * past its reach, 0 if none is. */
 static int chunk_code(const struct split_build *sb, int k)
 {
 	const char *fn[] = { SPLIT_CHAIN_GW, SPLIT_CHAIN_MESH, CODEGEN_CHUNK_PREFIX };
 	int on[] = { sb->plan.gw, sb->plan.mesh, 1 }, code = 0;
 	for (int i = 0; i < 3; i++) {
 		const struct budget_func *f = on[i] ? find_k(&sb->b, fn[i], k) : NULL;
-		if (f && f->patched > code)
+		if (f && f->jump_reach > LIMIT_JUMP && f->patched > code)
 			code = f->patched;
 	}
 	return code;
@@ -165,7 +166,7 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 		bool over = false;
 		for (int i = 0; i < sb->b.nfuncs; i++)
 			over |= !sb->b.funcs[i].is_subprog &&
-				(sb->b.funcs[i].estimate > budget || sb->b.funcs[i].patched > LIMIT_JUMP) &&
+				(sb->b.funcs[i].estimate > budget || sb->b.funcs[i].jump_reach > LIMIT_JUMP) &&
 				(!strcmp(sb->b.funcs[i].name, SPLIT_HOST_GW) || !strcmp(sb->b.funcs[i].name, SPLIT_HOST_MESH) ||
 				 strstr(sb->b.funcs[i].name, "_decide_"));
 		if (over) {
@@ -174,13 +175,13 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 		}
 	}
 	int code = 0;   /* a host past a jump's reach holds the whole policy: cut it now */
-	if (gw && !plan->gw && (gw->estimate > budget || gw->patched > LIMIT_JUMP)) {
+	if (gw && !plan->gw && (gw->estimate > budget || gw->jump_reach > LIMIT_JUMP)) {
 		plan->gw = changed = 1;
-		code = gw->patched;
+		code = gw->jump_reach > LIMIT_JUMP ? gw->patched : 0;
 	}
-	if (mesh && !plan->mesh && (mesh->estimate > budget || mesh->patched > LIMIT_JUMP)) {
+	if (mesh && !plan->mesh && (mesh->estimate > budget || mesh->jump_reach > LIMIT_JUMP)) {
 		plan->mesh = changed = 1;
-		code = mesh->patched > code ? mesh->patched : code;
+		code = mesh->jump_reach > LIMIT_JUMP && mesh->patched > code ? mesh->patched : code;
 	}
 	if (changed && plan->nchunks <= 1) {
 		int starts[4 * CODEGEN_MAX_CHUNKS], n = 1, pieces = pieces_for(0, budget, code);
@@ -234,11 +235,12 @@ static int over_limits(const struct ir_program *p, const struct split_build *sb)
 		const struct budget_func *f = &sb->b.funcs[i];
 		bool policy = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH) || strstr(f->name, "_decide_") ||
 			      f->is_chunk;
-		if (f->patched > LIMIT_JUMP && ++bad)
+		if (f->jump_reach > LIMIT_JUMP && ++bad)
 			fprintf(stderr,
-				"l7c: error: %s: %s is %d instructions, about %d once the verifier has patched it: past the "
-				"%d a BPF jump reaches, so the kernel would refuse it (\"cannot be patched due to 16-bit range\")%s\n",
-				p->source_path, f->name, f->insns, f->patched, LIMIT_JUMP,
+				"l7c: error: %s: %s is %d instructions, and its longest jump spans about %d once the verifier has "
+				"patched it: past the %d a BPF jump reaches, so the kernel would refuse it (\"cannot be patched due "
+				"to 16-bit range\")%s\n",
+				p->source_path, f->name, f->insns, f->jump_reach, LIMIT_JUMP,
 				policy ? "; its rules cannot be cut further: shorten the longest rule, or move its compares to a table" : "");
 		if (f->is_subprog)
 			continue;

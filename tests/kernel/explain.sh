@@ -59,6 +59,14 @@ run "$dir/social_network.l7 (decide chain)" "" --budget=100000 "$dir/social_netw
 chain=$("$l7c" --explain --budget=100000 "$dir/social_network.l7")
 if grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0 -> l7_mesh_decide_1' <<<"$chain"; then pass=$((pass+1))
 else fail=$((fail+1)); echo "FAIL: no mesh decide chain in --explain:"; head -8 <<<"$chain"; fi
+# 100 keyed Limits in one rule: unsplit, its longest jump is past its reach once patched (the
+# kernel refused main's object: "cannot be patched due to 16-bit range"); split, it loads
+lim=$(mktemp --suffix=.l7)
+python3 -c 'print("service s = 127.0.0.1:1;\nupstream a = 127.0.0.1:2;\nTokenBucket b { rate = 1000; }\npolicy p (act (HttpRequest request) using (TokenBucket b)) {\n  if (starts_with(request.path, \"/x\")) {")
+for i in range(100): print("    Limit(b, request.header(\"x-u%d\"));" % (i % 12))
+print("    Route(request, a);\n  }\n}")' >"$lim"
+run "one rule of 100 Limits (split by its jumps' reach)" "" "$lim"
+rm -f "$lim"
 # a refused attach (sock_ops on a directory that is no cgroup: the kernel says EBADF) fails
 # --verify with exit 1, names the program and the errno, writes no object and removes an older
 # one at that path; the child directory it made is gone again
