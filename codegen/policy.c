@@ -73,6 +73,7 @@ static size_t span_offset(enum ir_field f, int idx)
 {
 	switch (f) {
 	case IR_F_PATH: return offsetof(struct l7_req, path);
+	case IR_F_TARGET: return offsetof(struct l7_req, target);
 	case IR_F_QUERY: return offsetof(struct l7_req, query);
 	case IR_F_METHOD: return offsetof(struct l7_req, method_s);
 	case IR_F_HOST: return offsetof(struct l7_req, host);

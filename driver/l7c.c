@@ -68,6 +68,8 @@ static const struct opt {
 	{ "eval", 'E', required_argument, "--eval=REQUEST",
 	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision" },
 	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
+	{ "eval-service", 'Z', required_argument, "--eval-service=NAME",
+	  "with --eval: the service the client connected to (default the first)" },
 	{ "now", 'N', required_argument, "--now=EPOCH",
 	  "with --eval: the Unix time JWTs' exp and nbf are checked against\n(default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)" },
 	{ "color", 'c', required_argument, "--color=WHEN", "never | always | auto (default auto)" },
@@ -108,11 +110,18 @@ static char *default_output(const char *in)
 }
 
 /* --eval: the decision the policy makes for one request, as the data plane would make it.
- * The request comes from `source` (network byte order) to the first service's port; JWTs are
+ * The request comes from `source` (network byte order) to `service` (NULL: the first); JWTs are
  * verified as the data plane does (its code, the policy's key files) at time `now`; rate
  * limits count as not reached (one request). */
-static int eval(const struct ir_program *ir, const char *path, unsigned source, long long now)
+static int eval(const struct ir_program *ir, const char *path, unsigned source, const char *service, long long now)
 {
+	int svc = 0;
+	while (service && svc < ir->nservices && strcmp(ir->services[svc].name, service))
+		svc++;
+	if (service && svc == ir->nservices) {
+		fprintf(stderr, "l7c: error: --eval-service: the policy declares no service '%s'\n", service);
+		return 2;
+	}
 	FILE *f = fopen(path, "rb");
 	if (!f) {
 		fprintf(stderr, "l7c: error: cannot open '%s'\n", path);
@@ -124,7 +133,8 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	static struct l7_req req;
 	int head = ir_parse_request(ir, &req, bytes, (unsigned)n);
 	req.src_ip4 = source;
-	req.dst_port = ir->nservices ? ir->services[0].endpoints[0].port : 80;
+	req.service = (unsigned)svc;
+	req.dst_port = ir->nservices ? ir->services[svc].endpoints[0].port : 80;
 	if (head <= 0) {
 		static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
 					      [L7_E_URI_TOO_LONG] = 414 };
@@ -229,7 +239,7 @@ int main(int argc, char **argv)
 {
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
-	const char *out = NULL, *eval_request = NULL, *passes = NULL;
+	const char *out = NULL, *eval_request = NULL, *eval_service = NULL, *passes = NULL;
 	unsigned eval_source = htonl(0x7f000001);
 	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
@@ -292,6 +302,7 @@ int main(int argc, char **argv)
 			}
 			break;
 		}
+		case 'Z': eval_service = optarg; break;
 		case 'P': passes = optarg; break;
 		case 'X': do_explain = true; break;
 		case 'Y': ex.verify = 1; break;
@@ -364,7 +375,7 @@ int main(int argc, char **argv)
 		ex.out_path = out;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
-		rc = eval(ir, eval_request, eval_source, eval_now);
+		rc = eval(ir, eval_request, eval_source, eval_service, eval_now);
 	} else if (emit == EMIT_IR) {
 		/* printed above, after each pass */
 	} else {

@@ -65,6 +65,7 @@ void l7_arena_free(struct l7_arena *a);
 enum l7_type {
 	T_ERROR = 0, T_VOID, T_BOOL, T_INT, T_STRING, T_IP, T_CIDR, T_ADDRESS,
 	T_UPSTREAM, T_LIST, T_RANGE, T_ACT, T_STATE,
+	T_IDENTITY,                 /* a caller identity (request.caller), or external */
 };
 const char *l7_type_name(enum l7_type t);
 
@@ -79,6 +80,7 @@ enum l7_binop { OP_OR, OP_AND, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE, OP_IN }
 enum l7_ref_kind {
 	REF_NONE, REF_ACT_VAR, REF_STATE_VAR, REF_UPSTREAM, REF_FIELD, REF_BUILTIN,
 	REF_RESP_VAR,               /* the policy's response act variable (`act (HttpResponse response)`) */
+	REF_IDENTITY,               /* a declared identity (ref_index), or external (nidentities) */
 };
 
 /* Built-in functions of the language (not act-type specific). */
@@ -102,7 +104,7 @@ struct l7_expr {
 	int nargs;
 	/* resolution */
 	enum l7_ref_kind ref;
-	int ref_index;              /* upstream index */
+	int ref_index;              /* upstream index; identity index (REF_IDENTITY) */
 	enum l7_builtin builtin;
 	const struct l7_iface_field *field;
 };
@@ -197,6 +199,7 @@ enum l7_intrinsic {
 	I_NONE = 0,
 	/* fields of the request */
 	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER, I_HAS_HEADER, I_SOURCE, I_PORT,
+	I_TARGET, I_CALLER,
 	/* fields of state instances */
 	I_JWT_VALID, I_JWT_CLAIM, I_COUNTER_VALUE, I_TIMER_ELAPSED,
 	/* actions */

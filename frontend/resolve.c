@@ -22,7 +22,7 @@ static const char *type_names[] = {
 	[T_ERROR] = "<error>", [T_VOID] = "void", [T_BOOL] = "bool", [T_INT] = "int",
 	[T_STRING] = "string", [T_IP] = "ip", [T_CIDR] = "cidr", [T_ADDRESS] = "address",
 	[T_UPSTREAM] = "upstream", [T_LIST] = "list", [T_RANGE] = "range", [T_ACT] = "act",
-	[T_STATE] = "state",
+	[T_STATE] = "state", [T_IDENTITY] = "identity",
 };
 
 const char *l7_type_name(enum l7_type t) { return type_names[t]; }
@@ -39,6 +39,7 @@ static const struct { const char *name; enum l7_intrinsic in; bool is_field; } i
 	{ "path", I_PATH, true }, { "query", I_QUERY, true }, { "method", I_METHOD, true },
 	{ "host", I_HOST, true }, { "header", I_HEADER, true }, { "has_header", I_HAS_HEADER, true },
 	{ "source", I_SOURCE, true }, { "port", I_PORT, true },
+	{ "target", I_TARGET, true }, { "caller", I_CALLER, true },
 	{ "jwt_valid", I_JWT_VALID, true }, { "jwt_claim", I_JWT_CLAIM, true },
 	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "allow", I_ALLOW, false },
 	{ "set_header", I_SET_HEADER, false }, { "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
@@ -274,6 +275,14 @@ static void check_ident(struct rx *x, struct l7_expr *e)
 		l7_diag(x->d, L7_ERROR, e->loc, "'%s' is the fallback proxy; use Fallback(...) to send a request there", e->str);
 		return;
 	}
+	/* caller identities, for request.caller; `external`: callers no identity covers */
+	for (int i = 0; i <= x->m->nidentities; i++)
+		if (!strcmp(e->str, i < x->m->nidentities ? x->m->identities[i].name : "external")) {
+			e->type = T_IDENTITY;
+			e->ref = REF_IDENTITY;
+			e->ref_index = i;
+			return;
+		}
 	unknown_name(x, e);
 }
 
@@ -331,6 +340,20 @@ static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object,
 
 static bool comparable(enum l7_type a, enum l7_type b) { return a == b && a != T_ACT && a != T_STATE && a != T_LIST; }
 
+/* Identities compare only as `request.caller == NAME` / `in [NAME, ...]`: what the data plane
+ * looks up is the caller of the request. */
+static void check_caller(struct rx *x, const struct l7_expr *e)
+{
+	if (!(e->lhs->ref == REF_FIELD && e->lhs->field && e->lhs->field->intrinsic == I_CALLER)) {
+		l7_diag(x->d, L7_ERROR, e->lhs->loc, "identities are compared with the caller: request.caller == NAME");
+		return;
+	}
+	const struct l7_expr *const *items = e->rhs->kind == E_LIST ? (const struct l7_expr *const *)e->rhs->args : (const struct l7_expr *const *)&e->rhs;
+	for (int i = 0; i < (e->rhs->kind == E_LIST ? e->rhs->nargs : 1); i++)
+		if (items[i]->ref != REF_IDENTITY)
+			l7_diag(x->d, L7_ERROR, items[i]->loc, "expected an identity name (or external), not an expression");
+}
+
 static void check_binary(struct rx *x, struct l7_expr *e)
 {
 	check_expr(x, e->lhs);
@@ -350,6 +373,8 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 	case OP_NE:
 		if (!comparable(l, r))
 			l7_diag(x->d, L7_ERROR, e->loc, "cannot compare %s with %s", l7_type_name(l), l7_type_name(r));
+		else if (l == T_IDENTITY)
+			check_caller(x, e);
 		return;
 	case OP_LT:
 	case OP_LE:
@@ -365,6 +390,8 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 				    !(l == T_IP && e->rhs->args[i]->type == T_CIDR))
 					l7_diag(x->d, L7_ERROR, e->rhs->args[i]->loc, "list item is %s, expected %s",
 						l7_type_name(e->rhs->args[i]->type), l7_type_name(l));
+			if (l == T_IDENTITY)
+				check_caller(x, e);
 		} else if (!((l == T_INT && r == T_RANGE) || (l == T_IP && r == T_CIDR))) {
 			l7_diag(x->d, L7_ERROR, e->loc, "'in' needs a list, an int range or an IP prefix on the right, not %s", l7_type_name(r));
 		}

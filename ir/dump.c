@@ -27,7 +27,7 @@ static void str_out(FILE *o, const char *s, size_t n)
 
 static void field_out(const struct ir_program *p, enum ir_field f, int idx, FILE *o)
 {
-	static const char *names[] = { "path", "query", "method", "host", "header", "claim" };
+	static const char *names[] = { "path", "query", "method", "host", "header", "claim", "target" };
 	if (f == IR_F_HEADER)
 		fprintf(o, "header[%d:%s]", idx, p->headers[idx]);
 	else if (f == IR_F_CLAIM)

@@ -24,6 +24,7 @@ static const struct l7_span *span_of(const struct l7_req *r, enum ir_field f, in
 {
 	switch (f) {
 	case IR_F_PATH: return &r->path;
+	case IR_F_TARGET: return &r->target;
 	case IR_F_QUERY: return &r->query;
 	case IR_F_METHOD: return &r->method_s;
 	case IR_F_HOST: return &r->host;

@@ -21,7 +21,7 @@ struct l7_diags;
 struct l7_source;
 struct l7_arena;
 
-enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM };
+enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM, IR_F_TARGET };
 
 enum ir_cond_kind {
 	IR_C_TRUE, IR_C_FALSE, IR_C_AND, IR_C_OR, IR_C_NOT,

@@ -161,6 +161,7 @@ static bool field_of(struct lx *x, const struct l7_expr *e, enum ir_field *f, in
 		return false;
 	switch (e->field->intrinsic) {
 	case I_PATH: *f = IR_F_PATH; x->p->reads_path = true; return true;
+	case I_TARGET: *f = IR_F_TARGET; x->p->reads_path = true; return true;
 	case I_QUERY: *f = IR_F_QUERY; x->p->reads_query = true; return true;
 	case I_METHOD: *f = IR_F_METHOD; x->p->reads_method = true; return true;
 	case I_HOST: *f = IR_F_HOST; x->p->reads_host = true; return true;
@@ -296,6 +297,17 @@ static struct ir_cond *lower_addr_port(struct lx *x, const struct l7_expr *e, un
 	}
 	if (is_field(l, I_PORT))
 		return int_compare(x, IR_C_PORT_IN, 65535, e, line);
+	if (is_field(l, I_CALLER)) {   /* request.caller == NAME / in [NAME, ...] (resolve.c checked) */
+		struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+		for (int i = 0; i < (r->kind == E_LIST ? r->nargs : 1); i++) {
+			struct ir_cond *who = cond_new(x, IR_C_IDENTITY, line);
+			who->ident = (r->kind == E_LIST ? r->args[i] : r)->ref_index;
+			if (!x->m->nidentities)   /* no identities: every caller is external */
+				who = cond_new(x, IR_C_TRUE, line);
+			acc = cond_bin(x, IR_C_OR, acc, who);
+		}
+		return e->op == OP_NE ? cond_not(x, acc) : acc;
+	}
 	if (is_field(l, I_COUNTER_VALUE)) {   /* the counter's value, read by a condition */
 		struct ir_cond *c = int_compare(x, IR_C_COUNTER_IN, UINT_MAX, e, line);
 		int counter = jwt_of(x, l->lhs);
