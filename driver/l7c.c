@@ -18,6 +18,7 @@
 #include "codegen.h"
 #include "explain.h"
 #include "frontend.h"
+#include "import.h"
 #include "split.h"
 #include "ir.h"
 #include "l7/abi.h"
@@ -81,6 +82,7 @@ static const struct opt {
 static void usage(FILE *o)
 {
 	fprintf(o, "usage: l7c [options] POLICY.l7\n"
+		   "       l7c import [options] FILE.yaml... -o POLICY.l7   (Cilium and Istio policies; l7c import -h)\n"
 		   "Compiles an L7 policy into a BPF object that l7run loads.\n"
 		   "Exit status: 0 compiled, 1 the policy has errors or cannot be served (a kernel limit, or\n"
 		   "--verify found the kernel refusing it: no object is written), 2 usage or I/O errors.\n\n");
@@ -237,6 +239,9 @@ static int compile(const struct ir_program *ir, int opt_level, long budget, enum
 
 int main(int argc, char **argv)
 {
+	/* `l7c import FILE.yaml... -o policy.l7`: a subcommand of its own (import/) */
+	if (argc > 1 && !strcmp(argv[1], "import"))
+		return l7_import_main(argc - 1, argv + 1);
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
 	const char *out = NULL, *eval_request = NULL, *eval_service = NULL, *passes = NULL;

@@ -1,0 +1,326 @@
+/* Conditions: built from the YAML with late-bound atoms (callers, JWT claims), bound once the
+ * classes and the Jwt instances are known, folded, and printed as readable .l7. */
+#include "model.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+struct cnode *c_new(struct ictx *x, enum ckind k)
+{
+	struct cnode *c = l7_alloc(x->a, sizeof(*c));
+	c->k = k;
+	return c;
+}
+
+struct cnode *c_text(struct ictx *x, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	char *s = l7_alloc(x->a, (size_t)n + 1);
+	va_start(ap, fmt);
+	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	struct cnode *c = c_new(x, CK_TEXT);
+	c->text = s;
+	return c;
+}
+
+static void push(struct ictx *x, struct cnode *p, struct cnode *c)
+{
+	struct cnode **a = l7_alloc(x->a, sizeof(*a) * (size_t)(p->n + 1));
+	if (p->n)
+		memcpy(a, p->a, sizeof(*a) * (size_t)p->n);
+	a[p->n++] = c;
+	p->a = a;
+}
+
+struct cnode *c_bin(struct ictx *x, enum ckind k, struct cnode *a, struct cnode *b)
+{
+	struct cnode *c = c_new(x, k);
+	for (int side = 0; side < 2; side++) {
+		struct cnode *s = side ? b : a;
+		if (!s)
+			continue;
+		if (s->k == k && !s->comment)
+			for (int i = 0; i < s->n; i++)
+				push(x, c, s->a[i]);
+		else
+			push(x, c, s);
+	}
+	return c;
+}
+
+struct cnode *c_not(struct ictx *x, struct cnode *a)
+{
+	struct cnode *c = c_new(x, CK_NOT);
+	push(x, c, a);
+	return c;
+}
+
+struct cnode *c_caller(struct ictx *x, const struct lset *who)
+{
+	struct cnode *c = c_new(x, CK_CALLER);
+	c->who = who;
+	return c;
+}
+
+const char *l7_quote(struct ictx *x, const char *s, size_t n)
+{
+	char *o = l7_alloc(x->a, 2 * n + 3), *p = o;
+	*p++ = '"';
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		const char *e = ch == '"' ? "\\\"" : ch == '\\' ? "\\\\" : ch == '\t' ? "\\t" : NULL;
+		if (e) {
+			memcpy(p, e, 2);
+			p += 2;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			return NULL;   /* nothing a request field holds: the caller reports it */
+		} else {
+			*p++ = (char)ch;
+		}
+	}
+	*p++ = '"';
+	*p = 0;
+	return o;
+}
+
+const char *re_literal(struct ictx *x, const char *s, bool ci)
+{
+	size_t n = strlen(s);
+	char *o = l7_alloc(x->a, 6 * n + 1), *p = o;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char ch = (unsigned char)s[i];
+		bool alpha = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z');
+		if (ci && alpha)
+			p += sprintf(p, "[%c%c]", ch | 32, ch & ~32);
+		else if (ch < 0x20 || ch >= 0x7f)
+			p += sprintf(p, "\\x%02x", ch);
+		else if (strchr("\\.[](){}*+?|^$", ch))
+			p += sprintf(p, "\\%c", ch);
+		else
+			*p++ = (char)ch;
+	}
+	*p = 0;
+	return o;
+}
+
+enum smatch smatch_of(struct ictx *x, const char *v, const char **lit)
+{
+	size_t n = strlen(v);
+	*lit = v;
+	if (!strcmp(v, "*"))
+		return SM_PRESENT;
+	if (n && v[0] == '*') {   /* Istio: a leading '*' first, so "*a*" is the suffix "a*" */
+		*lit = v + 1;
+		return SM_SUFFIX;
+	}
+	if (n && v[n - 1] == '*') {
+		*lit = l7_strndup(x->a, v, n - 1);
+		return SM_PREFIX;
+	}
+	return SM_EXACT;
+}
+
+struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const char *v, bool ci)
+{
+	if (m == SM_PRESENT)
+		return c_text(x, "%s != \"\"", field);
+	size_t n = strlen(v);
+	if (!ci && m == SM_EXACT)
+		return c_text(x, "%s == %s", field, l7_quote(x, v, n));
+	if (!ci && m == SM_PREFIX)
+		return c_text(x, "starts_with(%s, %s)", field, l7_quote(x, v, n));
+	const char *re = re_literal(x, v, ci);
+	re = m == SM_EXACT ? re : m == SM_PREFIX ? xprintf(x, "%s.*", re) : xprintf(x, ".*%s", re);
+	return c_text(x, "matches(%s, %s)", field, l7_quote(x, re, strlen(re)));
+}
+
+struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci)
+{
+	const char *lit;
+	enum smatch m = smatch_of(x, pattern, &lit);
+	return c_match(x, field, m, lit, ci);
+}
+
+bool c_uses_jwt(const struct cnode *c)
+{
+	if (c->k == CK_CLAIM || c->k == CK_JWT_VALID)
+		return true;
+	for (int i = 0; i < c->n; i++)
+		if (c_uses_jwt(c->a[i]))
+			return true;
+	return false;
+}
+
+/* ---- binding and folding ---- */
+
+static struct cnode *fold(struct ictx *x, struct cnode *c)
+{
+	if (c->k == CK_NOT) {
+		struct cnode *a = c->a[0];
+		if (a->k == CK_TRUE || a->k == CK_FALSE)
+			return c_new(x, a->k == CK_TRUE ? CK_FALSE : CK_TRUE);
+		if (a->k == CK_NOT)
+			return a->a[0];
+		return c;
+	}
+	if (c->k != CK_AND && c->k != CK_OR)
+		return c;
+	enum ckind unit = c->k == CK_AND ? CK_TRUE : CK_FALSE, zero = c->k == CK_AND ? CK_FALSE : CK_TRUE;
+	struct cnode *r = c_new(x, c->k);
+	r->comment = c->comment;
+	for (int i = 0; i < c->n; i++) {
+		struct cnode *a = c->a[i];
+		if (a->k == zero)
+			return c_new(x, zero);
+		if (a->k == unit)
+			continue;
+		if (a->k == c->k && !a->comment)
+			for (int j = 0; j < a->n; j++)
+				push(x, r, a->a[j]);
+		else
+			push(x, r, a);
+	}
+	if (!r->n)
+		return c_new(x, unit);
+	if (r->n == 1 && !(r->comment && !r->a[0]->comment)) {
+		if (!r->a[0]->comment)
+			r->a[0]->comment = r->comment;
+		return r->a[0];
+	}
+	return r;
+}
+
+struct cnode *c_bind(struct ictx *x, const struct cnode *c, const int *jwt, int njwt)
+{
+	struct cnode *r;
+	switch (c->k) {
+	case CK_CALLER: {
+		const char *list = "";
+		int hits = 0;
+		for (int i = 0; i < x->nids; i++)
+			if (lset_sub(c->who, x->ids[i].l)) {
+				list = xprintf(x, "%s%s%s", list, hits ? ", " : "", x->ids[i].name);
+				hits++;
+			}
+		r = !hits ? c_new(x, CK_FALSE)
+		  : hits == 1 ? c_text(x, "request.caller == %s", list) : c_text(x, "request.caller in [%s]", list);
+		break;
+	}
+	case CK_ANY_AUTH:
+		r = x->nids ? c_text(x, "request.caller != external") : c_new(x, CK_FALSE);
+		break;
+	case CK_CLAIM:
+	case CK_JWT_VALID:
+		r = c_new(x, CK_OR);
+		for (int i = 0; i < njwt; i++) {
+			const char *inst = x->jwts[jwt[i]].name;
+			if (c->k == CK_JWT_VALID) {
+				push(x, r, c_text(x, "%s.valid", inst));
+				continue;
+			}
+			const char *pairname = xprintf(x, "%s.%s", inst, c->claim);
+			bool seen = !x->count_claims;
+			for (int k = 0; k < x->nclaim_names && !seen; k++)
+				seen = !strcmp(x->claim_names[k], pairname);
+			if (!seen) {
+				const char **nn = l7_alloc(x->a, sizeof(*nn) * (size_t)(x->nclaim_names + 1));
+				if (x->nclaim_names)
+					memcpy(nn, x->claim_names, sizeof(*nn) * (size_t)x->nclaim_names);
+				nn[x->nclaim_names++] = pairname;
+				x->claim_names = nn;
+			}
+			push(x, r, c_match(x, xprintf(x, "%s.claim(%s)", inst, l7_quote(x, c->claim, strlen(c->claim))), c->m,
+						   c->val, false));
+		}
+		r = fold(x, r);
+		break;
+	case CK_AND:
+	case CK_OR:
+	case CK_NOT:
+		r = c_new(x, c->k);
+		for (int i = 0; i < c->n; i++)
+			push(x, r, c_bind(x, c->a[i], jwt, njwt));
+		r->comment = c->comment;
+		r = fold(x, r);
+		break;
+	default:
+		r = c_new(x, c->k);
+		r->text = c->text;
+		break;
+	}
+	if (c->comment && !r->comment)
+		r->comment = c->comment;
+	return r;
+}
+
+/* ---- printing ---- */
+
+enum { P_OR = 1, P_AND = 2, P_UNARY = 3 };
+
+static int prec(const struct cnode *c)
+{
+	return c->k == CK_OR ? P_OR : c->k == CK_AND ? P_AND : P_UNARY;
+}
+
+static const char *flat(struct ictx *x, const struct cnode *c)
+{
+	switch (c->k) {
+	case CK_TRUE: return "true";
+	case CK_FALSE: return "false";
+	case CK_TEXT: return c->text;
+	case CK_NOT: {
+		const struct cnode *a = c->a[0];
+		bool simple = a->k == CK_TEXT && !strchr(a->text, ' ');
+		return xprintf(x, simple ? "!%s" : "!(%s)", flat(x, a));
+	}
+	case CK_AND:
+	case CK_OR: {
+		const char *s = "";
+		for (int i = 0; i < c->n; i++) {
+			const char *k = flat(x, c->a[i]);
+			if (prec(c->a[i]) < prec(c) || (c->k == CK_OR && c->a[i]->k == CK_AND))   /* (a && b) || c: clearer */
+				k = xprintf(x, "(%s)", k);
+			s = xprintf(x, "%s%s%s", s, i ? (c->k == CK_AND ? " && " : " || ") : "", k);
+		}
+		return s;
+	}
+	default:
+		return "false";   /* unbound: never printed (c_bind binds every atom) */
+	}
+}
+
+static bool has_comments(const struct cnode *c)
+{
+	for (int i = 0; i < c->n; i++)
+		if (c->a[i]->comment)
+			return true;
+	return false;
+}
+
+void c_print(struct ictx *x, FILE *o, const struct cnode *c, int indent)
+{
+	const char *s = flat(x, c);
+	if ((c->k != CK_AND && c->k != CK_OR) || (strlen(s) + (size_t)indent <= 100 && !has_comments(c))) {
+		fputs(s, o);
+		return;
+	}
+	for (int i = 0; i < c->n; i++) {
+		const struct cnode *a = c->a[i];
+		if (i)
+			fprintf(o, "\n%*s", indent, "");
+		if (a->comment)
+			fprintf(o, "// %s\n%*s", a->comment, indent, "");
+		bool paren = prec(a) < prec(c) || (c->k == CK_OR && a->k == CK_AND);
+		if (paren)
+			fputc('(', o);
+		c_print(x, o, a, indent + paren);
+		if (paren)
+			fputc(')', o);
+		if (i < c->n - 1)
+			fputs(c->k == CK_AND ? " &&" : " ||", o);
+	}
+}

@@ -1,0 +1,673 @@
+/* The .l7 the importer writes: the classes of workloads (services) and callers (identities),
+ * the Jwt instances, then the policies in the order that keeps Istio's: CUSTOM (their Fallback
+ * is the first route reached), RequestAuthentication, DENY, Cilium, ALLOW, what is only a
+ * comment (AUDIT, dry run), and last the routes to each workload. Deny wins wherever it is
+ * reached; an ALLOW policy that applies and does not allow denies (docs/language.md). */
+#include "model.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "l7/abi.h"
+#include "l7/dataplane.h"
+
+struct svc {
+	int w;                       /* workload class */
+	int port;
+	const char *name, *backend;
+	unsigned listen_ip, backend_ip;
+};
+
+struct em {
+	struct ictx *x;
+	FILE *o;
+	struct svc *svcs;
+	int nsvcs;
+	const char **names;          /* every top-level name written: they must differ */
+	int nnames;
+	bool *allow_live;            /* per workload: an ALLOW policy with a rule that can match */
+	int muts_max;
+	const char **claims;         /* "instance.claim" pairs read (the data plane reads at most 8) */
+	int nclaims;
+};
+
+static const char *unique(struct em *e, const char *base)
+{
+	const char *n = xprintf(e->x, "%s", base);
+	for (int k = 2;; k++) {
+		bool taken = false;
+		for (int i = 0; i < e->nnames && !taken; i++)
+			taken = !strcmp(e->names[i], n);
+		if (!taken)
+			break;
+		n = xprintf(e->x, "%s_%d", base, k);
+	}
+	const char **nn = l7_alloc(e->x->a, sizeof(*nn) * (size_t)(e->nnames + 1));
+	if (e->nnames)
+		memcpy(nn, e->names, sizeof(*nn) * (size_t)e->nnames);
+	nn[e->nnames++] = n;
+	e->names = nn;
+	return n;
+}
+
+static const char *ident(struct em *e, const char *prefix, const char *a, const char *b)
+{
+	char buf[200];
+	snprintf(buf, sizeof buf, "%s_%s%s%s", prefix, a ? a : "", a && b ? "_" : "", b ? b : "");
+	for (char *p = buf; *p; p++)
+		if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9')))
+			*p = '_';
+	return unique(e, buf);
+}
+
+static const char *ip_text(struct ictx *x, unsigned ip)
+{
+	return xprintf(x, "%u.%u.%u.%u", ip >> 24, ip >> 16 & 255, ip >> 8 & 255, ip & 255);
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+/* ---- the classes, their addresses and ports ---- */
+
+static bool applies(const struct ipol *p, const struct klass *w) { return lset_sub(p->target, w->l); }
+
+static bool workloads(struct em *e)
+{
+	struct ictx *x = e->x;
+	if (!x->nwl_atoms)
+		return true;
+	if (!classes_build(x, x->wl_atoms, x->nwl_atoms, true, &x->wls, &x->nwls, 64))
+		return false;
+	if (x->any_auth)
+		atom_add(x, &x->id_atoms, &x->nid_atoms, lset_new(x, 0, NULL, NULL));
+	if (x->nid_atoms && !classes_build(x, x->id_atoms, x->nid_atoms, false, &x->ids, &x->nids, 64))
+		return false;
+	for (int w = 0; w < x->nwls; w++) {
+		struct klass *k = &x->wls[w];
+		int cap = 1 + x->nports_named;
+		k->ports = l7_alloc(x->a, sizeof(int) * (size_t)cap);
+		k->ports[k->nports++] = x->o->port;
+		for (int i = 0; i < x->nports_named; i++)
+			if (applies(x->port_pol[i], k)) {
+				bool dup = false;
+				for (int j = 0; j < k->nports; j++)
+					dup |= k->ports[j] == x->atom_ports[i];
+				if (!dup)
+					k->ports[k->nports++] = x->atom_ports[i];
+			}
+		qsort(k->ports, (size_t)k->nports, sizeof(int), cmp_int);
+	}
+	/* addresses: the workload's own listening address and its pods, one of each per workload
+	 * (ports keep their meaning: request.port is the workload's port) */
+	for (int i = 0; i < x->o->nlisten + x->o->nbackend; i++) {
+		const struct l7_import_addr *a = i < x->o->nlisten ? &x->o->listen[i] : &x->o->backend[i - x->o->nlisten];
+		bool found = false;
+		for (int w = 0; w < x->nwls; w++)
+			found |= !strcmp(x->wls[w].name, a->workload);
+		if (!found)
+			l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "--%s %s: no workload of that name (the workloads are listed at "
+				"the top of the output)", i < x->o->nlisten ? "listen" : "backend", a->workload);
+	}
+	for (int w = 0; w < x->nwls; w++)
+		for (int i = 0; i < x->wls[w].nports; i++) {
+			struct svc *s = l7_alloc(x->a, sizeof(*s) * (size_t)(e->nsvcs + 1));
+			if (e->nsvcs)
+				memcpy(s, e->svcs, sizeof(*s) * (size_t)e->nsvcs);
+			e->svcs = s;
+			s = &e->svcs[e->nsvcs++];
+			s->w = w;
+			s->port = x->wls[w].ports[i];
+			s->listen_ip = 0x7f010001u + (unsigned)w;   /* 127.1.0.1, 127.1.0.2, ... */
+			s->backend_ip = 0x7f020001u + (unsigned)w;  /* 127.2.0.1, ... */
+			for (int k = 0; k < x->o->nlisten; k++)
+				if (!strcmp(x->o->listen[k].workload, x->wls[w].name))
+					s->listen_ip = x->o->listen[k].ip;
+			for (int k = 0; k < x->o->nbackend; k++)
+				if (!strcmp(x->o->backend[k].workload, x->wls[w].name))
+					s->backend_ip = x->o->backend[k].ip;
+			s->name = unique(e, xprintf(x, "%s_%d", x->wls[w].name, s->port));
+			s->backend = unique(e, xprintf(x, "%s_%d_backend", x->wls[w].name, s->port));
+		}
+	int endpoints = e->nsvcs + (x->need_fallback ? 1 : 0);
+	if (endpoints > L7_MAX_UPSTREAMS)
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "the policies make %d workload ports%s: the data plane serves at most %d "
+			"upstream endpoints (one per workload port)", e->nsvcs, x->need_fallback ? " and the fallback proxy" : "",
+			L7_MAX_UPSTREAMS);
+	return true;
+}
+
+/* The Jwt instances of each workload: those of the RequestAuthentications that apply to it. */
+static void jwt_sets(struct em *e)
+{
+	struct ictx *x = e->x;
+	x->jwtsets = l7_alloc(x->a, sizeof(int *) * (size_t)(x->nwls + 1));
+	x->njwtset = l7_alloc(x->a, sizeof(int) * (size_t)(x->nwls + 1));
+	for (int w = 0; w < x->nwls; w++) {
+		int *set = l7_alloc(x->a, sizeof(int) * (size_t)(x->njwts + 1)), n = 0;
+		for (int j = 0; j < x->njwts; j++)
+			for (int p = 0; p < x->npols; p++) {
+				const struct ipol *pp = x->pols[p];
+				bool mine = false;
+				for (int k = 0; k < pp->njwts; k++)
+					mine |= pp->jwts[k] == j;
+				if (pp->k == PK_AUTHN && mine && applies(pp, &x->wls[w])) {
+					set[n++] = j;
+					break;
+				}
+			}
+		if (!n)
+			continue;
+		int s = 0;
+		for (; s < x->njwtsets; s++)
+			if (x->njwtset[s] == n && !memcmp(x->jwtsets[s], set, sizeof(int) * (size_t)n))
+				break;
+		if (s == x->njwtsets) {
+			x->jwtsets[s] = set;
+			x->njwtset[s] = n;
+			x->njwtsets++;
+		}
+		x->wls[w].jwtset = s;
+	}
+	if (x->njwts > L7_MAX_JWT)
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "the RequestAuthentications make %d Jwt instances (one per key and "
+			"audience): the data plane verifies at most %d kinds of token", x->njwts, L7_MAX_JWT);
+}
+
+/* ---- groups: the services a policy applies to, by their Jwt instances ---- */
+
+struct group {
+	int *svcs;
+	int nsvcs;
+	int jwtset;                  /* -1: none */
+};
+
+static int groups_of(struct em *e, const struct ipol *p, bool by_jwt, struct group *g)
+{
+	struct ictx *x = e->x;
+	int ng = 0;
+	for (int s = 0; s < e->nsvcs; s++) {
+		const struct klass *w = &x->wls[e->svcs[s].w];
+		if (!applies(p, w))
+			continue;
+		int set = by_jwt ? w->jwtset : -1, k = 0;
+		while (k < ng && g[k].jwtset != set)
+			k++;
+		if (k == ng) {
+			g[ng].svcs = l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1));
+			g[ng].nsvcs = 0;
+			g[ng++].jwtset = set;
+		}
+		g[k].svcs[g[k].nsvcs++] = s;
+	}
+	return ng;
+}
+
+static struct cnode *bind(struct em *e, const struct cnode *c, int jwtset)
+{
+	struct ictx *x = e->x;
+	struct cnode *b = c_bind(x, c, jwtset >= 0 ? x->jwtsets[jwtset] : NULL, jwtset >= 0 ? x->njwtset[jwtset] : 0);
+	return b;
+}
+
+/* ---- printing ---- */
+
+static void policy_head(struct em *e, const char *lead, const char *name, const struct group *g, bool jwt)
+{
+	struct ictx *x = e->x;
+	fprintf(e->o, "%spolicy %s (\n%s  act (HttpRequest request)\n", lead, name, lead);
+	if (jwt && g->jwtset >= 0)
+		for (int i = 0; i < x->njwtset[g->jwtset]; i++)
+			fprintf(e->o, "%s  using (Jwt %s)\n", lead, x->jwts[x->jwtsets[g->jwtset][i]].name);
+	if (g->nsvcs != e->nsvcs) {
+		fprintf(e->o, "%s  context ('.*->", lead);
+		if (g->nsvcs > 1)
+			fputc('(', e->o);
+		for (int i = 0; i < g->nsvcs; i++)
+			fprintf(e->o, "%s%s", i ? "|" : "", e->svcs[g->svcs[i]].name);
+		fprintf(e->o, "%s')\n", g->nsvcs > 1 ? ")" : "");
+	}
+	fprintf(e->o, "%s) {\n", lead);
+}
+
+/* if (cond) { action } with the rule's comment; a condition that is always true is the action. */
+static void guarded(struct em *e, const char *lead, const struct cnode *c, const char *comment, const char *action)
+{
+	if (comment)
+		fprintf(e->o, "%s  // %s\n", lead, comment);
+	if (c->k == CK_TRUE) {
+		fprintf(e->o, "%s  %s\n", lead, action);
+		return;
+	}
+	fprintf(e->o, "%s  if (", lead);
+	/* a commented-out policy prints its condition on one line per line break, prefixed too */
+	if (*lead) {
+		char *buf = NULL;
+		size_t len = 0;
+		FILE *m = open_memstream(&buf, &len);
+		FILE *save = e->o;
+		e->o = m;
+		c_print(e->x, m, c, 6);
+		fclose(m);
+		e->o = save;
+		for (char *p = buf; *p; p++) {
+			fputc(*p, e->o);
+			if (*p == '\n')
+				fputs(lead, e->o);
+		}
+		free(buf);
+	} else {
+		c_print(e->x, e->o, c, 6);
+	}
+	fprintf(e->o, ") {\n%s    %s\n%s  }\n", lead, action, lead);
+}
+
+static const char *action_of(const struct ipol *p)
+{
+	switch (p->k) {
+	case PK_CUSTOM: return NULL;
+	case PK_DENY: return "Deny(request, 403);";
+	case PK_AUDIT: return "Audit(request);   // not in the language yet";
+	default: return "Allow(request);";
+	}
+}
+
+static const char *policy_prefix(const struct ipol *p)
+{
+	switch (p->k) {
+	case PK_CUSTOM: return "custom";
+	case PK_DENY: return "deny";
+	case PK_AUDIT: return "audit";
+	default: return "allow";
+	}
+}
+
+static const char *action_text(struct em *e, const struct ipol *p)
+{
+	if (p->k == PK_CUSTOM)
+		return xprintf(e->x, "ExtAuthz(request, %s);", l7_quote(e->x, p->provider, strlen(p->provider)));
+	return action_of(p);
+}
+
+/* One AuthorizationPolicy: a policy per group of its workloads (by Jwt instances, when its
+ * rules read tokens), each rule an if. */
+static void authz(struct em *e, const struct ipol *p)
+{
+	struct ictx *x = e->x;
+	bool jwt = false;
+	for (int i = 0; i < p->nrules; i++)
+		jwt |= p->rules[i].uses_jwt;
+	struct group *g = l7_alloc(x->a, sizeof(*g) * (size_t)(e->nsvcs + 1));
+	int ng = groups_of(e, p, jwt, g);
+	const char *lead = p->commented ? "// " : "";
+	const char *what = p->k == PK_CUSTOM ? xprintf(x, "CUSTOM, provider %s: the requests it matches go to the fallback "
+						       "proxy (the slow path), which asks the provider", p->provider)
+			 : p->k == PK_DENY ? "DENY" : p->k == PK_AUDIT ? "AUDIT" : "ALLOW";
+	fprintf(e->o, "\n// %s (%s): %s\n", p->title, p->where, what);
+	if (p->commented)
+		fprintf(e->o, "// %s: not enforced, kept as a comment%s\n", p->why_commented,
+			p->k == PK_AUDIT ? " (it would audit the requests it matches)" : "");
+	if (!ng) {
+		fprintf(e->o, "// (it applies to no workload of this import)\n");
+		return;
+	}
+	for (int k = 0; k < ng; k++) {
+		struct cnode **conds = l7_alloc(x->a, sizeof(*conds) * (size_t)(p->nrules + 1));
+		int live = 0;
+		for (int i = 0; i < p->nrules; i++) {
+			conds[i] = bind(e, p->rules[i].cond, g[k].jwtset);
+			live += conds[i]->k != CK_FALSE;
+		}
+		if (!live && (p->k != PK_ALLOW || p->commented)) {
+			fprintf(e->o, "// %s: no rule can match%s; it does nothing\n", ng > 1 ? "on some of its workloads" : "it",
+				p->nrules ? " here" : "");
+			continue;
+		}
+		if (!live) {   /* ALLOW that allows nothing: it denies, unless another ALLOW policy allows */
+			struct group dead = { l7_alloc(x->a, sizeof(int) * (size_t)(g[k].nsvcs + 1)), 0, -1 };
+			for (int i = 0; i < g[k].nsvcs; i++)
+				if (!e->allow_live[e->svcs[g[k].svcs[i]].w])
+					dead.svcs[dead.nsvcs++] = g[k].svcs[i];
+			fprintf(e->o, "// It allows nothing%s: with no other ALLOW policy that can allow on these workloads, every "
+				"request to them is denied.\n", p->nrules ? " (no rule can match here)" : "");
+			if (!dead.nsvcs) {
+				fprintf(e->o, "// (other ALLOW policies apply to all of its workloads: it adds nothing)\n");
+				continue;
+			}
+			policy_head(e, "", ident(e, "allow", p->ns, p->name), &dead, false);
+			fprintf(e->o, "  Deny(request, 403);\n}\n");
+			continue;
+		}
+		policy_head(e, lead, p->commented ? ident(e, policy_prefix(p), p->ns, p->name)
+						  : ident(e, policy_prefix(p), p->ns, p->name), &g[k], jwt);
+		for (int i = 0; i < p->nrules; i++)
+			if (conds[i]->k != CK_FALSE)
+				guarded(e, lead, conds[i], p->rules[i].comment, action_text(e, p));
+			else
+				fprintf(e->o, "%s  // %s: matches no request here\n", lead, p->rules[i].comment);
+		fprintf(e->o, "%s}\n", lead);
+	}
+}
+
+/* The allow-list of one workload: every Cilium rule selecting it (the L7 HTTP rules of its
+ * ports included), its deny rules, and the header edits of headerMatches. */
+static void cilium_workload(struct em *e, int w)
+{
+	struct ictx *x = e->x;
+	struct klass *k = &x->wls[w];
+	bool default_deny = false, any = false;
+	for (int i = 0; i < x->npols; i++) {
+		const struct ipol *p = x->pols[i];
+		if (p->k == PK_CILIUM && applies(p, k)) {
+			any |= p->default_deny || p->ndeny || p->nmuts;
+			default_deny |= p->default_deny;
+		}
+	}
+	if (!any)
+		return;
+	struct group g = { l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1)), 0, -1 };
+	for (int s = 0; s < e->nsvcs; s++)
+		if (e->svcs[s].w == w)
+			g.svcs[g.nsvcs++] = s;
+	fprintf(e->o, "\n// Cilium ingress of workload %s (%s)%s, from:\n", k->name, k->desc,
+		default_deny ? ": a request no rule allows gets 403" : "");
+	for (int i = 0; i < x->npols; i++)
+		if (x->pols[i]->k == PK_CILIUM && applies(x->pols[i], k))
+			fprintf(e->o, "//   %s (%s)\n", x->pols[i]->title, x->pols[i]->where);
+	policy_head(e, "", ident(e, "cilium", k->name, NULL), &g, false);
+	int muts = 0;
+	struct cnode *allow = c_new(x, CK_OR);
+	for (int i = 0; i < x->npols; i++) {
+		const struct ipol *p = x->pols[i];
+		if (p->k != PK_CILIUM || !applies(p, k))
+			continue;
+		for (int m = 0; m < p->nmuts; m++) {
+			const struct mutation *mu = &p->muts[m];
+			struct cnode *c = bind(e, mu->cond, -1);
+			if (c->k == CK_FALSE)
+				continue;
+			const char *act = !strcmp(mu->op, "RemoveHeader")
+						  ? xprintf(x, "RemoveHeader(request, %s);", l7_quote(x, mu->name, strlen(mu->name)))
+						  : xprintf(x, "%s(request, %s, %s);", mu->op, l7_quote(x, mu->name, strlen(mu->name)),
+							    l7_quote(x, mu->value, strlen(mu->value)));
+			guarded(e, "", c, xprintf(x, "%s %s", p->title, mu->comment), act);
+			muts++;
+		}
+		for (int d = 0; d < p->ndeny; d++) {
+			struct cnode *c = bind(e, p->deny[d], -1);
+			if (c->k == CK_FALSE)
+				fprintf(e->o, "  // %s: denies no request here\n", p->deny_comment[d]);
+			else
+				guarded(e, "", c, p->deny_comment[d], "Deny(request, 403);");
+		}
+		for (int a = 0; a < p->nallow; a++) {
+			struct cnode *c = bind(e, p->allow[a], -1);
+			c->comment = p->allow_comment[a];
+			allow = c_bin(x, CK_OR, allow, c);
+		}
+	}
+	if (default_deny) {
+		struct cnode *b = c_bind(x, allow, NULL, 0);
+		if (b->k == CK_TRUE) {
+			fprintf(e->o, "  // every request is allowed\n");
+		} else if (b->k == CK_FALSE) {
+			fprintf(e->o, "  // no rule allows any request\n  Deny(request, 403);\n");
+		} else {
+			if (b->k != CK_OR) {   /* one rule: its comment above the if */
+				fprintf(e->o, "  // %s\n", b->comment ? b->comment : "the allow-list");
+				b->comment = NULL;
+			}
+			fprintf(e->o, "  if (!(");
+			c_print(x, e->o, b, 8);
+			fprintf(e->o, ")) {\n    Deny(request, 403);\n  }\n");
+		}
+	}
+	fprintf(e->o, "}\n");
+	if (muts > e->muts_max)
+		e->muts_max = muts;
+	if (muts > L7_MAX_SET)
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "workload %s: %d header edits (headerMatches actions) can apply to one "
+			"request; the data plane applies at most %d", k->name, muts, L7_MAX_SET);
+}
+
+/* A present token must be valid (PERMISSIVE), a valid one is required (STRICT), or neither
+ * (IGNORE); a valid token is not forwarded unless forwardOriginalToken. */
+static void authn(struct em *e, int jwtset)
+{
+	struct ictx *x = e->x;
+	const int *set = x->jwtsets[jwtset];
+	int n = x->njwtset[jwtset];
+	struct group g = { l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1)), 0, jwtset };
+	for (int s = 0; s < e->nsvcs; s++)
+		if (x->wls[e->svcs[s].w].jwtset == jwtset)
+			g.svcs[g.nsvcs++] = s;
+	fprintf(e->o, "\n// Request authentication, from:\n");
+	for (int i = 0; i < n; i++)
+		fprintf(e->o, "//   %s: %s\n", x->jwts[set[i]].name, x->jwts[set[i]].source);
+	policy_head(e, "", ident(e, "authn", x->wls[e->svcs[g.svcs[0]].w].name, NULL), &g, true);
+	bool strict = false;
+	for (int i = 0; i < n; i++)
+		strict |= x->jwts[set[i]].failure == 2;
+	struct cnode *valid_any = c_new(x, CK_OR);
+	for (int i = 0; i < n; i++)
+		valid_any = c_bin(x, CK_OR, valid_any, c_text(x, "%s.valid", x->jwts[set[i]].name));
+	valid_any = c_bind(x, valid_any, NULL, 0);
+	if (strict) {
+		guarded(e, "", c_bind(x, c_not(x, valid_any), NULL, 0), "failureMode STRICT: a valid token is required", "Deny(request, 401);");
+	} else {
+		for (int i = 0; i < n; i++) {   /* per header, the first instance reading it */
+			const char *h = x->jwts[set[i]].header;
+			bool first = true, ignore = false;
+			struct cnode *valid = c_new(x, CK_OR);
+			for (int j = 0; j < n; j++) {
+				if (strcasecmp(x->jwts[set[j]].header, h))
+					continue;
+				first &= j >= i;
+				ignore |= x->jwts[set[j]].failure == 1;
+				valid = c_bin(x, CK_OR, valid, c_text(x, "%s.valid", x->jwts[set[j]].name));
+			}
+			if (!first || ignore)
+				continue;
+			struct cnode *c = c_bin(x, CK_AND, c_text(x, "matches(request.header(%s), \"[Bb][Ee][Aa][Rr][Ee][Rr] +.*\")",
+								l7_quote(x, h, strlen(h))),
+						c_not(x, c_bind(x, valid, NULL, 0)));
+			guarded(e, "", c_bind(x, c, NULL, 0), xprintf(x, "a token in %s must be valid: 401 otherwise", h), "Deny(request, 401);");
+		}
+	}
+	for (int i = 0; i < n; i++)
+		if (!x->jwts[set[i]].forward)
+			guarded(e, "", c_text(x, "%s.valid", x->jwts[set[i]].name),
+				i ? NULL : "forwardOriginalToken false: the upstream does not get the token",
+				xprintf(x, "RemoveHeader(request, %s);", l7_quote(x, x->jwts[set[i]].header, strlen(x->jwts[set[i]].header))));
+	fprintf(e->o, "}\n");
+}
+
+/* ---- the whole file ---- */
+
+static bool read_identities(struct em *e, const char **addrs)
+{
+	struct ictx *x = e->x;
+	const struct l7_source *s = x->o->identities;
+	if (!s)
+		return true;
+	bool ok = true;
+	unsigned line = 1;
+	for (const char *p = s->text; *p; line++) {
+		const char *eol = strchr(p, '\n');
+		size_t n = eol ? (size_t)(eol - p) : strlen(p);
+		char *l = l7_strndup(x->a, p, n), *hash = strchr(l, '#');
+		if (hash)
+			*hash = 0;
+		char *save, *name = strtok_r(l, " \t\r", &save);
+		struct l7_loc loc = l7_loc_of_line(s, line);
+		int id = -1;
+		for (int i = 0; name && i < x->nids; i++)
+			if (!strcmp(x->ids[i].name, name))
+				id = i;
+		if (name && id < 0) {
+			l7_diag(x->d, L7_ERROR, loc, "identity '%s' is not one the import makes", name);
+			ok = false;
+		}
+		for (char *a = name ? strtok_r(NULL, " \t\r", &save) : NULL; a && id >= 0; a = strtok_r(NULL, " \t\r", &save)) {
+			struct ynode yn = { .kind = Y_SCALAR, .loc = loc, .str = a, .str_len = strlen(a) };
+			const char *c = cidr_text(x, &yn, "an address");
+			if (!c) {
+				ok = false;
+				continue;
+			}
+			addrs[id] = addrs[id] ? xprintf(x, "%s, %s", addrs[id], c) : c;
+		}
+		p += n + (eol ? 1 : 0);
+	}
+	return ok;
+}
+
+static const char *key_path(struct ictx *x, const char *name, bool full)
+{
+	const char *out = x->o->out_path && strcmp(x->o->out_path, "-") ? x->o->out_path : "policy.l7";
+	const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out, *dot = strrchr(base, '.');
+	size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
+	if (full)
+		return xprintf(x, "%.*s%.*s.%s.key", slash ? (int)(slash - out + 1) : 0, out, (int)stem, base, name);
+	return xprintf(x, "%.*s.%s.key", (int)stem, base, name);
+}
+
+/* one trailing "\n" (or "\r\n") is stripped by l7run: end the key so that its bytes survive */
+static int write_key(struct ictx *x, const struct jwt *j)
+{
+	const char *path = key_path(x, j->name, true);
+	FILE *f = fopen(path, "wb");
+	if (!f) {
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "cannot write key file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	fwrite(j->key, 1, j->key_len, f);
+	fputs(j->key_len && j->key[j->key_len - 1] == '\r' ? "\r\n" : "\n", f);
+	fclose(f);
+	return 0;
+}
+
+int emit(struct ictx *x, FILE *out)
+{
+	struct em e = { .x = x };
+	for (int i = 0; i < x->npols; i++)
+		x->need_fallback |= x->pols[i]->k == PK_CUSTOM && !x->pols[i]->commented && x->pols[i]->nrules;
+	if (!workloads(&e))
+		return 1;
+	if (!x->nwls) {
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "nothing to import: no policy in the input");
+		return 1;
+	}
+	if (x->need_fallback)
+		unique(&e, "proxy");
+	for (int p = 0; p < x->npols; p++)
+		for (int k = 0; k < x->pols[p]->njwts; k++)
+			x->jwts[x->pols[p]->jwts[k]].name = ident(&e, "jwt", x->pols[p]->ns, x->pols[p]->name);
+	jwt_sets(&e);
+	if (x->njwts && x->o->out_path && !strcmp(x->o->out_path, "-"))
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "the JWT keys are written next to the output: give -o FILE");
+	const char **addrs = l7_alloc(x->a, sizeof(char *) * (size_t)(x->nids + 1));
+	read_identities(&e, addrs);
+	e.allow_live = l7_alloc(x->a, sizeof(bool) * (size_t)(x->nwls + 1));
+	for (int w = 0; w < x->nwls; w++)
+		for (int p = 0; p < x->npols; p++) {
+			const struct ipol *pp = x->pols[p];
+			if (pp->k != PK_ALLOW || pp->commented || !applies(pp, &x->wls[w]))
+				continue;
+			for (int r = 0; r < pp->nrules; r++)
+				e.allow_live[w] |= bind(&e, pp->rules[r].cond, x->wls[w].jwtset)->k != CK_FALSE;
+		}
+	if (x->d->errors)
+		return 1;
+
+	x->nclaim_names = 0;
+	x->count_claims = true;
+	char *buf = NULL;
+	size_t len = 0;
+	e.o = open_memstream(&buf, &len);
+	FILE *o = e.o;
+	fprintf(o, "// Imported by `l7c import` (docs/import.md) from:\n");
+	for (int p = 0; p < x->npols; p++)
+		fprintf(o, "//   %s (%s)\n", x->pols[p]->title, x->pols[p]->where);
+	fprintf(o, "// Import again rather than edit.\n//\n// Workloads: l7run serves each at a service, one per port, and forwards to its backend.\n");
+	fprintf(o, "// A pod belongs to the most specific workload whose labels it carries.\n");
+	for (int w = 0; w < x->nwls; w++)
+		fprintf(o, "//   %-28s %s\n", x->wls[w].name, x->wls[w].desc);
+	if (x->nids) {
+		fprintf(o, "//\n// Caller identities: give each its callers' addresses (l7run --identities FILE, one line\n"
+			"// each: NAME ADDRESS...). A caller belongs to the most specific identity whose labels it\n"
+			"// carries; a caller of none is `external`.\n");
+		for (int i = 0; i < x->nids; i++)
+			fprintf(o, "//   %-28s %s%s\n", x->ids[i].name, x->ids[i].l->n ? "" : "callers of the mesh with no other identity",
+				x->ids[i].l->n ? x->ids[i].desc : "");
+	}
+	fprintf(o, "\n");
+	for (int s = 0; s < e.nsvcs; s++)
+		fprintf(o, "service %s = %s:%d;\nupstream %s = %s:%d;\n", e.svcs[s].name, ip_text(x, e.svcs[s].listen_ip), e.svcs[s].port,
+			e.svcs[s].backend, ip_text(x, e.svcs[s].backend_ip), e.svcs[s].port);
+	if (x->need_fallback)
+		fprintf(o, "fallback proxy = %s:%d;   // CUSTOM policies: the slow path that asks their provider\n",
+			ip_text(x, x->o->fallback_ip), x->o->fallback_port);
+	for (int i = 0; i < x->nids; i++)
+		fprintf(o, "identity %s = [%s];\n", x->ids[i].name, addrs[i] ? addrs[i] : "");
+	for (int j = 0; j < x->njwts; j++) {
+		const struct jwt *jw = &x->jwts[j];
+		fprintf(o, "Jwt %s { key_file = %s; issuer = %s;", jw->name, l7_quote(x, key_path(x, jw->name, false), strlen(key_path(x, jw->name, false))),
+			l7_quote(x, jw->issuer, strlen(jw->issuer)));
+		if (jw->audience)
+			fprintf(o, " audience = %s;", l7_quote(x, jw->audience, strlen(jw->audience)));
+		if (strcasecmp(jw->header, "authorization"))
+			fprintf(o, " header = %s;", l7_quote(x, jw->header, strlen(jw->header)));
+		fprintf(o, " leeway = 60; }   // Envoy's clock skew\n");
+	}
+	for (int k = 0; k <= PK_AUDIT; k++) {
+		if (k == PK_AUTHN) {
+			for (int s = 0; s < x->njwtsets; s++)
+				authn(&e, s);
+			continue;
+		}
+		if (k == PK_CILIUM) {
+			for (int w = 0; w < x->nwls; w++)
+				cilium_workload(&e, w);
+			continue;
+		}
+		for (int p = 0; p < x->npols; p++) {
+			const struct ipol *pp = x->pols[p];
+			bool commented = pp->commented;
+			if ((int)pp->k == k && !commented && pp->k != PK_AUDIT) {
+				authz(&e, pp);
+			} else if (k == PK_AUDIT && commented) {
+				x->count_claims = false;   /* comments read no claim */
+				authz(&e, pp);
+				x->count_claims = true;
+			}
+		}
+	}
+	fprintf(o, "\n// Routes: each workload's requests go to its backend.\n");
+	for (int s = 0; s < e.nsvcs; s++) {
+		struct group g = { &s, 1, -1 };
+		policy_head(&e, "", ident(&e, "route", e.svcs[s].name, NULL), &g, false);
+		fprintf(o, "  Route(request, %s);\n}\n", e.svcs[s].backend);
+	}
+	fclose(o);
+	if (x->nclaim_names > L7_MAX_CLAIMS)
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "the policies read %d claims of Jwt instances (%s, ...): the data plane "
+			"reads at most %d", x->nclaim_names, x->claim_names[0], L7_MAX_CLAIMS);
+	int rc = 1;
+	if (!x->d->errors) {
+		rc = 0;
+		for (int j = 0; j < x->njwts && x->o->out_path && strcmp(x->o->out_path, "-"); j++)
+			rc |= write_key(x, &x->jwts[j]);
+		if (!rc)
+			fwrite(buf, 1, len, out);
+	}
+	free(buf);
+	bool unaddressed = false;
+	for (int i = 0; i < x->nids; i++)
+		unaddressed |= !addrs[i];
+	if (!rc && unaddressed)
+		l7_diag(x->d, L7_NOTE, (struct l7_loc){ 0 }, "%d caller %s addresses at run time: l7run --identities FILE "
+			"(the names are listed at the top of the output)", x->nids, x->nids == 1 ? "identity needs" : "identities need");
+	return rc;
+}
