@@ -213,7 +213,12 @@ static struct l7_expr *expr(struct cx *cx, TSNode n)
 		if (!e->lhs)
 			return NULL;
 	} else if (!strcmp(t, "parenthesized_expression")) {
-		return expr(cx, ts_node_named_child(n, 0));
+		/* the expression, not a comment before it: `(// why` would otherwise drop the whole
+		 * statement that holds it, silently */
+		for (uint32_t i = 0; i < ts_node_named_child_count(n); i++)
+			if (!is(ts_node_named_child(n, i), "comment"))
+				return expr(cx, ts_node_named_child(n, i));
+		return NULL;
 	} else if (!strcmp(t, "list")) {
 		e = new_expr(cx, E_LIST, n);
 		expr_list(cx, n, e);
