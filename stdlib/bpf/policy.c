@@ -365,6 +365,9 @@ L7_INLINE void l7_mut_add(struct l7_decision *d, __u32 response, __u32 m)
 
 	if (n >= L7_MAX_SET)
 		return;
+	/* n < 8 and d on the stack, 8-aligned: LLVM would turn &d->set[n] into an OR of the
+	 * stack pointer, which the verifier refuses ("bitwise operator |= on pointer") */
+	l7_barrier_var(n);
 	if (response) {
 		d->rset[n] = (__u8)m;
 		d->n_rset = n + 1;
