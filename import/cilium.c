@@ -383,7 +383,7 @@ static struct cnode *port_cond(struct crule *r, const struct ynode *pn)
 	if (!lo)
 		return c_new(x, CK_TRUE);   /* port 0: every port */
 	note_port(x, r->p, (int)lo);
-	return lo == hi ? c_text(x, "request.port == %ld", lo) : c_text(x, "request.port in %ld..%ld", lo, hi);
+	return c_port(x, (int)lo, (int)hi);
 }
 
 /* toPorts[i]: (one of its ports) and (one of its HTTP rules, if it has any) */
@@ -494,6 +494,8 @@ static void cilium_rule(struct ictx *x, const struct ynode *rule, const char *ki
 		return;
 	struct ipol *p = pol_new(x, PK_CILIUM, kind, ns, name, at);
 	p->target = target;
+	if (*what)   /* one of specs[]: named in every comment */
+		p->title = xprintf(x, "%s %.*s", p->title, (int)strlen(what) - 1, what);
 	atom_add(x, &x->wl_atoms, &x->nwl_atoms, target);
 	bool default_deny = true;
 	const struct ynode *dd = y_get(rule, "enableDefaultDeny");
@@ -506,7 +508,7 @@ static void cilium_rule(struct ictx *x, const struct ynode *rule, const char *ki
 		struct crule r = { x, p, ns, deny };
 		p->default_deny |= n > 0 && default_deny;
 		for (int i = 0; i < n; i++) {
-			const char *w = xprintf(x, "%s%s[%d]", what, key, i);
+			const char *w = xprintf(x, "%s[%d]", key, i);
 			struct cnode *c = ingress_rule(&r, items[i], w);
 			if (!c)
 				continue;

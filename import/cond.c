@@ -145,14 +145,22 @@ struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bo
 	return c_match(x, field, m, lit, ci);
 }
 
-bool c_uses_jwt(const struct cnode *c)
+bool c_uses(const struct cnode *c, enum ckind k)
 {
-	if (c->k == CK_CLAIM || c->k == CK_JWT_VALID)
+	if (c->k == k || (k == CK_CLAIM && c->k == CK_JWT_VALID))
 		return true;
 	for (int i = 0; i < c->n; i++)
-		if (c_uses_jwt(c->a[i]))
+		if (c_uses(c->a[i], k))
 			return true;
 	return false;
+}
+
+struct cnode *c_port(struct ictx *x, int lo, int hi)
+{
+	struct cnode *c = c_new(x, CK_PORT);
+	c->lo = lo;
+	c->hi = hi;
+	return c;
 }
 
 /* ---- binding and folding ---- */
@@ -194,8 +202,12 @@ static struct cnode *fold(struct ictx *x, struct cnode *c)
 	return r;
 }
 
-struct cnode *c_bind(struct ictx *x, const struct cnode *c, const int *jwt, int njwt)
+struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *env)
 {
+	static const struct benv none = { NULL, 0, 0 };
+	env = env ? env : &none;
+	const int *jwt = env->jwt;
+	int njwt = env->njwt;
 	struct cnode *r;
 	switch (c->k) {
 	case CK_CALLER: {
@@ -238,12 +250,18 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const int *jwt, int 
 		}
 		r = fold(x, r);
 		break;
+	case CK_PORT:   /* folded where the services have one port: no test of request.port left */
+		if (env->port)
+			r = c_new(x, env->port >= c->lo && env->port <= c->hi ? CK_TRUE : CK_FALSE);
+		else
+			r = c->lo == c->hi ? c_text(x, "request.port == %d", c->lo) : c_text(x, "request.port in %d..%d", c->lo, c->hi);
+		break;
 	case CK_AND:
 	case CK_OR:
 	case CK_NOT:
 		r = c_new(x, c->k);
 		for (int i = 0; i < c->n; i++)
-			push(x, r, c_bind(x, c->a[i], jwt, njwt));
+			push(x, r, c_bind(x, c->a[i], env));
 		r->comment = c->comment;
 		r = fold(x, r);
 		break;
@@ -315,8 +333,8 @@ void c_print(struct ictx *x, FILE *o, const struct cnode *c, int indent)
 		if (a->comment)
 			fprintf(o, "// %s\n%*s", a->comment, indent, "");
 		bool paren = prec(a) < prec(c) || (c->k == CK_OR && a->k == CK_AND);
-		if (paren)
-			fputc('(', o);
+		if (paren)   /* a comment of its first operand goes on a line of its own */
+			fprintf(o, (a->k == CK_AND || a->k == CK_OR) && a->n && a->a[0]->comment ? "(\n%*s" : "(", indent + 1, "");
 		c_print(x, o, a, indent + paren);
 		if (paren)
 			fputc(')', o);

@@ -27,8 +27,7 @@ struct em {
 	int nsvcs;
 	const char **names;          /* every top-level name written: they must differ */
 	int nnames;
-	bool *allow_live;            /* per workload: an ALLOW policy with a rule that can match */
-	int muts_max;
+	bool *allow_live;            /* per service: an ALLOW policy with a rule that can match there */
 	const char **claims;         /* "instance.claim" pairs read (the data plane reads at most 8) */
 	int nclaims;
 };
@@ -175,40 +174,45 @@ static void jwt_sets(struct em *e)
 			"audience): the data plane verifies at most %d kinds of token", x->njwts, L7_MAX_JWT);
 }
 
-/* ---- groups: the services a policy applies to, by their Jwt instances ---- */
+/* ---- groups: the services a policy applies to, by their Jwt instances and, when it tests
+ * ports, by port: each group is one policy, where those atoms are constants ---- */
 
 struct group {
 	int *svcs;
 	int nsvcs;
 	int jwtset;                  /* -1: none */
+	int port;                    /* the port of every service of the group; 0: not split */
 };
 
-static int groups_of(struct em *e, const struct ipol *p, bool by_jwt, struct group *g)
+/* p's services (those of workload w if w >= 0) */
+static int groups_of(struct em *e, const struct ipol *p, int w, bool by_jwt, bool by_port, struct group *g)
 {
 	struct ictx *x = e->x;
 	int ng = 0;
 	for (int s = 0; s < e->nsvcs; s++) {
-		const struct klass *w = &x->wls[e->svcs[s].w];
-		if (!applies(p, w))
+		const struct klass *k = &x->wls[e->svcs[s].w];
+		if (p ? !applies(p, k) : e->svcs[s].w != w)
 			continue;
-		int set = by_jwt ? w->jwtset : -1, k = 0;
-		while (k < ng && g[k].jwtset != set)
-			k++;
-		if (k == ng) {
+		int set = by_jwt ? k->jwtset : -1, port = by_port ? e->svcs[s].port : 0, i = 0;
+		while (i < ng && (g[i].jwtset != set || g[i].port != port))
+			i++;
+		if (i == ng) {
 			g[ng].svcs = l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1));
 			g[ng].nsvcs = 0;
+			g[ng].port = port;
 			g[ng++].jwtset = set;
 		}
-		g[k].svcs[g[k].nsvcs++] = s;
+		g[i].svcs[g[i].nsvcs++] = s;
 	}
 	return ng;
 }
 
-static struct cnode *bind(struct em *e, const struct cnode *c, int jwtset)
+static struct cnode *bind(struct em *e, const struct cnode *c, const struct group *g)
 {
 	struct ictx *x = e->x;
-	struct cnode *b = c_bind(x, c, jwtset >= 0 ? x->jwtsets[jwtset] : NULL, jwtset >= 0 ? x->njwtset[jwtset] : 0);
-	return b;
+	struct benv env = { g && g->jwtset >= 0 ? x->jwtsets[g->jwtset] : NULL, g && g->jwtset >= 0 ? x->njwtset[g->jwtset] : 0,
+			    g ? g->port : 0 };
+	return c_bind(x, c, &env);
 }
 
 /* ---- printing ---- */
@@ -290,16 +294,18 @@ static const char *action_text(struct em *e, const struct ipol *p)
 	return action_of(p);
 }
 
-/* One AuthorizationPolicy: a policy per group of its workloads (by Jwt instances, when its
- * rules read tokens), each rule an if. */
+/* One AuthorizationPolicy: a policy per group of its workloads' services (by Jwt instances
+ * when its rules read tokens, by port when they test ports), each rule an if. */
 static void authz(struct em *e, const struct ipol *p)
 {
 	struct ictx *x = e->x;
-	bool jwt = false;
-	for (int i = 0; i < p->nrules; i++)
+	bool jwt = false, ports = false;
+	for (int i = 0; i < p->nrules; i++) {
 		jwt |= p->rules[i].uses_jwt;
+		ports |= c_uses(p->rules[i].cond, CK_PORT);
+	}
 	struct group *g = l7_alloc(x->a, sizeof(*g) * (size_t)(e->nsvcs + 1));
-	int ng = groups_of(e, p, jwt, g);
+	int ng = groups_of(e, p, -1, jwt, ports, g);
 	const char *lead = p->commented ? "// " : "";
 	const char *what = p->k == PK_CUSTOM ? xprintf(x, "CUSTOM, provider %s: the requests it matches go to the fallback "
 						       "proxy (the slow path), which asks the provider", p->provider)
@@ -313,34 +319,34 @@ static void authz(struct em *e, const struct ipol *p)
 		return;
 	}
 	for (int k = 0; k < ng; k++) {
+		const char *name = ident(e, policy_prefix(p), p->ns, g[k].port ? xprintf(x, "%s_%d", p->name, g[k].port) : p->name);
 		struct cnode **conds = l7_alloc(x->a, sizeof(*conds) * (size_t)(p->nrules + 1));
 		int live = 0;
 		for (int i = 0; i < p->nrules; i++) {
-			conds[i] = bind(e, p->rules[i].cond, g[k].jwtset);
+			conds[i] = bind(e, p->rules[i].cond, &g[k]);
 			live += conds[i]->k != CK_FALSE;
 		}
+		const char *where = ng > 1 ? xprintf(x, " on %s%s", e->svcs[g[k].svcs[0]].name, g[k].nsvcs > 1 ? ", ..." : "") : "";
 		if (!live && (p->k != PK_ALLOW || p->commented)) {
-			fprintf(e->o, "// %s: no rule can match%s; it does nothing\n", ng > 1 ? "on some of its workloads" : "it",
-				p->nrules ? " here" : "");
+			fprintf(e->o, "// no rule can match%s: it does nothing\n", where);
 			continue;
 		}
 		if (!live) {   /* ALLOW that allows nothing: it denies, unless another ALLOW policy allows */
-			struct group dead = { l7_alloc(x->a, sizeof(int) * (size_t)(g[k].nsvcs + 1)), 0, -1 };
+			struct group dead = { l7_alloc(x->a, sizeof(int) * (size_t)(g[k].nsvcs + 1)), 0, -1, g[k].port };
 			for (int i = 0; i < g[k].nsvcs; i++)
-				if (!e->allow_live[e->svcs[g[k].svcs[i]].w])
+				if (!e->allow_live[g[k].svcs[i]])
 					dead.svcs[dead.nsvcs++] = g[k].svcs[i];
-			fprintf(e->o, "// It allows nothing%s: with no other ALLOW policy that can allow on these workloads, every "
-				"request to them is denied.\n", p->nrules ? " (no rule can match here)" : "");
+			fprintf(e->o, "// It allows nothing%s%s: where no other ALLOW policy can allow, every request is denied.\n",
+				p->nrules ? " (no rule can match)" : "", where);
 			if (!dead.nsvcs) {
-				fprintf(e->o, "// (other ALLOW policies apply to all of its workloads: it adds nothing)\n");
+				fprintf(e->o, "// (other ALLOW policies apply to each of these services: it adds nothing)\n");
 				continue;
 			}
-			policy_head(e, "", ident(e, "allow", p->ns, p->name), &dead, false);
+			policy_head(e, "", name, &dead, false);
 			fprintf(e->o, "  Deny(request, 403);\n}\n");
 			continue;
 		}
-		policy_head(e, lead, p->commented ? ident(e, policy_prefix(p), p->ns, p->name)
-						  : ident(e, policy_prefix(p), p->ns, p->name), &g[k], jwt);
+		policy_head(e, lead, name, &g[k], jwt);
 		for (int i = 0; i < p->nrules; i++)
 			if (conds[i]->k != CK_FALSE)
 				guarded(e, lead, conds[i], p->rules[i].comment, action_text(e, p));
@@ -350,65 +356,69 @@ static void authz(struct em *e, const struct ipol *p)
 	}
 }
 
-/* The allow-list of one workload: every Cilium rule selecting it (the L7 HTTP rules of its
- * ports included), its deny rules, and the header edits of headerMatches. */
-static void cilium_workload(struct em *e, int w)
+/* The allow-list of one workload's services (one policy per port when its rules test ports):
+ * every Cilium rule selecting it (the L7 HTTP rules of its ports included), its deny rules,
+ * and before them the header edits of headerMatches, each a policy of its own: an edit applies
+ * whenever its rule matches, whatever the others do (ifs in one policy would make every
+ * combination of them a path, most of them impossible). */
+static void cilium_group(struct em *e, int w, const struct group *g, bool default_deny)
 {
 	struct ictx *x = e->x;
 	struct klass *k = &x->wls[w];
-	bool default_deny = false, any = false;
+	const char *suffix = g->port ? xprintf(x, "%d", g->port) : NULL;
+	int muts = 0;
 	for (int i = 0; i < x->npols; i++) {
 		const struct ipol *p = x->pols[i];
-		if (p->k == PK_CILIUM && applies(p, k)) {
-			any |= p->default_deny || p->ndeny || p->nmuts;
-			default_deny |= p->default_deny;
+		for (int m = 0; p->k == PK_CILIUM && applies(p, k) && m < p->nmuts; m++) {
+			const struct mutation *mu = &p->muts[m];
+			struct cnode *c = bind(e, mu->cond, g);
+			if (c->k == CK_FALSE)
+				continue;
+			const char *qn = l7_quote(x, mu->name, strlen(mu->name));
+			const char *act = !strcmp(mu->op, "RemoveHeader") ? xprintf(x, "RemoveHeader(request, %s);", qn)
+				: xprintf(x, "%s(request, %s, %s);", mu->op, qn, l7_quote(x, mu->value, strlen(mu->value)));
+			fprintf(e->o, "\n// %s %s\n", p->title, mu->comment);
+			policy_head(e, "", ident(e, "cilium", k->name, suffix ? xprintf(x, "%s_edit", suffix) : "edit"), g, false);
+			guarded(e, "", c, NULL, act);
+			fprintf(e->o, "}\n");
+			muts++;
 		}
 	}
-	if (!any)
-		return;
-	struct group g = { l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1)), 0, -1 };
-	for (int s = 0; s < e->nsvcs; s++)
-		if (e->svcs[s].w == w)
-			g.svcs[g.nsvcs++] = s;
-	fprintf(e->o, "\n// Cilium ingress of workload %s (%s)%s, from:\n", k->name, k->desc,
-		default_deny ? ": a request no rule allows gets 403" : "");
-	for (int i = 0; i < x->npols; i++)
-		if (x->pols[i]->k == PK_CILIUM && applies(x->pols[i], k))
-			fprintf(e->o, "//   %s (%s)\n", x->pols[i]->title, x->pols[i]->where);
-	policy_head(e, "", ident(e, "cilium", k->name, NULL), &g, false);
-	int muts = 0;
+	if (muts > L7_MAX_SET)
+		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "workload %s: %d header edits (headerMatches actions) can apply to one "
+			"request; the data plane applies at most %d", k->name, muts, L7_MAX_SET);
+	fprintf(e->o, "\n// Cilium ingress of workload %s (%s)%s%s, from:\n", k->name, k->desc,
+		g->port ? xprintf(x, " on port %d", g->port) : "", default_deny ? ": a request no rule allows gets 403" : "");
+	for (int i = 0; i < x->npols; i++) {
+		const struct ipol *p = x->pols[i];
+		if (p->k == PK_CILIUM && applies(p, k) && (p->default_deny || p->ndeny || p->nmuts || p->nallow))
+			fprintf(e->o, "//   %s (%s)\n", p->title, p->where);
+	}
+	policy_head(e, "", ident(e, "cilium", k->name, suffix), g, false);
 	struct cnode *allow = c_new(x, CK_OR);
 	for (int i = 0; i < x->npols; i++) {
 		const struct ipol *p = x->pols[i];
 		if (p->k != PK_CILIUM || !applies(p, k))
 			continue;
-		for (int m = 0; m < p->nmuts; m++) {
-			const struct mutation *mu = &p->muts[m];
-			struct cnode *c = bind(e, mu->cond, -1);
-			if (c->k == CK_FALSE)
-				continue;
-			const char *act = !strcmp(mu->op, "RemoveHeader")
-						  ? xprintf(x, "RemoveHeader(request, %s);", l7_quote(x, mu->name, strlen(mu->name)))
-						  : xprintf(x, "%s(request, %s, %s);", mu->op, l7_quote(x, mu->name, strlen(mu->name)),
-							    l7_quote(x, mu->value, strlen(mu->value)));
-			guarded(e, "", c, xprintf(x, "%s %s", p->title, mu->comment), act);
-			muts++;
-		}
 		for (int d = 0; d < p->ndeny; d++) {
-			struct cnode *c = bind(e, p->deny[d], -1);
+			struct cnode *c = bind(e, p->deny[d], g);
 			if (c->k == CK_FALSE)
 				fprintf(e->o, "  // %s: denies no request here\n", p->deny_comment[d]);
 			else
 				guarded(e, "", c, p->deny_comment[d], "Deny(request, 403);");
 		}
 		for (int a = 0; a < p->nallow; a++) {
-			struct cnode *c = bind(e, p->allow[a], -1);
+			struct cnode *c = bind(e, p->allow[a], g);
+			if (c->k == CK_FALSE) {
+				fprintf(e->o, "  // %s: allows no request here\n", p->allow_comment[a]);
+				continue;
+			}
 			c->comment = p->allow_comment[a];
 			allow = c_bin(x, CK_OR, allow, c);
 		}
 	}
 	if (default_deny) {
-		struct cnode *b = c_bind(x, allow, NULL, 0);
+		struct cnode *b = c_bind(x, allow, NULL);
 		if (b->k == CK_TRUE) {
 			fprintf(e->o, "  // every request is allowed\n");
 		} else if (b->k == CK_FALSE) {
@@ -424,11 +434,31 @@ static void cilium_workload(struct em *e, int w)
 		}
 	}
 	fprintf(e->o, "}\n");
-	if (muts > e->muts_max)
-		e->muts_max = muts;
-	if (muts > L7_MAX_SET)
-		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "workload %s: %d header edits (headerMatches actions) can apply to one "
-			"request; the data plane applies at most %d", k->name, muts, L7_MAX_SET);
+}
+
+static void cilium_workload(struct em *e, int w)
+{
+	struct ictx *x = e->x;
+	bool default_deny = false, any = false, ports = false;
+	for (int i = 0; i < x->npols; i++) {
+		const struct ipol *p = x->pols[i];
+		if (p->k != PK_CILIUM || !applies(p, &x->wls[w]))
+			continue;
+		any |= p->default_deny || p->ndeny || p->nmuts;
+		default_deny |= p->default_deny;
+		for (int a = 0; a < p->nallow; a++)
+			ports |= c_uses(p->allow[a], CK_PORT);
+		for (int a = 0; a < p->ndeny; a++)
+			ports |= c_uses(p->deny[a], CK_PORT);
+		for (int a = 0; a < p->nmuts; a++)
+			ports |= c_uses(p->muts[a].cond, CK_PORT);
+	}
+	if (!any)
+		return;
+	struct group *g = l7_alloc(x->a, sizeof(*g) * (size_t)(e->nsvcs + 1));
+	int ng = groups_of(e, NULL, w, false, ports, g);
+	for (int k = 0; k < ng; k++)
+		cilium_group(e, w, &g[k], default_deny);
 }
 
 /* A present token must be valid (PERMISSIVE), a valid one is required (STRICT), or neither
@@ -438,7 +468,7 @@ static void authn(struct em *e, int jwtset)
 	struct ictx *x = e->x;
 	const int *set = x->jwtsets[jwtset];
 	int n = x->njwtset[jwtset];
-	struct group g = { l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1)), 0, jwtset };
+	struct group g = { l7_alloc(x->a, sizeof(int) * (size_t)(e->nsvcs + 1)), 0, jwtset, 0 };
 	for (int s = 0; s < e->nsvcs; s++)
 		if (x->wls[e->svcs[s].w].jwtset == jwtset)
 			g.svcs[g.nsvcs++] = s;
@@ -452,9 +482,9 @@ static void authn(struct em *e, int jwtset)
 	struct cnode *valid_any = c_new(x, CK_OR);
 	for (int i = 0; i < n; i++)
 		valid_any = c_bin(x, CK_OR, valid_any, c_text(x, "%s.valid", x->jwts[set[i]].name));
-	valid_any = c_bind(x, valid_any, NULL, 0);
+	valid_any = c_bind(x, valid_any, NULL);
 	if (strict) {
-		guarded(e, "", c_bind(x, c_not(x, valid_any), NULL, 0), "failureMode STRICT: a valid token is required", "Deny(request, 401);");
+		guarded(e, "", c_bind(x, c_not(x, valid_any), NULL), "failureMode STRICT: a valid token is required", "Deny(request, 401);");
 	} else {
 		for (int i = 0; i < n; i++) {   /* per header, the first instance reading it */
 			const char *h = x->jwts[set[i]].header;
@@ -471,8 +501,8 @@ static void authn(struct em *e, int jwtset)
 				continue;
 			struct cnode *c = c_bin(x, CK_AND, c_text(x, "matches(request.header(%s), \"[Bb][Ee][Aa][Rr][Ee][Rr] +.*\")",
 								l7_quote(x, h, strlen(h))),
-						c_not(x, c_bind(x, valid, NULL, 0)));
-			guarded(e, "", c_bind(x, c, NULL, 0), xprintf(x, "a token in %s must be valid: 401 otherwise", h), "Deny(request, 401);");
+						c_not(x, c_bind(x, valid, NULL)));
+			guarded(e, "", c_bind(x, c, NULL), xprintf(x, "a token in %s must be valid: 401 otherwise", h), "Deny(request, 401);");
 		}
 	}
 	for (int i = 0; i < n; i++)
@@ -569,15 +599,18 @@ int emit(struct ictx *x, FILE *out)
 		l7_diag(x->d, L7_ERROR, (struct l7_loc){ 0 }, "the JWT keys are written next to the output: give -o FILE");
 	const char **addrs = l7_alloc(x->a, sizeof(char *) * (size_t)(x->nids + 1));
 	read_identities(&e, addrs);
-	e.allow_live = l7_alloc(x->a, sizeof(bool) * (size_t)(x->nwls + 1));
-	for (int w = 0; w < x->nwls; w++)
+	e.allow_live = l7_alloc(x->a, sizeof(bool) * (size_t)(e.nsvcs + 1));
+	for (int s = 0; s < e.nsvcs; s++) {
+		const struct klass *k = &x->wls[e.svcs[s].w];
+		struct group one = { &s, 1, k->jwtset, e.svcs[s].port };
 		for (int p = 0; p < x->npols; p++) {
 			const struct ipol *pp = x->pols[p];
-			if (pp->k != PK_ALLOW || pp->commented || !applies(pp, &x->wls[w]))
+			if (pp->k != PK_ALLOW || pp->commented || !applies(pp, k))
 				continue;
 			for (int r = 0; r < pp->nrules; r++)
-				e.allow_live[w] |= bind(&e, pp->rules[r].cond, x->wls[w].jwtset)->k != CK_FALSE;
+				e.allow_live[s] |= bind(&e, pp->rules[r].cond, &one)->k != CK_FALSE;
 		}
+	}
 	if (x->d->errors)
 		return 1;
 
@@ -646,7 +679,7 @@ int emit(struct ictx *x, FILE *out)
 	}
 	fprintf(o, "\n// Routes: each workload's requests go to its backend.\n");
 	for (int s = 0; s < e.nsvcs; s++) {
-		struct group g = { &s, 1, -1 };
+		struct group g = { &s, 1, -1, 0 };
 		policy_head(&e, "", ident(&e, "route", e.svcs[s].name, NULL), &g, false);
 		fprintf(o, "  Route(request, %s);\n}\n", e.svcs[s].backend);
 	}

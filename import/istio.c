@@ -237,7 +237,7 @@ static struct cnode *v_port(struct ictx *x, const struct ynode *n, const void *a
 		return NULL;
 	}
 	note_port(x, pa->p, (int)port);
-	return c_text(x, "request.port == %ld", port);
+	return c_port(x, (int)port, (int)port);
 }
 
 /* `key` and `notKey` of a mapping: (one of key) and (none of notKey). */
@@ -491,7 +491,7 @@ void istio_authz(struct ictx *x, const struct ynode *doc, const char *ns, const 
 		struct irule *r = &p->rules[p->nrules++];
 		r->cond = c;
 		r->comment = xprintf(x, "rules[%d] (%s)", i, where_of(x, rules[i]->loc));
-		r->uses_jwt = c_uses_jwt(c);
+		r->uses_jwt = c_uses(c, CK_CLAIM);
 	}
 }
 

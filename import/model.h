@@ -63,6 +63,7 @@ enum ckind {
 	CK_ANY_AUTH,                 /* the caller has an identity (Istio's principals: ["*"]) */
 	CK_CLAIM,                    /* a valid token's string claim `claim` matches (m, val) */
 	CK_JWT_VALID,                /* some Jwt instance of the workload accepts the token */
+	CK_PORT,                     /* the port the request came to is in lo..hi */
 };
 
 struct cnode {
@@ -73,6 +74,7 @@ struct cnode {
 	const struct lset *who;      /* CK_CALLER */
 	const char *claim, *val;     /* CK_CLAIM */
 	enum smatch m;
+	int lo, hi;                  /* CK_PORT */
 	const char *comment;         /* printed above it when the expression spans lines */
 };
 
@@ -198,9 +200,17 @@ struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const ch
 /* Istio's forms: "*" presence, "*x" suffix, "x*" prefix, else exact; *lit without the '*'. */
 enum smatch smatch_of(struct ictx *x, const char *pattern, const char **lit);
 struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci);
-/* Binds callers and JWT atoms (jwt: the Jwt instances, NULL/0 for none), folds constants. */
-struct cnode *c_bind(struct ictx *x, const struct cnode *c, const int *jwt, int njwt);
-bool c_uses_jwt(const struct cnode *c);
+/* What a condition is bound to where it is printed: the Jwt instances of its workloads (NULL/0:
+ * none), the one port of its services (0: several; request.port then tests it). */
+struct benv {
+	const int *jwt;
+	int njwt;
+	int port;
+};
+/* Binds callers, JWT atoms and ports, folds constants. */
+struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *env);
+bool c_uses(const struct cnode *c, enum ckind k);
+struct cnode *c_port(struct ictx *x, int lo, int hi);
 /* Prints a bound condition: one line if short, else broken at its && and ||. */
 void c_print(struct ictx *x, FILE *o, const struct cnode *c, int indent);
 

@@ -73,8 +73,9 @@ def handle(conn, name):
 
 
 def main():
-    port, name = int(sys.argv[1]), sys.argv[2]
-    s = listen(port)
+    host, _, port = sys.argv[1].rpartition(":")   # PORT, or ADDR:PORT (another loopback address)
+    s = listen(int(port), host or "127.0.0.1")
+    name = sys.argv[2]
     print("ready", flush=True)
     serve(s, handle, name)
 
