@@ -61,7 +61,9 @@ struct cnode *source_in(struct ictx *x, struct ynode **items, int n, const char 
 		return NULL;
 	if (!n)
 		return c_new(x, CK_FALSE);
-	return n == 1 ? c_text(x, "request.source in %s", list) : c_text(x, "request.source in [%s]", list);
+	if (n == 1)
+		return strchr(list, '/') ? c_text(x, "request.source in %s", list) : c_cmp(x, "request.source", true, list);
+	return c_text(x, "request.source in [%s]", list);
 }
 
 /* A selector (endpointSelector, fromEndpoints[]) as labels; ns: the namespace a namespaced
@@ -209,7 +211,7 @@ static struct cnode *regex_cond(struct ictx *x, const struct ynode *n, const cha
 	for (size_t i = 0; i < len; i++)
 		plain &= !strchr(".[](){}*+?|^$\\", lit[i]);
 	if (plain)
-		return c_text(x, "%s == %s", field, l7_quote(x, lit, len));
+		return c_cmp(x, field, true, l7_quote(x, lit, len));
 	return c_text(x, "matches(%s, %s)", field, l7_quote(x, re, strlen(re)));
 }
 
@@ -244,7 +246,7 @@ static void header_match(struct crule *r, const struct ynode *hm, struct cnode *
 	}
 	note_header(x, name, y_get(hm, "name")->loc);
 	const char *qn = l7_quote(x, name, strlen(name)), *qv = l7_quote(x, value, strlen(value));
-	struct cnode *match = *value ? c_text(x, "request.header(%s) == %s", qn, qv) : c_text(x, "request.has_header(%s)", qn);
+	struct cnode *match = *value ? c_cmp(x, xprintf(x, "request.header(%s)", qn), true, qv) : c_text(x, "request.has_header(%s)", qn);
 	if (!*mis) {   /* the rule requires the match */
 		*allow = c_bin(x, CK_AND, *allow, match);
 		return;
@@ -329,7 +331,7 @@ static struct cnode *http_rule(struct crule *r, const struct ynode *h, struct cn
 		}
 		note_header(x, name, hs[i]->loc);
 		const char *qn = l7_quote(x, name, nl);
-		c = c_bin(x, CK_AND, c, sp ? c_text(x, "request.header(%s) == %s", qn, l7_quote(x, sp + 1, strlen(sp + 1)))
+		c = c_bin(x, CK_AND, c, sp ? c_cmp(x, xprintf(x, "request.header(%s)", qn), true, l7_quote(x, sp + 1, strlen(sp + 1)))
 					   : c_text(x, "request.has_header(%s)", qn));
 	}
 	struct cnode *base = c_bin(x, CK_AND, peer_port, c);

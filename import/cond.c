@@ -27,6 +27,13 @@ struct cnode *c_text(struct ictx *x, const char *fmt, ...)
 	return c;
 }
 
+struct cnode *c_cmp(struct ictx *x, const char *lhs, bool eq, const char *rhs)
+{
+	struct cnode *c = c_text(x, "%s %s %s", lhs, eq ? "==" : "!=", rhs);
+	c->negated = xprintf(x, "%s %s %s", lhs, eq ? "!=" : "==", rhs);
+	return c;
+}
+
 static void push(struct ictx *x, struct cnode *p, struct cnode *c)
 {
 	struct cnode **a = l7_alloc(x->a, sizeof(*a) * (size_t)(p->n + 1));
@@ -127,10 +134,10 @@ enum smatch smatch_of(struct ictx *x, const char *v, const char **lit)
 struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const char *v, bool ci)
 {
 	if (m == SM_PRESENT)
-		return c_text(x, "%s != \"\"", field);
+		return c_cmp(x, field, false, "\"\"");
 	size_t n = strlen(v);
 	if (!ci && m == SM_EXACT)
-		return c_text(x, "%s == %s", field, l7_quote(x, v, n));
+		return c_cmp(x, field, true, l7_quote(x, v, n));
 	if (!ci && m == SM_PREFIX)
 		return c_text(x, "starts_with(%s, %s)", field, l7_quote(x, v, n));
 	const char *re = re_literal(x, v, ci);
@@ -219,12 +226,23 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *e
 				hits++;
 			}
 		r = !hits ? c_new(x, CK_FALSE)
-		  : hits == 1 ? c_text(x, "request.caller == %s", list) : c_text(x, "request.caller in [%s]", list);
+		  : hits == x->nids && hits > 1 ? c_cmp(x, "request.caller", false, "external")
+		  : hits == 1 ? c_cmp(x, "request.caller", true, list) : c_text(x, "request.caller in [%s]", list);
 		break;
 	}
-	case CK_ANY_AUTH:
-		r = x->nids ? c_text(x, "request.caller != external") : c_new(x, CK_FALSE);
+	case CK_ANY_AUTH: {   /* any identity; namespaces ["*"] (c->m): one with a namespace */
+		const char *list = "";
+		int hits = 0;
+		for (int i = 0; i < x->nids; i++)
+			if (!c->m || !lset_get(x->ids[i].l, PRINCIPAL_KEY)) {
+				list = xprintf(x, "%s%s%s", list, hits ? ", " : "", x->ids[i].name);
+				hits++;
+			}
+		r = !hits ? c_new(x, CK_FALSE)
+		  : hits == x->nids ? c_cmp(x, "request.caller", false, "external")
+		  : hits == 1 ? c_cmp(x, "request.caller", true, list) : c_text(x, "request.caller in [%s]", list);
 		break;
+	}
 	case CK_CLAIM:
 	case CK_JWT_VALID:
 		r = c_new(x, CK_OR);
@@ -268,6 +286,7 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *e
 	default:
 		r = c_new(x, c->k);
 		r->text = c->text;
+		r->negated = c->negated;
 		break;
 	}
 	if (c->comment && !r->comment)
@@ -292,6 +311,8 @@ static const char *flat(struct ictx *x, const struct cnode *c)
 	case CK_TEXT: return c->text;
 	case CK_NOT: {
 		const struct cnode *a = c->a[0];
+		if (a->k == CK_TEXT && a->negated)
+			return a->negated;
 		bool simple = a->k == CK_TEXT && !strchr(a->text, ' ');
 		return xprintf(x, simple ? "!%s" : "!(%s)", flat(x, a));
 	}

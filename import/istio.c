@@ -52,7 +52,9 @@ static struct cnode *principal(struct ictx *x, const struct ynode *n, bool ns_on
 		return NULL;
 	if (!strcmp(v, "*")) {
 		x->any_auth = true;
-		return c_new(x, CK_ANY_AUTH);
+		struct cnode *c = c_new(x, CK_ANY_AUTH);
+		c->m = ns_only;   /* a namespace: not the callers of a principal outside SPIFFE's form */
+		return c;
 	}
 	const char *k[3], *val[3];
 	int nk = 0;
@@ -88,8 +90,10 @@ static struct cnode *principal(struct ictx *x, const struct ynode *n, bool ns_on
 			spiffe = (np == 3 && !strcmp(part[1], "sa") && *part[2]) ||
 				 (np == 5 && !strcmp(part[1], "ns") && *part[2] && !strcmp(part[3], "sa") && *part[4]);
 		if (spiffe && !suf) {
-			k[nk] = TD_KEY;
-			val[nk++] = part[0];
+			if (strcmp(part[0], "cluster.local")) {   /* Istio's default trust domain: every caller's */
+				k[nk] = TD_KEY;
+				val[nk++] = part[0];
+			}
 			if (np >= 4) {
 				k[nk] = NS_KEY;
 				val[nk++] = part[2];

@@ -87,8 +87,15 @@ bool lset_sub(const struct lset *small, const struct lset *big)
 	return true;
 }
 
+/* One pod can carry both: no key with two values, and no principal outside SPIFFE's form next
+ * to a namespace or a service account (Istio's namespace comes from the SPIFFE principal). */
 static bool compatible(const struct lset *a, const struct lset *b)
 {
+	for (int side = 0; side < 2; side++) {
+		const struct lset *p = side ? b : a, *q = side ? a : b;
+		if (lset_get(p, PRINCIPAL_KEY) && (lset_get(q, NS_KEY) || lset_get(q, SA_KEY) || lset_get(q, TD_KEY)))
+			return false;
+	}
 	for (int i = 0; i < a->n; i++) {
 		const char *v = lset_get(b, a->k[i]);
 		if (v && strcmp(v, a->v[i]))

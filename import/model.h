@@ -29,7 +29,7 @@ enum fobject {
 
 #define NS_KEY "io.kubernetes.pod.namespace"
 #define SA_KEY "io.cilium.k8s.policy.serviceaccount"
-#define TD_KEY "spiffe.trust-domain"          /* of an Istio principal */
+#define TD_KEY "spiffe.trust-domain"          /* of an Istio principal, when not cluster.local */
 #define PRINCIPAL_KEY "istio.principal"       /* a principal not in SPIFFE form */
 
 struct lset {
@@ -60,7 +60,8 @@ enum ckind {
 	CK_TRUE, CK_FALSE, CK_AND, CK_OR, CK_NOT,
 	CK_TEXT,                     /* a .l7 condition, as written */
 	CK_CALLER,                   /* the caller's labels include `who` */
-	CK_ANY_AUTH,                 /* the caller has an identity (Istio's principals: ["*"]) */
+	CK_ANY_AUTH,                 /* the caller has an identity (Istio's principals: ["*"]); m set:
+	                              * one with a namespace (namespaces: ["*"]) */
 	CK_CLAIM,                    /* a valid token's string claim `claim` matches (m, val) */
 	CK_JWT_VALID,                /* some Jwt instance of the workload accepts the token */
 	CK_PORT,                     /* the port the request came to is in lo..hi */
@@ -71,6 +72,7 @@ struct cnode {
 	struct cnode **a;
 	int n;
 	const char *text;            /* CK_TEXT */
+	const char *negated;         /* CK_TEXT of a == or != compare: its opposite */
 	const struct lset *who;      /* CK_CALLER */
 	const char *claim, *val;     /* CK_CLAIM */
 	enum smatch m;
@@ -188,6 +190,8 @@ const char *class_desc(struct ictx *x, const struct lset *l);
 
 struct cnode *c_new(struct ictx *x, enum ckind k);
 struct cnode *c_text(struct ictx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* lhs == rhs (eq) or lhs != rhs, which prints negated as the other */
+struct cnode *c_cmp(struct ictx *x, const char *lhs, bool eq, const char *rhs);
 struct cnode *c_bin(struct ictx *x, enum ckind k, struct cnode *a, struct cnode *b);   /* AND, OR (n-ary) */
 struct cnode *c_not(struct ictx *x, struct cnode *a);
 struct cnode *c_caller(struct ictx *x, const struct lset *who);
