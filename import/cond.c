@@ -154,7 +154,7 @@ struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bo
 
 bool c_uses(const struct cnode *c, enum ckind k)
 {
-	if (c->k == k || (k == CK_CLAIM && c->k == CK_JWT_VALID))
+	if (c->k == k || (k == CK_CLAIM && (c->k == CK_JWT_VALID || c->k == CK_REQP)))
 		return true;
 	for (int i = 0; i < c->n; i++)
 		if (c_uses(c->a[i], k))
@@ -252,6 +252,22 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *e
 				push(x, r, c_text(x, "%s.valid", inst));
 				continue;
 			}
+			/* a valid token's iss is the instance's issuer: decided here, no claim read */
+			const char *iss = x->jwts[jwt[i]].issuer;
+			if (!strcmp(c->claim, "iss") && iss) {
+				size_t il = strlen(iss), vl = strlen(c->val);
+				bool hit = c->m == SM_PRESENT ? il > 0
+					 : c->m == SM_EXACT ? !strcmp(iss, c->val)
+					 : c->m == SM_PREFIX ? il >= vl && !strncmp(iss, c->val, vl)
+							     : il >= vl && !strcmp(iss + il - vl, c->val);
+				if (hit)
+					push(x, r, c_text(x, "%s.valid", inst));
+				continue;
+			}
+			if (c->m == SM_SUFFIX && !*c->val) {   /* ends with "": any value (present is implied below) */
+				push(x, r, c_text(x, "%s.valid", inst));
+				continue;
+			}
 			const char *pairname = xprintf(x, "%s.%s", inst, c->claim);
 			bool seen = !x->count_claims;
 			for (int k = 0; k < x->nclaim_names && !seen; k++)
@@ -265,6 +281,43 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *e
 			}
 			push(x, r, c_match(x, xprintf(x, "%s.claim(%s)", inst, l7_quote(x, c->claim, strlen(c->claim))), c->m,
 						   c->val, false));
+		}
+		r = fold(x, r);
+		break;
+	case CK_REQP:   /* ISS/SUB, ISS the instance's issuer: a compare of its sub claim at most */
+		r = c_new(x, CK_OR);
+		for (int i = 0; i < njwt; i++) {
+			const char *inst = x->jwts[jwt[i]].name, *iss = x->jwts[jwt[i]].issuer, *v = c->val;
+			size_t il = strlen(iss), vl = strlen(v);
+			struct cnode *sub = c_new(x, CK_CLAIM);
+			sub->claim = "sub";
+			sub->m = SM_PRESENT;
+			sub->val = "";
+			if (c->m == SM_EXACT || c->m == SM_PREFIX) {
+				if (c->m == SM_PREFIX && il >= vl && !strncmp(iss, v, vl))
+					;   /* ISS itself starts with it: any sub */
+				else if (vl > il && !strncmp(iss, v, il) && v[il] == '/' && (v[il + 1] || c->m == SM_PREFIX))
+					sub->m = c->m, sub->val = v + il + 1;
+				else
+					continue;
+				if (sub->m == SM_PREFIX && !*sub->val)
+					sub->m = SM_PRESENT;
+			} else if (c->m == SM_SUFFIX) {   /* SUB ends with it, or it is T/SUB with ISS ending in T */
+				struct cnode *any = c_new(x, CK_OR);
+				struct cnode *ends = c_new(x, CK_CLAIM);
+				*ends = (struct cnode){ .k = CK_CLAIM, .claim = "sub", .m = *v ? SM_SUFFIX : SM_PRESENT, .val = v };
+				push(x, any, ends);
+				for (size_t k = 0; k < vl; k++)
+					if (v[k] == '/' && il >= k && !strncmp(iss + il - k, v, k) && v[k + 1]) {
+						struct cnode *eq = c_new(x, CK_CLAIM);
+						*eq = (struct cnode){ .k = CK_CLAIM, .claim = "sub", .m = SM_EXACT, .val = v + k + 1 };
+						push(x, any, eq);
+					}
+				sub = any;
+			}
+			struct benv one = { &jwt[i], 1, env->port };
+			push(x, r, c_bind(x, sub, &one));
+			(void)inst;
 		}
 		r = fold(x, r);
 		break;

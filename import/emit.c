@@ -463,6 +463,26 @@ static void cilium_workload(struct em *e, int w)
 
 /* A present token must be valid (PERMISSIVE), a valid one is required (STRICT), or neither
  * (IGNORE); a valid token is not forwarded unless forwardOriginalToken. */
+/* Instance j accepts the token: its signature, times, issuer and audience; more than one
+ * audience: its aud claim is one of them. */
+static struct cnode *valid_of(struct em *e, int j)
+{
+	struct ictx *x = e->x;
+	struct cnode *v = c_text(x, "%s.valid", x->jwts[j].name);
+	if (!x->jwts[j].nauds)
+		return v;
+	struct cnode *any = c_new(x, CK_OR);
+	for (int a = 0; a < x->jwts[j].nauds; a++) {
+		struct cnode *c = c_new(x, CK_CLAIM);
+		c->claim = "aud";
+		c->m = SM_EXACT;
+		c->val = x->jwts[j].auds[a];
+		any = c_bin(x, CK_OR, any, c);
+	}
+	struct benv one = { &j, 1, 0 };
+	return c_bind(x, any, &one);   /* a claim compare implies the valid token */
+}
+
 static void authn(struct em *e, int jwtset)
 {
 	struct ictx *x = e->x;
@@ -476,40 +496,61 @@ static void authn(struct em *e, int jwtset)
 	for (int i = 0; i < n; i++)
 		fprintf(e->o, "//   %s: %s\n", x->jwts[set[i]].name, x->jwts[set[i]].source);
 	policy_head(e, "", ident(e, "authn", x->wls[e->svcs[g.svcs[0]].w].name, NULL), &g, true);
+	/* per header (the first instance reading it stands for all of them): valid, or refused when
+	 * present (PERMISSIVE) or always (STRICT), unless an IGNORE rule reads it; each token read
+	 * once on every path (the verifier walks the check at each place it is written) */
 	bool strict = false;
 	for (int i = 0; i < n; i++)
 		strict |= x->jwts[set[i]].failure == 2;
-	struct cnode *valid_any = c_new(x, CK_OR);
-	for (int i = 0; i < n; i++)
-		valid_any = c_bin(x, CK_OR, valid_any, c_text(x, "%s.valid", x->jwts[set[i]].name));
-	valid_any = c_bind(x, valid_any, NULL);
-	if (strict) {
-		guarded(e, "", c_bind(x, c_not(x, valid_any), NULL), "failureMode STRICT: a valid token is required", "Deny(request, 401);");
-	} else {
-		for (int i = 0; i < n; i++) {   /* per header, the first instance reading it */
-			const char *h = x->jwts[set[i]].header;
-			bool first = true, ignore = false;
-			struct cnode *valid = c_new(x, CK_OR);
-			for (int j = 0; j < n; j++) {
-				if (strcasecmp(x->jwts[set[j]].header, h))
-					continue;
-				first &= j >= i;
-				ignore |= x->jwts[set[j]].failure == 1;
-				valid = c_bin(x, CK_OR, valid, c_text(x, "%s.valid", x->jwts[set[j]].name));
-			}
-			if (!first || ignore)
+	bool headers_differ = false;
+	for (int i = 1; i < n; i++)
+		headers_differ |= strcasecmp(x->jwts[set[i]].header, x->jwts[set[0]].header) != 0;
+	for (int i = 0; i < n; i++) {
+		const char *h = x->jwts[set[i]].header;
+		bool first = true, ignore = false, forward = true;
+		struct cnode *valid = c_new(x, CK_OR);
+		for (int j = 0; j < n; j++) {
+			if (strcasecmp(x->jwts[set[j]].header, h))
 				continue;
-			struct cnode *c = c_bin(x, CK_AND, c_text(x, "matches(request.header(%s), \"[Bb][Ee][Aa][Rr][Ee][Rr] +.*\")",
-								l7_quote(x, h, strlen(h))),
-						c_not(x, c_bind(x, valid, NULL)));
-			guarded(e, "", c_bind(x, c, NULL), xprintf(x, "a token in %s must be valid: 401 otherwise", h), "Deny(request, 401);");
+			first &= j >= i;
+			ignore |= x->jwts[set[j]].failure == 1;
+			forward &= x->jwts[set[j]].forward;
+			valid = c_bin(x, CK_OR, valid, valid_of(e, set[j]));
+		}
+		if (!first)
+			continue;
+		valid = c_bind(x, valid, NULL);
+		const char *qh = l7_quote(x, h, strlen(h));
+		struct cnode *present = c_text(x, "matches(request.header(%s), \"[Bb][Ee][Aa][Rr][Ee][Rr] +.*\")", qh);
+		const char *refuse = ignore ? NULL : "Deny(request, 401);";
+		bool always = strict && !headers_differ;   /* STRICT with one header: no token is refused too */
+		fprintf(e->o, "  // the token in %s: %s%s\n", h, ignore ? "never refused (IGNORE)" : always ? "required and valid (STRICT), "
+			"401 otherwise" : "valid when present, 401 otherwise", forward ? "" : "; the upstream does not get it "
+			"(forwardOriginalToken false)");
+		const char *rm = forward ? NULL : xprintf(x, "RemoveHeader(request, %s);", qh);
+		if (rm) {
+			fprintf(e->o, "  if (");
+			c_print(x, e->o, valid, 6);
+			fprintf(e->o, ") {\n    %s\n  }", rm);
+			if (refuse) {
+				fprintf(e->o, " else ");
+				if (always)
+					fprintf(e->o, "{\n    %s\n  }\n", refuse);
+				else
+					fprintf(e->o, "if (%s) {\n    %s\n  }\n", present->text, refuse);
+			} else {
+				fputc('\n', e->o);
+			}
+		} else if (refuse) {
+			guarded(e, "", c_bind(x, always ? c_not(x, valid) : c_bin(x, CK_AND, present, c_not(x, valid)), NULL), NULL, refuse);
 		}
 	}
-	for (int i = 0; i < n; i++)
-		if (!x->jwts[set[i]].forward)
-			guarded(e, "", c_text(x, "%s.valid", x->jwts[set[i]].name),
-				i ? NULL : "forwardOriginalToken false: the upstream does not get the token",
-				xprintf(x, "RemoveHeader(request, %s);", l7_quote(x, x->jwts[set[i]].header, strlen(x->jwts[set[i]].header))));
+	if (strict && headers_differ) {   /* STRICT over several headers: some token must be valid */
+		struct cnode *any = c_new(x, CK_OR);
+		for (int i = 0; i < n; i++)
+			any = c_bin(x, CK_OR, any, valid_of(e, set[i]));
+		guarded(e, "", c_bind(x, c_not(x, any), NULL), "failureMode STRICT: a valid token is required", "Deny(request, 401);");
+	}
 	fprintf(e->o, "}\n");
 }
 

@@ -134,36 +134,16 @@ static struct cnode *claim(struct ictx *x, const char *name, enum smatch m, cons
 	return c;
 }
 
+/* request.auth.principal "ISS/SUB" of a valid token: bound per Jwt instance, whose issuer is
+ * known, to compares of its sub claim (cond.c). */
 static struct cnode *request_principal(struct ictx *x, const struct ynode *n)
 {
 	const char *v = y_str(x, n, "a request principal");
 	if (!v)
 		return NULL;
-	const char *lit;
-	enum smatch m = smatch_of(x, v, &lit);
-	struct cnode *both = c_bin(x, CK_AND, claim(x, "iss", SM_PRESENT, ""), claim(x, "sub", SM_PRESENT, ""));
-	struct cnode *any = c_new(x, CK_OR);
-	size_t len = strlen(lit);
-	if (m == SM_PRESENT)
-		return both;
-	if (m == SM_PREFIX)   /* iss/sub starts with lit: iss does, or iss is lit up to a '/' */
-		any = c_bin(x, CK_OR, any, claim(x, "iss", SM_PREFIX, lit));
-	if (m == SM_SUFFIX)   /* iss/sub ends with lit: sub does, or sub is lit after a '/' */
-		any = c_bin(x, CK_OR, any, claim(x, "sub", SM_SUFFIX, lit));
-	for (size_t i = 0; i < len; i++) {
-		if (lit[i] != '/')
-			continue;
-		const char *iss = l7_strndup(x->a, lit, i), *sub = lit + i + 1;
-		struct cnode *c;
-		if (m == SM_EXACT)
-			c = c_bin(x, CK_AND, claim(x, "iss", SM_EXACT, iss), claim(x, "sub", SM_EXACT, sub));
-		else if (m == SM_PREFIX)
-			c = c_bin(x, CK_AND, claim(x, "iss", SM_EXACT, iss), claim(x, "sub", SM_PREFIX, sub));
-		else
-			c = c_bin(x, CK_AND, claim(x, "iss", SM_SUFFIX, iss), claim(x, "sub", SM_EXACT, sub));
-		any = c_bin(x, CK_OR, any, c);
-	}
-	return c_bin(x, CK_AND, both, any);
+	struct cnode *c = c_new(x, CK_REQP);
+	c->m = smatch_of(x, v, &c->val);
+	return c;
 }
 
 typedef struct cnode *(*value_fn)(struct ictx *x, const struct ynode *n, const void *arg);
@@ -657,30 +637,37 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 			continue;
 		int na;
 		struct ynode **auds = y_list(x, y_get(r, "audiences"), "audiences", &na);
-		for (int k = 0; k < nk; k++)
-			for (int a = 0; a < (na ? na : 1); a++) {
-				const char *aud = na ? y_str(x, auds[a], "an audience") : NULL;
-				if (na && !aud)
-					continue;
-				struct jwt *j = l7_alloc(x->a, sizeof(*j) * (size_t)(x->njwts + 1));
-				if (x->njwts)
-					memcpy(j, x->jwts, sizeof(*j) * (size_t)x->njwts);
-				x->jwts = j;
-				j = &x->jwts[x->njwts];
-				j->issuer = iss;
-				j->audience = aud;
-				j->header = header;
-				j->key = keys[k];
-				j->key_len = lens[k];
-				j->failure = failure;
-				j->forward = forward;
-				j->source = xprintf(x, "%s jwtRules[%d] (%s)%s", p->title, i, where_of(x, r->loc),
-						    nk > 1 ? xprintf(x, " key %d", k) : "");
-				int *js = l7_alloc(x->a, sizeof(int) * (size_t)(p->njwts + 1));
-				if (p->njwts)
-					memcpy(js, p->jwts, sizeof(int) * (size_t)p->njwts);
-				js[p->njwts++] = x->njwts++;
-				p->jwts = js;
-			}
+		const char **aud = l7_alloc(x->a, sizeof(char *) * (size_t)(na + 1));
+		bool auds_ok = true;
+		for (int a = 0; a < na; a++)
+			auds_ok &= (aud[a] = y_str(x, auds[a], "an audience")) != NULL;
+		if (!auds_ok)
+			continue;
+		if (na > 1)
+			l7_diag(x->d, L7_WARNING, y_key(r, "audiences")->loc, "audiences: with more than one, l7c compares the aud claim "
+				"when it is a string; a token whose aud is a list is refused (401)");
+		for (int k = 0; k < nk; k++) {   /* one instance per key: claims are read from it */
+			struct jwt *j = l7_alloc(x->a, sizeof(*j) * (size_t)(x->njwts + 1));
+			if (x->njwts)
+				memcpy(j, x->jwts, sizeof(*j) * (size_t)x->njwts);
+			x->jwts = j;
+			j = &x->jwts[x->njwts];
+			j->issuer = iss;
+			j->audience = na == 1 ? aud[0] : NULL;
+			j->auds = na > 1 ? aud : NULL;
+			j->nauds = na > 1 ? na : 0;
+			j->header = header;
+			j->key = keys[k];
+			j->key_len = lens[k];
+			j->failure = failure;
+			j->forward = forward;
+			j->source = xprintf(x, "%s jwtRules[%d] (%s)%s", p->title, i, where_of(x, r->loc),
+					    nk > 1 ? xprintf(x, " key %d", k) : "");
+			int *js = l7_alloc(x->a, sizeof(int) * (size_t)(p->njwts + 1));
+			if (p->njwts)
+				memcpy(js, p->jwts, sizeof(int) * (size_t)p->njwts);
+			js[p->njwts++] = x->njwts++;
+			p->jwts = js;
+		}
 	}
 }

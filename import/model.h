@@ -65,6 +65,7 @@ enum ckind {
 	CK_CLAIM,                    /* a valid token's string claim `claim` matches (m, val) */
 	CK_JWT_VALID,                /* some Jwt instance of the workload accepts the token */
 	CK_PORT,                     /* the port the request came to is in lo..hi */
+	CK_REQP,                     /* the request principal ISS/SUB of a valid token matches (m, val) */
 };
 
 struct cnode {
@@ -97,8 +98,10 @@ struct irule {
 	bool uses_jwt;
 };
 
-struct jwt {                     /* one Jwt instance */
+struct jwt {                     /* one Jwt instance: a key of a JWT rule */
 	const char *name, *key_file, *issuer, *audience, *header;
+	const char **auds;           /* more than one audience: the aud claim must be one of them */
+	int nauds;
 	const unsigned char *key;
 	size_t key_len;
 	const char *source;          /* comment: RequestAuthentication ns/name rules[i] */

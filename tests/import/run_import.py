@@ -11,8 +11,9 @@ A case is YAML with comment lines that say what must happen:
   # expect: LINE:COL: SEVERITY: MESSAGE  the diagnostics, in order, exactly (file: the case;
   #                                      `l7c: SEVERITY: MESSAGE` for those with no position)
   # compile-warning: TEXT                a warning l7c prints compiling the output (contains TEXT)
+  # compile-args: --budget=N             options of that compile
   # test: [from IDENTITY|IP] [to SERVICE] METHOD TARGET [H:name:value]... [host:HOST]
-  #       [jwt|jwt-badsig|jwt-expired|jwt-alg-none:CLAIMS] -> STATUS [UPSTREAM] [+name:value]...
+  #       [jwt|jwt-badsig|jwt-expired|jwt-alg-none[@JWT]:CLAIMS] -> STATUS [UPSTREAM] [+name:value]...
   #       [-name[:value]]...                the backend sees that line; no line of the name (or not
   #                                      that one)
   #                                      one row of the decision table: STATUS from the evaluator
@@ -78,37 +79,40 @@ def parse_row(row):
             headers.append((name, value.replace("%20", " ")))
         elif tok.startswith("host:"):
             host = tok[5:]
-        elif tok.startswith("jwt"):
+        elif tok.startswith("jwt"):   # jwt[@INSTANCE]: signed for that Jwt instance (default the first)
             kind, _, claims = tok.partition(":")
-            jwt = (kind, json.loads(claims))
+            kind, _, inst = kind.partition("@")
+            jwt = (kind, json.loads(claims), inst)
         else:
             raise ValueError("bad token %r in %s" % (tok, row))
     return src, svc, method, target, headers, host, jwt, expect.split()
 
 
 def jwt_of(l7text, outdir):
-    """(key, issuer, audience) of the first Jwt instance of the output."""
-    m = re.search(r'^Jwt \S+ \{ key_file = "([^"]+)"; issuer = "([^"]*)";(?: audience = "([^"]*)";)?', l7text, re.M)
-    if not m:
-        return None
-    key = open(os.path.join(outdir, m.group(1)), "rb").read()
-    key = key[:-1] if key.endswith(b"\n") else key
-    key = key[:-1] if key.endswith(b"\r") else key
-    return key, m.group(2), m.group(3)
+    """{instance: (key, issuer, audience, header)} of the output's Jwt instances, and the first's name."""
+    out, first = {}, None
+    for m in re.finditer(r'^Jwt (\S+) \{ key_file = "([^"]+)"; issuer = "([^"]*)";(?: audience = "([^"]*)";)?(?: header = "([^"]*)";)?',
+                         l7text, re.M):
+        key = open(os.path.join(outdir, m.group(2)), "rb").read()
+        key = key[:-1] if key.endswith(b"\n") else key
+        key = key[:-1] if key.endswith(b"\r") else key
+        out[m.group(1)] = (key, m.group(3), m.group(4), m.group(5) or "Authorization")
+        first = first or m.group(1)
+    return out, first
 
 
 def request_bytes(method, target, headers, host, jwt, keyinfo):
     hs = list(headers)
     if jwt:
-        kind, claims = jwt
-        key, iss, aud = keyinfo
+        kind, claims, inst = jwt
+        key, iss, aud, header = keyinfo[0][inst or keyinfo[1]]
         body = dict(claims)
         body.setdefault("iss", iss)
         if aud:
             body.setdefault("aud", aud)
         body.setdefault("exp", int(time.time()) + (-600 if kind == "jwt-expired" else 600))
         tok = jwt_token(key, body, alg="none" if kind == "jwt-alg-none" else "HS256", flip=kind == "jwt-badsig")
-        hs.append(("Authorization", "Bearer " + tok))
+        hs.append((header, "Bearer " + tok))
     req = "%s %s HTTP/1.1\r\nHost: %s\r\n" % (method, target, host)
     req += "".join("%s: %s\r\n" % h for h in hs)
     if method in ("POST", "PUT", "PATCH"):
@@ -165,7 +169,7 @@ def run(work, pin):
     print(l7text)
     # the output compiles, with only the warnings the case names
     obj = os.path.join(work, "policy.o")
-    c = subprocess.run([L7C, out, "-o", obj], capture_output=True, text=True)
+    c = subprocess.run([L7C] + " ".join(lines("compile-args")).split() + [out, "-o", obj], capture_output=True, text=True)
     check(c.returncode == 0, "%s: the output compiles (l7c exit %d)\n%s" % (NAME, c.returncode, c.stderr[-3000:]))
     warns = [l for l in c.stderr.splitlines() if ": warning: " in l]
     want = lines("compile-warning")
