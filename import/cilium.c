@@ -336,9 +336,11 @@ static struct cnode *http_rule(struct crule *r, const struct ynode *h, struct cn
 	}
 	struct cnode *base = c_bin(x, CK_AND, peer_port, c);
 	struct ynode **hm = y_list(x, y_get(h, "headerMatches"), "headerMatches", &n);
-	for (int i = 0; i < n && ok; i++) {
-		header_match(r, hm[i], base, &c, xprintf(x, "%s headerMatches[%d]", what, i));
-		ok &= c != NULL;
+	for (int i = 0; i < n; i++) {   /* each reported, even after an error */
+		struct cnode *cc = c;
+		header_match(r, hm[i], base, &cc, xprintf(x, "%s headerMatches[%d]", what, i));
+		ok &= cc != NULL;
+		c = cc ? cc : c;
 	}
 	return ok ? c : NULL;
 }
@@ -488,7 +490,7 @@ static void cilium_rule(struct ictx *x, const struct ynode *rule, const char *ki
 	const struct ynode *es = y_get(rule, "endpointSelector");
 	if (!es) {
 		if (!y_get(rule, "nodeSelector"))
-			l7_diag(x->d, L7_ERROR, rule->loc, "%s has no endpointSelector", what);
+			l7_diag(x->d, L7_ERROR, rule->loc, "%s has no endpointSelector", *what ? "this rule of specs" : "this rule");
 		return;
 	}
 	struct lset *target = selector(x, es, ns, "endpointSelector");

@@ -428,7 +428,7 @@ static void cilium_group(struct em *e, int w, const struct group *g, bool defaul
 				fprintf(e->o, "  // %s\n", b->comment ? b->comment : "the allow-list");
 				b->comment = NULL;
 			}
-			fprintf(e->o, "  if (!(");
+			fprintf(e->o, b->n && b->a[0]->comment ? "  if (!(\n        " : "  if (!(");   /* a comment on a line of its own */
 			c_print(x, e->o, b, 8);
 			fprintf(e->o, ")) {\n    Deny(request, 403);\n  }\n");
 		}

@@ -67,8 +67,8 @@ static const char *const istio_kinds[] = { "AuthorizationPolicy", "RequestAuthen
 
 static void object(struct ictx *x, const struct ynode *doc, int depth)
 {
-	if (y_is_null(doc))
-		return;
+	if (!doc || y_is_null(doc))
+		return;   /* refused while read (reported), or empty */
 	if (doc->kind != Y_MAP) {
 		l7_diag(x->d, L7_ERROR, doc->loc, "expected an object (a mapping with apiVersion, kind, metadata, spec)");
 		return;
@@ -126,17 +126,15 @@ static void object(struct ictx *x, const struct ynode *doc, int depth)
 		istio_authn(x, doc, ns, name);
 }
 
+static void each_object(void *ctx, const struct ynode *root) { object(ctx, root, 0); }
+
 int l7_import(const struct l7_import_opts *o, struct l7_source *const *srcs, int nsrcs, FILE *out, struct l7_diags *d)
 {
 	struct l7_arena *arena = NULL;
 	struct ictx x = { .a = &arena, .d = d, .o = o };
 	int errors = d->errors;
-	for (int f = 0; f < nsrcs; f++) {
-		struct ydoc *docs;
-		int n = y_load(&arena, srcs[f], &docs, d);
-		for (int i = 0; i < n; i++)
-			object(&x, docs[i].root, 0);
-	}
+	for (int f = 0; f < nsrcs; f++)
+		y_each(&arena, srcs[f], d, each_object, &x);
 	int rc = 1;
 	if (d->errors == errors)
 		rc = emit(&x, out);

@@ -156,13 +156,14 @@ static struct cnode *one_of(struct ictx *x, const struct ynode *list, const char
 	if (list && !it && !y_is_null(list))
 		return NULL;
 	struct cnode *c = c_new(x, CK_OR);
+	bool ok = true;
 	for (int i = 0; i < n; i++) {
 		struct cnode *v = f(x, it[i], arg);
-		if (!v)
-			return NULL;
-		c = c_bin(x, CK_OR, c, v);
+		ok &= v != NULL;
+		if (v)
+			c = c_bin(x, CK_OR, c, v);
 	}
-	return c;
+	return ok ? c : NULL;
 }
 
 static struct cnode *v_principal(struct ictx *x, const struct ynode *n, const void *arg)
@@ -231,21 +232,20 @@ static struct cnode *pair(struct ictx *x, const struct ynode *m, const char *key
 	char notkey[64];
 	snprintf(notkey, sizeof notkey, "not%c%s", key[0] & ~32, key + 1);
 	const struct ynode *yes = y_get(m, key), *no = y_get(m, notkey);
-	if (!acc)
-		return NULL;
+	bool ok = acc != NULL;   /* a field after a bad one is still read, for its own errors */
 	if (yes) {
 		struct cnode *c = one_of(x, yes, key, f, arg);
-		if (!c)
-			return NULL;
-		acc = c_bin(x, CK_AND, acc, c);
+		ok &= c != NULL;
+		if (ok)
+			acc = c_bin(x, CK_AND, acc, c);
 	}
 	if (no) {
 		struct cnode *c = one_of(x, no, notkey, f, arg);
-		if (!c)
-			return NULL;
-		acc = c_bin(x, CK_AND, acc, c_not(x, c));
+		ok &= c != NULL;
+		if (ok)
+			acc = c_bin(x, CK_AND, acc, c_not(x, c));
 	}
-	return acc;
+	return ok ? acc : NULL;
 }
 
 static void remote_warning(struct ictx *x, const struct ynode *m, const char *key)
@@ -337,7 +337,7 @@ static struct cnode *condition(struct ictx *x, struct ipol *p, const struct ynod
 	} else if (!strncmp(pat, "request.auth.claims", 19) || !strcmp(key, "request.auth.audiences") ||
 		   !strcmp(key, "request.auth.presenter")) {
 		if (inner && (strchr(inner, '[') || strchr(inner, ']'))) {
-			l7_diag(x->d, L7_ERROR, kn->loc, "nested claim '%s': only top-level string claims are read", inner);
+			l7_diag(x->d, L7_ERROR, kn->loc, "nested claim in '%s': only top-level string claims are read", key);
 			return NULL;
 		}
 		f = v_claim;
@@ -389,6 +389,7 @@ static struct cnode *rule(struct ictx *x, struct ipol *p, const struct ynode *r)
 		return NULL;
 	struct cnode *c = c_new(x, CK_AND);
 	int n;
+	bool ok = true;   /* every part is read, for all of its errors */
 	static const char *const parts[] = { "from", "to" };
 	for (int k = 0; k < 2; k++) {
 		struct ynode **it = y_list(x, y_get(r, parts[k]), parts[k], &n);
@@ -396,24 +397,26 @@ static struct cnode *rule(struct ictx *x, struct ipol *p, const struct ynode *r)
 			continue;   /* not set: any source, any operation */
 		struct cnode *any = c_new(x, CK_OR);
 		for (int i = 0; i < n; i++) {
-			if (!walk_fields(x, it[i], k ? O_ATO : O_AFROM))
-				return NULL;
+			if (!walk_fields(x, it[i], k ? O_ATO : O_AFROM)) {
+				ok = false;
+				continue;
+			}
 			const struct ynode *inner = y_get(it[i], k ? "operation" : "source");
 			struct cnode *s = k ? operation(x, p, inner) : source(x, inner);
-			if (!s)
-				return NULL;
-			any = c_bin(x, CK_OR, any, s);
+			ok &= s != NULL;
+			if (s)
+				any = c_bin(x, CK_OR, any, s);
 		}
 		c = c_bin(x, CK_AND, c, any);
 	}
 	struct ynode **w = y_list(x, y_get(r, "when"), "when", &n);
 	for (int i = 0; i < n; i++) {
 		struct cnode *cc = condition(x, p, w[i]);
-		if (!cc)
-			return NULL;
-		c = c_bin(x, CK_AND, c, cc);
+		ok &= cc != NULL;
+		if (cc)
+			c = c_bin(x, CK_AND, c, cc);
 	}
-	return c;
+	return ok ? c : NULL;
 }
 
 void istio_authz(struct ictx *x, const struct ynode *doc, const char *ns, const char *name, const struct ynode *meta)
@@ -421,9 +424,7 @@ void istio_authz(struct ictx *x, const struct ynode *doc, const char *ns, const 
 	const struct ynode *spec = y_get(doc, "spec");
 	if (spec && !y_is_null(spec) && !walk_fields(x, spec, O_APSPEC))
 		return;
-	if (y_get(spec, "targetRef") || y_get(spec, "targetRefs"))
-		return;   /* reported by the table */
-	bool ok;
+	bool ok;   /* targetRef(s): reported by the table; the rest is still read */
 	struct lset *target = target_of(x, spec, ns, &ok);
 	if (!ok)
 		return;
@@ -575,7 +576,7 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 			continue;
 		const char *iss = must_str(x, y_get(r, "issuer"), "issuer");
 		if (!y_get(r, "issuer"))
-			l7_diag(x->d, L7_ERROR, r->loc, "a JWT rule needs an issuer");
+			l7_diag(x->d, L7_ERROR, r->loc, "a JWT rule needs an issuer");   /* and the rest is still read */
 		const struct ynode *jn = y_get(r, "jwks");
 		if (!jn) {
 			if (!y_get(r, "jwksUri"))
@@ -583,8 +584,6 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 					"give them inline (HS256 oct keys)", iss ? iss : "?");
 			continue;
 		}
-		if (!iss)
-			continue;
 		const char *header = "authorization";
 		int nh;
 		struct ynode **hs = y_list(x, y_get(r, "fromHeaders"), "fromHeaders", &nh);
@@ -620,11 +619,9 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 			for (int k = 0; f && k < 3; k++)
 				if (!strcmp(f, modes[k]))
 					failure = k;
-			if (failure < 0) {
-				if (f)
-					l7_diag(x->d, L7_ERROR, fm->loc, "failureMode '%s': expected PERMISSIVE, IGNORE or STRICT", f);
-				continue;
-			}
+			if (failure < 0 && f)
+				l7_diag(x->d, L7_ERROR, fm->loc, "failureMode '%s': expected PERMISSIVE, IGNORE or STRICT", f);
+			iss = failure < 0 ? NULL : iss;   /* the keys are still read; no instance */
 		}
 		bool forward = false;
 		if (y_get(r, "forwardOriginalToken") && !y_bool(x, y_get(r, "forwardOriginalToken"), "forwardOriginalToken", &forward) &&
@@ -633,7 +630,7 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 		const unsigned char *keys[8];
 		size_t lens[8];
 		int nk = jwks_keys(x, jn, keys, lens, 8);
-		if (nk <= 0)
+		if (nk <= 0 || !iss)
 			continue;
 		int na;
 		struct ynode **auds = y_list(x, y_get(r, "audiences"), "audiences", &na);

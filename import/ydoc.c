@@ -109,7 +109,8 @@ static struct ynode *convert(struct ld *x, yaml_node_t *n, int depth)
 	}
 }
 
-int y_load(struct l7_arena **a, const struct l7_source *src, struct ydoc **docs, struct l7_diags *d)
+static int load(struct l7_arena **a, const struct l7_source *src, struct ydoc **docs, struct l7_diags *d,
+		void (*each)(void *ctx, const struct ynode *root), void *ctx)
 {
 	*docs = NULL;
 	if (src->len >= 2 && (((unsigned char)src->text[0] == 0xfe && (unsigned char)src->text[1] == 0xff) ||
@@ -160,10 +161,24 @@ int y_load(struct l7_arena **a, const struct l7_source *src, struct ydoc **docs,
 		yd->loc = loc_at(&x, doc.start_mark, doc.start_mark);
 		yd->root = convert(&x, root, 0);
 		yaml_document_delete(&doc);
+		if (each)
+			each(ctx, yd->root);
 	}
 	yaml_parser_delete(&p);
 	free(x.line_start);
 	return n;
+}
+
+int y_load(struct l7_arena **a, const struct l7_source *src, struct ydoc **docs, struct l7_diags *d)
+{
+	return load(a, src, docs, d, NULL, NULL);
+}
+
+int y_each(struct l7_arena **a, const struct l7_source *src, struct l7_diags *d,
+	   void (*each)(void *ctx, const struct ynode *root), void *ctx)
+{
+	struct ydoc *docs;
+	return load(a, src, &docs, d, each, ctx);
 }
 
 const struct ynode *y_key(const struct ynode *m, const char *key)

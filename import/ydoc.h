@@ -31,6 +31,10 @@ struct ydoc {
  * NULL-rooted; a syntax error ends the file (libyaml cannot resynchronise). Returns the number
  * of documents. */
 int y_load(struct l7_arena **a, const struct l7_source *src, struct ydoc **docs, struct l7_diags *d);
+/* The same, handing each document to each(ctx, root) as soon as it is read (root NULL when the
+ * document was refused), so that diagnostics come in the order of the file. */
+int y_each(struct l7_arena **a, const struct l7_source *src, struct l7_diags *d,
+	   void (*each)(void *ctx, const struct ynode *root), void *ctx);
 
 /* The value of key in a mapping (NULL if absent or m is not a mapping), and the key node. */
 const struct ynode *y_get(const struct ynode *m, const char *key);

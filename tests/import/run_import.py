@@ -42,7 +42,7 @@ L7C, L7RUN, ECHO, CASE = sys.argv[1:5]
 NAME = os.path.splitext(os.path.basename(CASE))[0]
 TEXT = open(CASE).read()
 ROW = re.compile(r"(?:from (\S+) )?(?:to (\S+) )?(\S+) (\S+)(.*?)->(.*)$")
-DIAG = re.compile(r"^(?:(\S+?):(\d+):(\d+)|l7c): (error|warning|note): (.*)$")
+DIAG = re.compile(r"^(?:(.+?):(\d+):(\d+)|l7c): (error|warning|note): (.*)$")
 
 
 def lines(tag):
