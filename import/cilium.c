@@ -185,7 +185,11 @@ static struct cnode *regex_cond(struct ictx *x, const struct ynode *n, const cha
 		return c_new(x, CK_TRUE);   /* "If omitted or empty, all ... are allowed" */
 	struct re_dfa dfa;
 	struct re_error err;
-	if (re_compile(re, strlen(re), &dfa, &err)) {
+	if (!re_compile(re, strlen(re), &dfa, &err)) {
+		re_free(&dfa);
+		if (!re_ok(x, re, n->loc, what))   /* within the limits of all regexes together */
+			return NULL;
+	} else {
 		struct l7_loc l = n->loc;
 		/* the caret at the offending byte when the scalar is written as it reads */
 		size_t quote = n->plain ? 0 : 1;
@@ -197,7 +201,6 @@ static struct cnode *regex_cond(struct ictx *x, const struct ynode *n, const cha
 		l7_diag(x->d, L7_ERROR, l, "%s regex: %s", what, err.msg);
 		return NULL;
 	}
-	re_free(&dfa);
 	/* ^x$ and x are the same full match; a regex without operators is a string */
 	size_t len = strlen(re);
 	const char *lit = re;

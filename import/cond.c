@@ -5,6 +5,8 @@
 #include <stdarg.h>
 #include <string.h>
 
+#include "regex_dfa.h"
+
 struct cnode *c_new(struct ictx *x, enum ckind k)
 {
 	struct cnode *c = l7_alloc(x->a, sizeof(*c));
@@ -143,6 +145,41 @@ struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const ch
 	const char *re = re_literal(x, v, ci);
 	re = m == SM_EXACT ? re : m == SM_PREFIX ? xprintf(x, "%s.*", re) : xprintf(x, ".*%s", re);
 	return c_text(x, "matches(%s, %s)", field, l7_quote(x, re, strlen(re)));
+}
+
+bool re_ok(struct ictx *x, const char *re, struct l7_loc at, const char *what)
+{
+	for (int i = 0; i < x->nregexes; i++)
+		if (!strcmp(x->regexes[i], re))
+			return true;   /* l7c compiles each distinct regex once */
+	struct re_dfa dfa;
+	struct re_error err;
+	if (re_compile(re, strlen(re), &dfa, &err)) {
+		l7_diag(x->d, L7_ERROR, at, "%s: %s", what, err.msg);
+		return false;
+	}
+	long cost = (long)dfa.nstates * dfa.nclasses;
+	re_free(&dfa);
+	const char **n = l7_alloc(x->a, sizeof(*n) * (size_t)(x->nregexes + 1));
+	if (x->nregexes)
+		memcpy(n, x->regexes, sizeof(*n) * (size_t)x->nregexes);
+	n[x->nregexes++] = xprintf(x, "%s", re);
+	x->regexes = n;
+	if ((x->re_total += cost) > RE_MAX_TOTAL) {
+		l7_diag(x->d, L7_ERROR, at, "%s: the regexes of the policy need more than %d DFA transitions in all (the data "
+			"plane's limit)", what, RE_MAX_TOTAL);
+		return false;
+	}
+	return true;
+}
+
+bool match_ok(struct ictx *x, enum smatch m, const char *lit, bool ci, struct l7_loc at)
+{
+	if (m == SM_PRESENT || (!ci && (m == SM_EXACT || m == SM_PREFIX)))
+		return true;   /* no regex */
+	const char *re = re_literal(x, lit, ci);
+	re = m == SM_EXACT ? re : m == SM_PREFIX ? xprintf(x, "%s.*", re) : xprintf(x, ".*%s", re);
+	return re_ok(x, re, at, "the regex this value matches with");
 }
 
 struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci)

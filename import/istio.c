@@ -143,6 +143,8 @@ static struct cnode *request_principal(struct ictx *x, const struct ynode *n)
 		return NULL;
 	struct cnode *c = c_new(x, CK_REQP);
 	c->m = smatch_of(x, v, &c->val);
+	if (!match_ok(x, c->m, c->val, false, n->loc))   /* its sub compare, at worst as long */
+		return NULL;
 	return c;
 }
 
@@ -196,7 +198,11 @@ static struct cnode *v_string(struct ictx *x, const struct ynode *n, const void 
 		l7_diag(x->d, L7_ERROR, n->loc, "path template '%s': templates ({*}, {**}) are not supported", v);
 		return NULL;
 	}
-	return c_istio(x, fa[0], v, fa[1] != NULL);
+	const char *lit;
+	enum smatch m = smatch_of(x, v, &lit);
+	if (!match_ok(x, m, lit, fa[1] != NULL, n->loc))
+		return NULL;
+	return c_match(x, fa[0], m, lit, fa[1] != NULL);
 }
 static struct cnode *v_claim(struct ictx *x, const struct ynode *n, const void *arg)
 {
@@ -204,6 +210,8 @@ static struct cnode *v_claim(struct ictx *x, const struct ynode *n, const void *
 	if (!v)
 		return NULL;
 	enum smatch m = smatch_of(x, v, &lit);
+	if (!match_ok(x, m, lit, false, n->loc))
+		return NULL;
 	return claim(x, arg, m, lit);
 }
 struct portarg {

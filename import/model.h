@@ -156,6 +156,9 @@ struct ictx {
 	const char **claim_names;             /* "instance.claim" pairs the output reads */
 	int nclaim_names;
 	bool count_claims;
+	const char **regexes;                 /* the distinct regexes written, and their DFA cost */
+	long re_total;
+	int nregexes;
 };
 
 /* ---- walk.c: the schema, typed reads, diagnostics ---- */
@@ -207,6 +210,10 @@ struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const ch
 /* Istio's forms: "*" presence, "*x" suffix, "x*" prefix, else exact; *lit without the '*'. */
 enum smatch smatch_of(struct ictx *x, const char *pattern, const char **lit);
 struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci);
+/* The regex a match would compile to: it must compile within l7c's limits (each regex, and all
+ * of them together); an error at `at` otherwise. */
+bool match_ok(struct ictx *x, enum smatch m, const char *lit, bool ci, struct l7_loc at);
+bool re_ok(struct ictx *x, const char *re, struct l7_loc at, const char *what);
 /* What a condition is bound to where it is printed: the Jwt instances of its workloads (NULL/0:
  * none), the one port of its services (0: several; request.port then tests it). */
 struct benv {
