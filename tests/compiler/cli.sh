@@ -87,6 +87,8 @@ contains eval-table '^verdict: forward users$'; contains eval-table-line '^rule:
 check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
+# the service the request came to (the evaluator's default: the first)
+check eval-service 2 "$l7c" --eval="$ev/api-get.http" --eval-service=nope "$ex"; contains eval-service "no service .nope."
 lb=$src/examples/load_balance.l7   # the endpoint of a set (the kernel agrees: tests/balance)
 check eval-lb-hash 0 "$l7c" --eval="$ev/lb-user.http" "$lb"
 contains eval-lb-hash '^verdict: forward users$'; contains eval-lb-endpoint '^endpoint: users#2 127\.0\.0\.1:9003 \(slot 2, ketama\)$'
