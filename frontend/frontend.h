@@ -45,6 +45,9 @@ struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line);
 /* The location of bytes [start, end) of src. */
 struct l7_loc l7_loc_at(const struct l7_source *src, unsigned start, unsigned end);
 
+/* Levenshtein distance of two names (UINT_MAX past 64 bytes), for "did you mean". */
+unsigned l7_edit_distance(const char *a, const char *b);
+
 /* Prints "file:line:col: error: message", the source line and a caret under loc. */
 void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 4, 5)));

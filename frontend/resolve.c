@@ -51,7 +51,7 @@ static const struct { const char *name; enum l7_intrinsic in; bool is_field; } i
 
 /* ---- "did you mean" ---- */
 
-static unsigned edit_distance(const char *a, const char *b)
+unsigned l7_edit_distance(const char *a, const char *b)
 {
 	size_t la = strlen(a), lb = strlen(b);
 	if (la > 64 || lb > 64)
@@ -80,7 +80,7 @@ struct suggest {
 
 static void consider(struct suggest *s, const char *want, const char *cand)
 {
-	unsigned dd = edit_distance(want, cand);
+	unsigned dd = l7_edit_distance(want, cand);
 	size_t l = strlen(want);
 	unsigned limit = l <= 3 ? 1 : l <= 6 ? 2 : 3;
 	if (dd <= limit && (!s->best || dd < s->dist)) {

@@ -18,14 +18,9 @@ struct cnode *c_text(struct ictx *x, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	char *s = l7_alloc(x->a, (size_t)n + 1);
-	va_start(ap, fmt);
-	vsnprintf(s, (size_t)n + 1, fmt, ap);
-	va_end(ap);
 	struct cnode *c = c_new(x, CK_TEXT);
-	c->text = s;
+	c->text = vxprintf(x, fmt, ap);
+	va_end(ap);
 	return c;
 }
 

@@ -4,6 +4,7 @@
 #ifndef L7_IMPORT_MODEL_H
 #define L7_IMPORT_MODEL_H
 
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 
@@ -174,6 +175,7 @@ const char *y_str(struct ictx *x, const struct ynode *n, const char *what);
 struct ynode **y_list(struct ictx *x, const struct ynode *n, const char *what, int *count);
 bool y_bool(struct ictx *x, const struct ynode *n, const char *what, bool *out);
 char *xprintf(struct ictx *x, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+char *vxprintf(struct ictx *x, const char *fmt, va_list ap);
 const char *where_of(struct ictx *x, struct l7_loc l);   /* "file:line" */
 void print_fields(FILE *out);                           /* l7c import --fields */
 const char *when_find(const char *key, enum fstatus *s, const char **note);

@@ -48,15 +48,22 @@ static const struct when {
 
 #define NFIELDS (sizeof(fields) / sizeof(fields[0]))
 
+char *vxprintf(struct ictx *x, const char *fmt, va_list ap)
+{
+	va_list again;
+	va_copy(again, ap);
+	int n = vsnprintf(NULL, 0, fmt, ap);
+	char *s = l7_alloc(x->a, (size_t)n + 1);
+	vsnprintf(s, (size_t)n + 1, fmt, again);
+	va_end(again);
+	return s;
+}
+
 char *xprintf(struct ictx *x, const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	int n = vsnprintf(NULL, 0, fmt, ap);
-	va_end(ap);
-	char *s = l7_alloc(x->a, (size_t)n + 1);
-	va_start(ap, fmt);
-	vsnprintf(s, (size_t)n + 1, fmt, ap);
+	char *s = vxprintf(x, fmt, ap);
 	va_end(ap);
 	return s;
 }
@@ -66,25 +73,17 @@ const char *where_of(struct ictx *x, struct l7_loc l)
 	return l.src ? xprintf(x, "%s:%u", l.src->path, l.line) : "?";
 }
 
+/* Keys are case-sensitive, suggestions not (HTTP: did you mean http?). */
 static unsigned distance(const char *a, const char *b)
 {
-	size_t la = strlen(a), lb = strlen(b);
-	if (la > 40 || lb > 40)
-		return 99;
-	unsigned row[41];
-	for (size_t j = 0; j <= lb; j++)
-		row[j] = (unsigned)j;
-	for (size_t i = 1; i <= la; i++) {
-		unsigned prev = row[0];
-		row[0] = (unsigned)i;
-		for (size_t j = 1; j <= lb; j++) {
-			unsigned cur = row[j], sub = prev + ((a[i - 1] | 32) != (b[j - 1] | 32));
-			unsigned m = row[j] + 1 < row[j - 1] + 1 ? row[j] + 1 : row[j - 1] + 1;
-			row[j] = sub < m ? sub : m;
-			prev = cur;
-		}
-	}
-	return row[lb];
+	char la[65], lb[65];
+	size_t i = 0, j = 0;
+	for (; a[i] && i < 64; i++)
+		la[i] = (char)(a[i] | 32);
+	for (; b[j] && j < 64; j++)
+		lb[j] = (char)(b[j] | 32);
+	la[i] = lb[j] = 0;
+	return a[i] || b[j] ? 99 : l7_edit_distance(la, lb);
 }
 
 const char *field_note(enum fobject o, const char *key)

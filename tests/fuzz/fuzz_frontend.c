@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "frontend.h"
+#include "fuzz_source.h"
 #include "ir.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -18,14 +19,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink = fopen("/dev/null", "w");
 	if (size > 64 * 1024)
 		return 0;   /* policies are small; long inputs only slow the search down */
-	/* the text is owned by the source and holds all `size` bytes, NULs included (what
-	 * test_robustness does with l7_source_from_string only copies up to the first NUL) */
-	struct l7_source *src = l7_source_from_string("fuzz.l7", "");
-	free(src->text);
-	src->text = malloc(size + 1);
-	memcpy(src->text, data, size);
-	src->text[size] = 0;
-	src->len = size;
+	struct l7_source *src = fuzz_source("fuzz.l7", data, size);
 	struct l7_diags d = { .out = sink };
 	struct l7_module m = { 0 };
 	const char *inc[] = { L7_STDLIB_DIR };

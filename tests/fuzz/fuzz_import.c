@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "frontend.h"
+#include "fuzz_source.h"
 #include "import.h"
 #include "ir.h"
 
@@ -28,12 +29,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size > 64 * 1024)
 		return 0;
-	struct l7_source *src = l7_source_from_string("fuzz.yaml", "");
-	free(src->text);
-	src->text = malloc(size + 1);
-	memcpy(src->text, data, size);
-	src->text[size] = 0;
-	src->len = size;
+	struct l7_source *src = fuzz_source("fuzz.yaml", data, size);
 
 	struct l7_import_opts o = { .out_path = out, .ns = "default", .istio_root = "istio-system", .port = 80,
 				    .fallback_ip = 0x7f000001, .fallback_port = 15001 };
