@@ -177,16 +177,10 @@ bool match_ok(struct ictx *x, enum smatch m, const char *lit, bool ci, struct l7
 	return re_ok(x, re, at, "the regex this value matches with");
 }
 
-struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci)
-{
-	const char *lit;
-	enum smatch m = smatch_of(x, pattern, &lit);
-	return c_match(x, field, m, lit, ci);
-}
 
 bool c_uses(const struct cnode *c, enum ckind k)
 {
-	if (c->k == k || (k == CK_CLAIM && (c->k == CK_JWT_VALID || c->k == CK_REQP)))
+	if (c->k == k || (k == CK_CLAIM && c->k == CK_REQP))
 		return true;
 	for (int i = 0; i < c->n; i++)
 		if (c_uses(c->a[i], k))
@@ -276,14 +270,9 @@ struct cnode *c_bind(struct ictx *x, const struct cnode *c, const struct benv *e
 		break;
 	}
 	case CK_CLAIM:
-	case CK_JWT_VALID:
 		r = c_new(x, CK_OR);
 		for (int i = 0; i < njwt; i++) {
 			const char *inst = x->jwts[jwt[i]].name;
-			if (c->k == CK_JWT_VALID) {
-				push(x, r, c_text(x, "%s.valid", inst));
-				continue;
-			}
 			/* a valid token's iss is the instance's issuer: decided here, no claim read */
 			const char *iss = x->jwts[jwt[i]].issuer;
 			if (!strcmp(c->claim, "iss") && iss) {

@@ -64,7 +64,6 @@ enum ckind {
 	CK_ANY_AUTH,                 /* the caller has an identity (Istio's principals: ["*"]); m set:
 	                              * one with a namespace (namespaces: ["*"]) */
 	CK_CLAIM,                    /* a valid token's string claim `claim` matches (m, val) */
-	CK_JWT_VALID,                /* some Jwt instance of the workload accepts the token */
 	CK_PORT,                     /* the port the request came to is in lo..hi */
 	CK_REQP,                     /* the request principal ISS/SUB of a valid token matches (m, val) */
 };
@@ -168,7 +167,6 @@ struct ictx {
  * suggestion), WARN and ERR fields are reported with their note. false if map is not a
  * mapping (reported). */
 bool walk_fields(struct ictx *x, const struct ynode *map, enum fobject o);
-const char *field_note(enum fobject o, const char *key);
 /* The string of a scalar (numbers and booleans as written), or NULL reported as "expected". */
 const char *y_str(struct ictx *x, const struct ynode *n, const char *what);
 /* The items of a sequence; NULL and *count 0 for null/absent; a non-sequence is reported. */
@@ -211,7 +209,6 @@ const char *re_literal(struct ictx *x, const char *s, bool ci);
 struct cnode *c_match(struct ictx *x, const char *field, enum smatch m, const char *v, bool ci);
 /* Istio's forms: "*" presence, "*x" suffix, "x*" prefix, else exact; *lit without the '*'. */
 enum smatch smatch_of(struct ictx *x, const char *pattern, const char **lit);
-struct cnode *c_istio(struct ictx *x, const char *field, const char *pattern, bool ci);
 /* The regex a match would compile to: it must compile within l7c's limits (each regex, and all
  * of them together); an error at `at` otherwise. */
 bool match_ok(struct ictx *x, enum smatch m, const char *lit, bool ci, struct l7_loc at);

@@ -86,14 +86,6 @@ static unsigned distance(const char *a, const char *b)
 	return a[i] || b[j] ? 99 : l7_edit_distance(la, lb);
 }
 
-const char *field_note(enum fobject o, const char *key)
-{
-	for (size_t i = 0; i < NFIELDS; i++)
-		if (fields[i].o == o && !strcmp(fields[i].key, key))
-			return fields[i].note;
-	return "";
-}
-
 bool walk_fields(struct ictx *x, const struct ynode *map, enum fobject o)
 {
 	if (!map || y_is_null(map))
