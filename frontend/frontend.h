@@ -13,55 +13,13 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* ---- sources and diagnostics ---- */
-
-struct l7_source {
-	char *path;
-	char *text;
-	size_t len;
-};
-
-struct l7_loc {
-	const struct l7_source *src;
-	unsigned line, col;       /* 1-based */
-	unsigned start, end;      /* byte offsets, for the caret underline */
-};
-
-enum l7_severity { L7_NOTE, L7_WARNING, L7_ERROR };
-
-struct l7_diags {
-	FILE *out;
-	bool color;
-	int errors, warnings;
-};
-
-struct l7_source *l7_source_load(const char *path, struct l7_diags *d);
-struct l7_source *l7_source_from_string(const char *path, const char *text);
-void l7_source_free(struct l7_source *s);
-
-/* The first non-blank column of a line, for diagnostics of stages that keep only lines. */
-struct l7_loc l7_loc_of_line(const struct l7_source *src, unsigned line);
-
-/* The location of bytes [start, end) of src. */
-struct l7_loc l7_loc_at(const struct l7_source *src, unsigned start, unsigned end);
+/* sources, diagnostics and arenas: support/ */
+#include "arena.h"
+#include "diag.h"
+#include "source.h"
 
 /* Levenshtein distance of two names (UINT_MAX past 64 bytes), for "did you mean". */
 unsigned l7_edit_distance(const char *a, const char *b);
-
-/* Prints "file:line:col: error: message", the source line and a caret under loc. */
-void l7_diag(struct l7_diags *d, enum l7_severity sev, struct l7_loc loc, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
-
-/* A note on what to write instead, for the diagnostic just printed at loc: "file:line:col:
- * note: hint", without a second copy of the source line. */
-void l7_hint(struct l7_diags *d, struct l7_loc loc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* ---- memory: AST nodes live in one arena per module, freed together ---- */
-
-struct l7_arena;
-void *l7_alloc(struct l7_arena **a, size_t size);              /* zeroed */
-char *l7_strndup(struct l7_arena **a, const char *s, size_t n);
-void l7_arena_free(struct l7_arena *a);
 
 /* ---- AST ---- */
 

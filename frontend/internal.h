@@ -17,6 +17,9 @@ struct l7_broken_decl {
 int l7_syntax_errors(struct l7_module *m, const struct l7_source *src, TSNode root, struct l7_diags *d,
 		     struct l7_broken_decl **broken);
 
+/* resolve.c: the interface type called name, or NULL */
+const struct l7_iface_type *l7_find_type(const struct l7_module *m, const char *name);
+
 /* state.c */
 void l7_check_instances(struct l7_module *m, struct l7_diags *d);
 void l7_bind_instance(struct l7_module *m, struct l7_binding *b, struct l7_diags *d);

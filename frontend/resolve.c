@@ -99,7 +99,7 @@ static void did_you_mean(char *buf, size_t n, const struct suggest *s)
 
 /* ---- interfaces ---- */
 
-static const struct l7_iface_type *find_type(const struct l7_module *m, const char *name)
+const struct l7_iface_type *l7_find_type(const struct l7_module *m, const char *name)
 {
 	for (int i = 0; i < m->ntypes; i++)
 		if (!strcmp(m->types[i].name, name))
@@ -167,10 +167,8 @@ static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 	for (int t = 0; t < m->ntypes; t++) {
 		struct l7_iface_type *ty = &m->types[t];
 		for (int u = 0; u < t; u++)
-			if (!strcmp(m->types[u].name, ty->name)) {
-				l7_diag(d, L7_ERROR, ty->loc, "type '%s' declared twice", ty->name);
-				l7_diag(d, L7_NOTE, m->types[u].loc, "previous declaration is here");
-			}
+			if (!strcmp(m->types[u].name, ty->name))
+				l7_diag_again(d, ty->loc, m->types[u].loc, "declaration", "type '%s' declared twice", ty->name);
 		for (int i = 0; i < ty->nfields; i++) {
 			struct l7_iface_field *f = &ty->fields[i];
 			f->type = type_by_name(f->type_name);
@@ -664,7 +662,7 @@ static void check_stmt(struct rx *x, struct l7_stmt *s)
 
 static void check_binding(struct rx *x, struct l7_binding *b, bool want_state)
 {
-	b->iface = find_type(x->m, b->type);
+	b->iface = l7_find_type(x->m, b->type);
 	if (b->iface && b->iface->is_state == want_state)
 		return;
 	if (b->iface) {
@@ -724,10 +722,9 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 		for (int i = 0; i < groups[g].n; i++)
 			for (int h = 0; h <= g; h++)
 				for (int j = 0; j < (h == g ? i : groups[h].n); j++)
-					if (!strcmp(groups[g].arr[i].name, groups[h].arr[j].name)) {
-						l7_diag(d, L7_ERROR, groups[g].arr[i].loc, "'%s' is declared twice", groups[g].arr[i].name);
-						l7_diag(d, L7_NOTE, groups[h].arr[j].loc, "previous declaration is here");
-					}
+					if (!strcmp(groups[g].arr[i].name, groups[h].arr[j].name))
+						l7_diag_again(d, groups[g].arr[i].loc, groups[h].arr[j].loc, "declaration",
+							      "'%s' is declared twice", groups[g].arr[i].name);
 	for (int i = 0; i < m->nidentities; i++) {
 		const struct l7_identity *id = &m->identities[i];
 		for (int j = 0; j < i; j++)
@@ -758,10 +755,9 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 			l7_diag(d, L7_ERROR, m->services[i].loc, "service '%s' needs exactly one address", m->services[i].name);
 	for (int i = 0; i < m->npolicies; i++)
 		for (int j = 0; j < i; j++)
-			if (!strcmp(m->policies[i].name, m->policies[j].name)) {
-				l7_diag(d, L7_ERROR, m->policies[i].loc, "policy '%s' is defined twice", m->policies[i].name);
-				l7_diag(d, L7_NOTE, m->policies[j].loc, "previous definition is here");
-			}
+			if (!strcmp(m->policies[i].name, m->policies[j].name))
+				l7_diag_again(d, m->policies[i].loc, m->policies[j].loc, "definition", "policy '%s' is defined twice",
+					      m->policies[i].name);
 }
 
 void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclude, struct l7_diags *d)

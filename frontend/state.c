@@ -38,14 +38,6 @@ const struct l7_expr *l7_instance_setting(const struct l7_instance *in, const ch
 	return NULL;
 }
 
-static const struct l7_iface_type *find_type(const struct l7_module *m, const char *name)
-{
-	for (int i = 0; i < m->ntypes; i++)
-		if (!strcmp(m->types[i].name, name))
-			return &m->types[i];
-	return NULL;
-}
-
 static void check_key_file(const struct l7_module *m, const struct l7_setting *st, struct l7_diags *d)
 {
 	char path[PATH_MAX];
@@ -65,11 +57,9 @@ void l7_check_instances(struct l7_module *m, struct l7_diags *d)
 	for (int i = 0; i < m->ninstances; i++) {
 		struct l7_instance *in = &m->instances[i];
 		for (int j = 0; j < i; j++)
-			if (!strcmp(m->instances[j].name, in->name)) {
-				l7_diag(d, L7_ERROR, in->loc, "'%s' is declared twice", in->name);
-				l7_diag(d, L7_NOTE, m->instances[j].loc, "previous declaration is here");
-			}
-		in->iface = find_type(m, in->type);
+			if (!strcmp(m->instances[j].name, in->name))
+				l7_diag_again(d, in->loc, m->instances[j].loc, "declaration", "'%s' is declared twice", in->name);
+		in->iface = l7_find_type(m, in->type);
 		if (!in->iface || !in->iface->is_state) {
 			l7_diag(d, L7_ERROR, in->type_loc, "'%s' is not a state type (declare it in an interface file: state %s { ... })",
 				in->type, in->type);

@@ -11,7 +11,8 @@
 #include <string.h>
 
 #include "balance.h"   /* stdlib/bpf, built natively: the kernel's own hash and search */
-#include "frontend.h"
+#include "arena.h"
+#include "diag.h"
 #include "l7/abi.h"
 #include "l7/dataplane.h"
 

@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend.h"
+#include "arena.h"
+#include "diag.h"
 #include "l7/abi.h"
 
 #define MAX_TERMS 256
