@@ -1,6 +1,7 @@
 /* l7c: the policy compiler's command line. The pipeline, in order:
  *
- *   source --l7_parse--> AST --l7_resolve--> typed AST --ir_lower--> PMA IR --codegen_emit--> BPF object
+ *   source --l7_parse--> AST --l7_resolve--> typed AST --ir_lower--> PMA IR --passes--> IR
+ *          (l7_unit_build, ir/pipeline.c)                --split_build/codegen_emit--> BPF object
  *
  * Exit status: 0 compiled, 1 the policy has errors or cannot be served (past a kernel limit; with
  * --explain --verify, refused by the kernel), 2 usage or I/O errors. An object that exits 1 is
@@ -22,9 +23,10 @@
 #include "split.h"
 #include "ir.h"
 #include "l7/abi.h"
+#include "pipeline.h"
 
-#ifndef L7_STDLIB_DIR
-#define L7_STDLIB_DIR "/usr/share/l7c/stdlib"
+#ifndef L7C_VERIFY_IR_DEFAULT
+#define L7C_VERIFY_IR_DEFAULT 0   /* 1 in Debug builds (driver/CMakeLists.txt) */
 #endif
 #ifndef L7C_VERSION
 #define L7C_VERSION "0.0.0"
@@ -48,8 +50,10 @@ static const struct opt {
 	{ NULL, 'O', required_argument, "-O1, -O2", "optimisation level (default -O2)" },
 	{ NULL, 'I', required_argument, "-I DIR", "also search DIR for interface files (*.l7i)" },
 	{ "passes", 'P', required_argument, "--passes=LIST",
-	  "partial-evaluation passes to run: 'none', or a comma-separated\nsubset of simplify,tables,sets,first-match,"
-	  "shadow (default:\nall, in order); with --emit=ir the IR is printed after each pass" },
+	  "partial-evaluation passes to run: 'none', or a comma-separated\nsubset of %s (default:\nall, in order); "
+	  "with --emit=ir the IR is printed after each pass" },
+	{ "verify-ir", 'R', no_argument, "--verify-ir",
+	  "check the IR's invariants after lowering and after each pass (also\nwith L7C_VERIFY_IR=1 in the environment, and in Debug builds)" },
 	{ "explain", 'X', no_argument, "--explain",
 	  "report, per program, the verifier budget (instructions, estimated\nprocessed instructions, stack, tail calls), "
 	  "the object's worst\nagainst each kernel limit and, per rule, where it landed and what\ngoes to the slow path" },
@@ -87,7 +91,12 @@ static void usage(FILE *o)
 		   "Exit status: 0 compiled, 1 the policy has errors or cannot be served (a kernel limit, or\n"
 		   "--verify found the kernel refusing it: no object is written), 2 usage or I/O errors.\n\n");
 	for (size_t i = 0; i < NOPTS; i++) {
+		char buf[512];
 		const char *h = opts[i].help;
+		if (strstr(h, "%s")) {   /* the pass list, from ir/passes.def */
+			snprintf(buf, sizeof buf, h, ir_pass_names());
+			h = buf;
+		}
 		fprintf(o, "  %-20s", opts[i].shown);
 		if (strlen(opts[i].shown) > 20)
 			fprintf(o, "\n  %-20s", "");
@@ -251,6 +260,8 @@ int main(int argc, char **argv)
 	bool do_explain = false;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
+	const char *env_verify = getenv("L7C_VERIFY_IR");
+	bool verify_ir = L7C_VERIFY_IR_DEFAULT || (env_verify && *env_verify && strcmp(env_verify, "0"));
 
 	struct option longopts[NOPTS + 1];
 	char shortopts[2 * NOPTS + 1];
@@ -309,6 +320,7 @@ int main(int argc, char **argv)
 		}
 		case 'Z': eval_service = optarg; break;
 		case 'P': passes = optarg; break;
+		case 'R': verify_ir = true; break;
 		case 'X': do_explain = true; break;
 		case 'Y': ex.verify = 1; break;
 		case 'G': ex.cgroup_root = optarg; break;
@@ -347,53 +359,36 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *input = argv[optind];
-	incs[ninc++] = L7_STDLIB_DIR;
 
 	struct l7_diags d = { .out = stderr, .color = color < 0 ? isatty(2) : color };
-	struct l7_source *src = l7_source_load(input, &d);
-	if (!src)
-		return 2;
-	struct l7_module m = { 0 };
-	l7_parse(&m, src, false, &d);
-	l7_resolve(&m, incs, ninc, &d);
-	int rc = 0;
-	if (d.errors) {
-		rc = 1;
+	struct l7_pipeline po = { .include_dirs = incs, .ninclude = ninc, .ast_only = emit == EMIT_AST, .passes = passes,
+				  .verify_ir = verify_ir, .dump_each = emit == EMIT_IR ? stdout : NULL };
+	struct l7_unit u;
+	int rc = (int)l7_unit_load(&u, input, &po, &d);
+	if (rc == L7_UNIT_INTERNAL)
+		rc = 2;
+	if (rc)
 		goto done;
-	}
+	const struct ir_program *ir = u.ir;
 	if (emit == EMIT_AST) {
-		l7_ast_dump(&m, stdout);
-		goto done;
-	}
-	struct ir_program *ir = ir_lower(&m, &d);
-	if (!ir) {
-		rc = 1;
-		goto done;
-	}
-	if (emit == EMIT_IR) {
-		printf("; ---- lowered ----\n");
-		ir_dump(ir, stdout);
-	}
-	ir_optimise(ir, passes, &d, emit == EMIT_IR ? stdout : NULL);
-	if (do_explain) {
+		l7_ast_dump(&u.ast, stdout);
+	} else if (do_explain) {
 		ex.opt_level = opt_level;
 		ex.out_path = out;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
 		rc = eval(ir, eval_request, eval_source, eval_service, eval_now);
 	} else if (emit == EMIT_IR) {
-		/* printed above, after each pass */
+		/* printed by the pipeline, after lowering and after each pass */
 	} else {
 		char *def = NULL;
 		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-");
 		free(def);
 	}
-	ir_free(ir);
 done:
-	if (d.errors)
+	if (d.errors && u.src)   /* not for a file that could not be read: that was all */
 		fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
-	l7_module_free(&m);
-	l7_source_free(src);
+	l7_unit_free(&u);
 	free(incs);
 	return rc;
 }

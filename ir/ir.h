@@ -23,24 +23,43 @@ struct l7_arena;
 
 enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM, IR_F_TARGET };
 
+/* The condition kinds and the operands each uses: conds.def. */
 enum ir_cond_kind {
-	IR_C_TRUE, IR_C_FALSE, IR_C_AND, IR_C_OR, IR_C_NOT,
-	IR_C_STR_EQ,       /* field == str */
-	IR_C_STR_PREFIX,   /* field starts with str */
-	IR_C_METHOD_IS,    /* parsed method number == method (enum l7_method) */
-	IR_C_SERVICE_IN,   /* the request came through one of the services in mask */
-	IR_C_HAS_HEADER,   /* header `header` is present */
-	IR_C_SOURCE_IN,    /* (client address & mask) == net, network byte order */
-	IR_C_PORT_IN,      /* lo <= port the client connected to <= hi */
-	IR_C_JWT_VALID,    /* the token of JWT configuration `jwt` is valid */
-	IR_C_IDENTITY,     /* the caller is identity `ident` (nidentities: none, i.e. external) */
-	IR_C_TABLE,        /* the first entry of rule table `table` that (method, field) matches
-	                    * belongs to group `group` (passes.c "tables") */
-	IR_C_SOURCE_SET,   /* the client address is in prefix set `set` (passes.c "sets") */
-	IR_C_COUNTER_IN,   /* lo <= value of counter `state` <= hi (as the request arrives) */
-	IR_C_TIMER_ELAPSED,/* at least lo seconds since timer `state` was (re)started */
-	IR_C_REGEX,        /* the whole field matches regex `re` (its DFA, built by lower.c) */
+#define IR_COND(kind, operands) IR_C_##kind,
+#include "conds.def"
+#undef IR_COND
 };
+enum { IR_C_NKINDS = 0
+#define IR_COND(kind, operands) + 1
+#include "conds.def"
+#undef IR_COND
+};
+
+enum ir_operand {                /* fields of struct ir_cond a kind uses */
+	IR_O_AB = 1 << 0,            /* a and b: subconditions */
+	IR_O_A = 1 << 1,             /* a alone */
+	IR_O_FIELD = 1 << 2,         /* field (and header: an index into headers, or claims) */
+	IR_O_STR = 1 << 3,           /* str, len: a constant shorter than the head limit */
+	IR_O_METHOD = 1 << 4,        /* method: an enum l7_method but OTHER */
+	IR_O_SERVICES = 1 << 5,      /* mask: of declared services */
+	IR_O_HEADER = 1 << 6,        /* header: an index into headers */
+	IR_O_PREFIX = 1 << 7,        /* net, netmask: a prefix, network byte order */
+	IR_O_PORTS = 1 << 8,         /* lo <= hi <= 65535 */
+	IR_O_JWT = 1 << 9,           /* jwt: an index into jwts */
+	IR_O_IDENT = 1 << 10,        /* ident: an index into identities, or nidentities */
+	IR_O_TABLE = 1 << 11,        /* table: an index into tables; group: 1..its ngroups */
+	IR_O_SET = 1 << 12,          /* set: an index into cidr_sets */
+	IR_O_COUNTER = 1 << 13,      /* state: a counter whose value conditions read */
+	IR_O_RANGE = 1 << 14,        /* lo <= hi */
+	IR_O_TIMER = 1 << 15,        /* state: an index into timers */
+	IR_O_SECONDS = 1 << 16,      /* lo: seconds, at most a year */
+	IR_O_RE = 1 << 17,           /* re: one of regexes */
+};
+
+/* The operands of kind k, and its name ("STR_EQ"). */
+unsigned ir_cond_operands(enum ir_cond_kind k);
+const char *ir_cond_kind_name(enum ir_cond_kind k);
+
 
 struct ir_regex {                /* one distinct regex of the policy file, compiled to a DFA */
 	int index;                   /* in ir_program.regexes */
@@ -247,15 +266,26 @@ struct ir_program {
 struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d);
 void ir_dump(const struct ir_program *p, FILE *out);
 
-/* Partial evaluation (passes.c): runs the passes in their fixed order, or only those named in
- * `only` ("simplify,shadow"; "none" for none). Warnings for removed rules go to d (may be
- * NULL); with dump_each, the IR is printed after every pass. */
-int ir_optimise(struct ir_program *p, const char *only, struct l7_diags *d, FILE *dump_each);
+/* Partial evaluation: the passes of passes.def, in that order (the pipeline, pipeline.c, runs
+ * them). ir_run_pass runs pass i (its warnings for removed rules to d, which may be NULL) and
+ * numbers the remaining rules 1..n again. ir_pass_select: the passes a --passes list names, as
+ * a mask of indices (NULL: all; "none": none; "simplify,shadow"), or IR_PASS_UNKNOWN with the
+ * unknown name in *bad (*badlen bytes). ir_pass_names: "simplify,tables,...". */
+int ir_npasses(void);
+const char *ir_pass_name(int i);
+void ir_run_pass(struct ir_program *p, int i, struct l7_diags *d);
+#define IR_PASS_UNKNOWN (~0u)
+unsigned ir_pass_select(const char *list, const char **bad, size_t *badlen);
 const char *ir_pass_names(void);
 /* The table test a rule begins with when it stands for the rules of a table (passes.c
  * "tables": the test comes first), or NULL. */
 const struct ir_cond *ir_rule_table(const struct ir_rule *r);
 void ir_free(struct ir_program *p);
+
+/* The IR verifier (verify.c): checks every invariant the later stages rely on, printing each
+ * broken one to out ("l7c: internal error: the IR after <stage> breaks an invariant: ...").
+ * Returns how many are broken. */
+int ir_verify(const struct ir_program *p, const char *stage, FILE *out);
 
 /* ---- the reference evaluator: the IR's meaning, run in userspace ----
  * The oracle for differential tests against the kernel data plane, and `l7c --eval`. */

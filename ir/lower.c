@@ -1026,10 +1026,3 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 	return p;
 }
 
-void ir_free(struct ir_program *p)
-{
-	if (!p)
-		return;
-	l7_arena_free(p->arena);
-	free(p);
-}

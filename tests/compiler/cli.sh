@@ -212,6 +212,14 @@ contains jump-reach 'error: .*limits\.l7: l7_mesh_msg_prog is [0-9]+ instruction
 [ ! -e "$tmp/limits.o" ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL jump-reach: an object was left"; }
 check bad-format 2 "$l7c" --explain --format=xml "$ex"
 check bad-budget 2 "$l7c" --explain --budget=-3 "$ex"
+# the passes: named from ir/passes.def; an unknown one is a usage error naming them all
+check bad-pass 2 "$l7c" --passes=simplify,fold --emit=ir "$ex"
+contains bad-pass "--passes: no pass 'fold' \(the passes: none, or some of simplify,tables,sets,first-match,shadow\)"
+check pass-subset 0 "$l7c" --passes=tables,shadow --emit=ir "$ex"
+[ "$(grep -c '^; ---- ' "$tmp/out")" = 3 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL pass-subset: not lowered + 2 passes"; }
+# the IR verifier after each pass: asked for, and on in every test (tests/CMakeLists.txt)
+check verify-ir 0 env L7C_VERIFY_IR=0 "$l7c" --verify-ir --emit=ir "$src/tests/compiler/ir/route_table.l7"
+[ "${L7C_VERIFY_IR:-}" = 1 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL: ctest does not set L7C_VERIFY_IR=1"; }
 
 echo "cli: $pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -7,8 +7,7 @@
 #include <string.h>
 
 #include "balance.h"
-#include "frontend.h"
-#include "ir.h"
+#include "pipeline.h"
 #include "l7/abi.h"
 
 /* One upstream set of n endpoints 10.0.0.1:port0+i with the given weights, built as l7c does. */
@@ -245,18 +244,12 @@ Test(balance, round_robin_turns_are_smooth)
 
 /* The evaluator on a whole policy: hash(header) reads the header (it joins the vector only
  * when routed to), an absent header hashes as "", the source as its 4 bytes. */
-static struct ir_program *lower(const char *text, struct l7_module *m, struct l7_source **src)
+static struct ir_program *lower(const char *text, struct l7_unit *u)
 {
 	struct l7_diags d = { .out = stderr };
-	*src = l7_source_from_string("lb.l7", text);
-	memset(m, 0, sizeof(*m));
-	const char *inc[] = { L7_STDLIB_DIR };
-	l7_parse(m, *src, false, &d);
-	l7_resolve(m, inc, 1, &d);
-	cr_assert_eq(d.errors, 0);
-	struct ir_program *p = ir_lower(m, &d);
-	cr_assert_not_null(p);
-	return p;
+	struct l7_pipeline po = { .passes = "none", .verify_ir = true };
+	cr_assert_eq(l7_unit_build(u, l7_source_from_string("lb.l7", text), &po, &d), L7_UNIT_OK);
+	return u->ir;
 }
 
 static int pick(const struct ir_program *p, const char *raw, unsigned src_be)
@@ -272,8 +265,7 @@ static int pick(const struct ir_program *p, const char *raw, unsigned src_be)
 
 Test(balance, evaluator_keys)
 {
-	struct l7_module m;
-	struct l7_source *src;
+	struct l7_unit unit;
 	struct ir_program *p = lower("service f = 127.0.0.1:8080;\n"
 				     "upstream x = 127.0.0.1:9000;\n"
 				     "upstream u = [127.0.0.1:9001, 127.0.0.1:9002, 127.0.0.1:9003 weight 2] balance hash(header \"X-User\");\n"
@@ -284,7 +276,7 @@ Test(balance, evaluator_keys)
 				     "  if (request.path == \"/s\") { Route(request, s); }\n"
 				     "  if (request.path == \"/r\") { Route(request, r); }\n"
 				     "  Route(request, u);\n}\n",
-				     &m, &src);
+				     &unit);
 	cr_assert_eq(p->nheaders, 1);   /* x-user only: nothing routes to `unused` */
 	cr_assert_str_eq(p->headers[0], "x-user");
 	cr_assert_eq(p->upstreams[1].slot, 1);
@@ -314,7 +306,5 @@ Test(balance, evaluator_keys)
 		cr_assert_eq(pick(p, "GET /s HTTP/1.1\r\nHost: a\r\n\r\n", be), want);
 	}
 	cr_assert_eq(pick(p, "GET /r HTTP/1.1\r\nHost: a\r\n\r\n", lo), -1);   /* round robin: rotates */
-	ir_free(p);
-	l7_module_free(&m);
-	l7_source_free(src);
+	l7_unit_free(&unit);
 }

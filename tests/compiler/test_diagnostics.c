@@ -9,8 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend.h"
-#include "ir.h"
+#include "pipeline.h"
 
 #define MAX_LINES 64
 
@@ -25,27 +24,18 @@ static void add_line(struct lines *l, const char *s, size_t n)
 	l->v[l->n++] = strndup(s, n);
 }
 
-/* Runs the front end and the IR lowering on path; returns the diagnostics printed. */
+/* Runs the pipeline to IR on path (the passes too: they warn); returns the diagnostics printed. */
 static char *compile(const char *path, int *errors)
 {
 	char *out = NULL;
 	size_t len = 0;
 	FILE *f = open_memstream(&out, &len);
 	struct l7_diags d = { .out = f };
-	struct l7_source *src = l7_source_load(path, &d);
-	cr_assert_not_null(src);
-	struct l7_module m = { 0 };
-	const char *inc[] = { L7_STDLIB_DIR };
-	l7_parse(&m, src, false, &d);
-	l7_resolve(&m, inc, 1, &d);
-	if (!d.errors) {
-		struct ir_program *p = ir_lower(&m, &d);
-		if (p)
-			ir_optimise(p, NULL, &d, NULL);
-		ir_free(p);
-	}
-	l7_module_free(&m);
-	l7_source_free(src);
+	struct l7_pipeline po = { .verify_ir = true };
+	struct l7_unit u;
+	enum l7_unit_status rc = l7_unit_load(&u, path, &po, &d);
+	cr_assert(rc == L7_UNIT_OK || rc == L7_UNIT_ERRORS, "%s: status %d", path, rc);
+	l7_unit_free(&u);
 	fclose(f);
 	*errors = d.errors;
 	return out;

@@ -8,8 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend.h"
-#include "ir.h"
+#include "pipeline.h"
 
 static char *slurp(const char *path)
 {
@@ -40,17 +39,14 @@ ParameterizedTest(char **name, ir, goldens)
 	size_t dl = 0, il = 0;
 	FILE *df = open_memstream(&diags, &dl), *irf = open_memstream(&dump, &il);
 	struct l7_diags d = { .out = df };
-	struct l7_source *src = l7_source_load(src_path, &d);
-	struct l7_module m = { 0 };
-	const char *inc[] = { L7_STDLIB_DIR };
-	l7_parse(&m, src, false, &d);
-	l7_resolve(&m, inc, 1, &d);
-	struct ir_program *p = d.errors ? NULL : ir_lower(&m, &d);
+	struct l7_pipeline lowered = { .passes = "none", .verify_ir = true };
+	struct l7_unit u;
+	enum l7_unit_status rc = l7_unit_load(&u, src_path, &lowered, &d);
 	fflush(df);
-	cr_assert_not_null(p, "%s does not lower:\n%s", *name, diags);
-	ir_dump(p, irf);
+	cr_assert_eq(rc, L7_UNIT_OK, "%s does not lower:\n%s", *name, diags);
+	ir_dump(u.ir, irf);
 	fclose(irf);
-	fclose(df);
+	l7_unit_free(&u);
 
 	if (getenv("L7C_UPDATE_GOLDENS")) {
 		FILE *w = fopen(ir_path, "w");
@@ -65,9 +61,11 @@ ParameterizedTest(char **name, ir, goldens)
 	char *opt = NULL;
 	size_t ol = 0;
 	FILE *of = open_memstream(&opt, &ol);
-	ir_optimise(p, NULL, NULL, NULL);
-	ir_dump(p, of);
+	struct l7_pipeline optimised = { .verify_ir = true, .quiet_passes = true };
+	cr_assert_eq(l7_unit_load(&u, src_path, &optimised, &d), L7_UNIT_OK);
+	ir_dump(u.ir, of);
 	fclose(of);
+	fclose(df);
 	char opt_path[512];
 	snprintf(opt_path, sizeof(opt_path), "%s/%s.opt.ir", IR_DIR, *name);
 	if (getenv("L7C_UPDATE_GOLDENS")) {
@@ -80,9 +78,7 @@ ParameterizedTest(char **name, ir, goldens)
 	cr_expect_str_eq(opt, want_opt, "optimised IR of %s changed:\n%s", *name, opt);
 	free(want_opt);
 	free(opt);
-	ir_free(p);
-	l7_module_free(&m);
-	l7_source_free(src);
+	l7_unit_free(&u);
 	free(want);
 	free(diags);
 	free(dump);

@@ -1,13 +1,13 @@
 /* No input crashes the compiler: thousands of mutations of real policies (byte flips,
- * insertions of grammar tokens, truncations, deletions) go through parsing, resolution and
- * lowering. A crash fails the test; each result must be either clean or reported errors. */
+ * insertions of grammar tokens, truncations, deletions) go through parsing, resolution,
+ * lowering and the passes (l7_unit_build, the IR verifier after each). A crash fails the test;
+ * each result must be either clean or reported errors. */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend.h"
-#include "ir.h"
+#include "pipeline.h"
 
 static const char *seeds[] = {
 	EXAMPLES_DIR "/route.l7",
@@ -75,25 +75,14 @@ Test(robustness, mutated_policies_never_crash, .timeout = 240)
 				}
 			}
 			buf[n] = 0;
-			/* the mutated bytes may hold NULs: build the source with its real length */
-			struct l7_source *src = l7_source_from_string(seeds[si], "");
-			free(src->text);
-			src->text = buf;
-			src->len = n;
-			buf = NULL;
+			/* the mutated bytes may hold NULs: the source has their real length */
 			struct l7_diags d = { .out = sink };
-			struct l7_module m = { 0 };
-			const char *inc[] = { L7_STDLIB_DIR };
-			l7_parse(&m, src, false, &d);
-			l7_resolve(&m, inc, 1, &d);
-			if (!d.errors) {
-				struct ir_program *p = ir_lower(&m, &d);
-				cr_assert((p != NULL) == (d.errors == 0), "lowering must fail exactly when it reports");
-				ir_free(p);
-			}
-			clean += d.errors == 0;
-			l7_module_free(&m);
-			l7_source_free(src);
+			struct l7_pipeline po = { .verify_ir = true };
+			struct l7_unit u;
+			enum l7_unit_status rc = l7_unit_build(&u, l7_source_from_bytes(seeds[si], buf, n), &po, &d);
+			cr_assert(rc != L7_UNIT_INTERNAL, "lowering must fail exactly when it reports, and keep the IR's invariants");
+			clean += rc == L7_UNIT_OK;
+			l7_unit_free(&u);
 			free(buf);
 			runs++;
 		}

@@ -1,14 +1,13 @@
-/* libFuzzer harness: policy text through the whole front end (parse, resolve, lower, optimise),
- * as tests/compiler/test_robustness.c drives it. Any crash, sanitizer report or a lowering
- * that fails without reporting an error is a finding. */
+/* libFuzzer harness: policy text through the whole pipeline to IR (parse, resolve, lower, the
+ * passes, the IR verifier after each: l7_unit_build), as tests/compiler/test_robustness.c
+ * drives it. Any crash, sanitizer report, broken IR invariant or a lowering that fails without
+ * reporting an error is a finding. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "frontend.h"
-#include "fuzz_source.h"
-#include "ir.h"
+#include "pipeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -19,21 +18,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		sink = fopen("/dev/null", "w");
 	if (size > 64 * 1024)
 		return 0;   /* policies are small; long inputs only slow the search down */
-	struct l7_source *src = fuzz_source("fuzz.l7", data, size);
 	struct l7_diags d = { .out = sink };
-	struct l7_module m = { 0 };
-	const char *inc[] = { L7_STDLIB_DIR };
-	l7_parse(&m, src, false, &d);
-	l7_resolve(&m, inc, 1, &d);
-	if (!d.errors) {
-		struct ir_program *p = ir_lower(&m, &d);
-		if ((p != NULL) != (d.errors == 0))
-			abort();   /* lowering must fail exactly when it reports */
-		if (p)
-			ir_optimise(p, NULL, &d, NULL);
-		ir_free(p);
-	}
-	l7_module_free(&m);
-	l7_source_free(src);
+	struct l7_pipeline po = { .verify_ir = true };
+	struct l7_unit u;
+	if (l7_unit_build(&u, l7_source_from_bytes("fuzz.l7", data, size), &po, &d) == L7_UNIT_INTERNAL)
+		abort();   /* lowering that failed without reporting (or the reverse), or a broken IR invariant */
+	l7_unit_free(&u);
 	return 0;
 }
