@@ -20,6 +20,7 @@
  * cut in two resumes in the next chunk only if the first part did not match (first match). */
 #include "cg.h"
 
+#include <assert.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -193,114 +194,177 @@ static void str_match(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef 
 	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntEQ, diff, LLVMConstInt(g->i8, 0, 0), ""), yes, no);
 }
 
+/* Each condition kind (ir/conds.def) as code: a hook that ends its block with a branch to yes
+ * or no. Leaves compute an i1 and branch on it. */
+typedef void emit_fn(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no);
+#define IR_COND(kind, operands) static emit_fn emit_##kind;
+#include "conds.def"
+#undef IR_COND
+
 /* Branches to yes or no on k. */
 static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
-	struct cg *g = c->g;
+	static emit_fn *const hooks[] = {
+#define IR_COND(kind, operands) [IR_C_##kind] = emit_##kind,
+#include "conds.def"
+#undef IR_COND
+	};
 	if (k->line)
-		cg_di_at(g, c->sp, k->line);
-	LLVMValueRef v;
-	switch (k->kind) {
-	case IR_C_TRUE: LLVMBuildBr(g->b, yes); return;
-	case IR_C_FALSE: LLVMBuildBr(g->b, no); return;
-	case IR_C_NOT: cond_br(c, k->a, no, yes); return;
-	case IR_C_AND:
-	case IR_C_OR: {
-		LLVMBasicBlockRef second = block(c, k->kind == IR_C_AND ? "and" : "or");
-		if (k->kind == IR_C_AND)
-			cond_br(c, k->a, second, no);
-		else
-			cond_br(c, k->a, yes, second);
-		LLVMPositionBuilderAtEnd(g->b, second);
-		cond_br(c, k->b, yes, no);
+		cg_di_at(c->g, c->sp, k->line);
+	hooks[k->kind](c, k, yes, no);
+}
+
+static void branch(struct pcx *c, LLVMValueRef v, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMBuildCondBr(c->g->b, v, yes, no);
+}
+
+/* v != 0 */
+static LLVMValueRef nonzero(struct pcx *c, LLVMValueRef v) { return LLVMBuildICmp(c->g->b, LLVMIntNE, v, u32c(c, 0), ""); }
+
+static void emit_TRUE(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	(void)k, (void)no;
+	LLVMBuildBr(c->g->b, yes);
+}
+
+static void emit_FALSE(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	(void)k, (void)yes;
+	LLVMBuildBr(c->g->b, no);
+}
+
+static void emit_NOT(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	cond_br(c, k->a, no, yes);
+}
+
+static void emit_AND(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMBasicBlockRef second = block(c, "and");
+	cond_br(c, k->a, second, no);
+	LLVMPositionBuilderAtEnd(c->g->b, second);
+	cond_br(c, k->b, yes, no);
+}
+
+static void emit_OR(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMBasicBlockRef second = block(c, "or");
+	cond_br(c, k->a, yes, second);
+	LLVMPositionBuilderAtEnd(c->g->b, second);
+	cond_br(c, k->b, yes, no);
+}
+
+/* STR_EQ and STR_PREFIX: unrolled up to unroll_max bytes (claims always), else one call */
+static void str_cmp(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	struct cg *g = c->g;
+	if (k->field == IR_F_CLAIM || k->len <= (size_t)unroll_max(g->split)) {
+		str_match(c, k, yes, no);
 		return;
 	}
-	case IR_C_STR_EQ:
-	case IR_C_STR_PREFIX: {
-		if (k->field == IR_F_CLAIM || k->len <= (size_t)unroll_max(g->split)) {
-			str_match(c, k, yes, no);
-			return;
-		}
-		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
-					cg_string(g, k->str, k->len), u32c(c, k->len) };
-		LLVMValueRef r = call(c, c->cmp_ty, k->kind == IR_C_STR_EQ ? c->eq_fn : c->prefix_fn, args, 4);
-		v = LLVMBuildICmp(g->b, LLVMIntNE, r, u32c(c, 0), "");
-		break;
+	LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)), cg_string(g, k->str, k->len),
+				u32c(c, k->len) };
+	branch(c, nonzero(c, call(c, c->cmp_ty, k->kind == IR_C_STR_EQ ? c->eq_fn : c->prefix_fn, args, 4)), yes, no);
+}
+
+static void emit_STR_EQ(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	str_cmp(c, k, yes, no);
+}
+
+static void emit_STR_PREFIX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	str_cmp(c, k, yes, no);
+}
+
+static void emit_REGEX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)), u32c(c, k->field == IR_F_CLAIM),
+				regex_desc(c, k->re) };
+	branch(c, nonzero(c, call(c, c->re_ty, c->re_fn, args, 4)), yes, no);
+}
+
+static void emit_METHOD_IS(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	branch(c, LLVMBuildICmp(c->g->b, LLVMIntEQ, load32(c, c->req, offsetof(struct l7_req, method)), u32c(c, k->method), ""),
+	       yes, no);
+}
+
+static void emit_SERVICE_IN(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	struct cg *g = c->g;
+	LLVMValueRef s = LLVMBuildZExt(g->b, load32(c, c->req, offsetof(struct l7_req, service)), g->i64, "");
+	LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, s, LLVMConstInt(g->i64, 64, 0), "");
+	LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, LLVMConstInt(g->i64, k->mask, 0), s, ""),
+					LLVMConstInt(g->i64, 1, 0), "");
+	branch(c, LLVMBuildAnd(g->b, ok, LLVMBuildTrunc(g->b, bit, g->i1, ""), ""), yes, no);
+}
+
+static void emit_HAS_HEADER(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	assert(k->header >= 0 && k->header < 32);   /* a bit of hdr_present (ir_verify) */
+	LLVMValueRef bits = load32(c, c->req, offsetof(struct l7_req, hdr_present));
+	branch(c, nonzero(c, LLVMBuildAnd(c->g->b, bits, u32c(c, 1u << k->header), "")), yes, no);
+}
+
+static void emit_SOURCE_IN(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	struct cg *g = c->g;
+	LLVMValueRef ip = load32(c, c->req, offsetof(struct l7_req, src_ip4));
+	branch(c, LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, ip, u32c(c, k->netmask), ""), u32c(c, k->net), ""), yes, no);
+}
+
+static void emit_PORT_IN(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	branch(c, in_range(c, load32(c, c->req, offsetof(struct l7_req, dst_port)), k->lo, k->hi), yes, no);
+}
+
+static void emit_JWT_VALID(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->jwt) };
+	LLVMValueRef ok = k->jwt >= 0 && k->jwt < L7_MAX_JWT && c->jwt_val[k->jwt] ? c->jwt_val[k->jwt]   /* emit_rules */
+										: call(c, c->jwt_ty, c->jwt_fn, args, 2);
+	branch(c, nonzero(c, ok), yes, no);
+}
+
+static void emit_IDENTITY(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	branch(c, LLVMBuildICmp(c->g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), ""),
+	       yes, no);
+}
+
+static void emit_COUNTER_IN(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef idx = u32c(c, (unsigned)k->state);
+	branch(c, in_range(c, call(c, c->u_ty, declare(c, "l7_counter_value", c->u_ty), &idx, 1), k->lo, k->hi), yes, no);
+}
+
+static void emit_TIMER_ELAPSED(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef args[] = { u32c(c, (unsigned)k->state), u32c(c, k->lo) };
+	branch(c, nonzero(c, call(c, c->uu_ty, declare(c, "l7_timer_elapsed", c->uu_ty), args, 2)), yes, no);
+}
+
+static void emit_SOURCE_SET(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->set) };
+	branch(c, nonzero(c, call(c, c->jwt_ty, c->set_fn, args, 2)), yes, no);
+}
+
+static void emit_TABLE(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	struct cg *g = c->g;
+	const struct ir_table *t = &g->p->tables[k->table];
+	if (!c->table_val[k->table]) {
+		unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
+				   (t->prefix_method ? 8 : 0);
+		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(t->field, t->header)), u32c(c, (unsigned)k->table),
+					u32c(c, lookups) };
+		c->table_val[k->table] = call(c, c->table_ty, c->table_fn, args, 4);
 	}
-	case IR_C_REGEX: {
-		LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)),
-					u32c(c, k->field == IR_F_CLAIM), regex_desc(c, k->re) };
-		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->re_ty, c->re_fn, args, 4), u32c(c, 0), "");
-		break;
-	}
-	case IR_C_METHOD_IS:
-		v = LLVMBuildICmp(g->b, LLVMIntEQ, load32(c, c->req, offsetof(struct l7_req, method)), u32c(c, k->method), "");
-		break;
-	case IR_C_SERVICE_IN: {
-		LLVMValueRef s = LLVMBuildZExt(g->b, load32(c, c->req, offsetof(struct l7_req, service)), g->i64, "");
-		LLVMValueRef ok = LLVMBuildICmp(g->b, LLVMIntULT, s, LLVMConstInt(g->i64, 64, 0), "");
-		LLVMValueRef bit = LLVMBuildAnd(g->b, LLVMBuildLShr(g->b, LLVMConstInt(g->i64, k->mask, 0), s, ""),
-						LLVMConstInt(g->i64, 1, 0), "");
-		v = LLVMBuildAnd(g->b, ok, LLVMBuildTrunc(g->b, bit, g->i1, ""), "");
-		break;
-	}
-	case IR_C_HAS_HEADER: {
-		LLVMValueRef bits = load32(c, c->req, offsetof(struct l7_req, hdr_present));
-		v = LLVMBuildICmp(g->b, LLVMIntNE, LLVMBuildAnd(g->b, bits, u32c(c, 1u << k->header), ""), u32c(c, 0), "");
-		break;
-	}
-	case IR_C_SOURCE_IN: {
-		LLVMValueRef ip = load32(c, c->req, offsetof(struct l7_req, src_ip4));
-		v = LLVMBuildICmp(g->b, LLVMIntEQ, LLVMBuildAnd(g->b, ip, u32c(c, k->netmask), ""), u32c(c, k->net), "");
-		break;
-	}
-	case IR_C_PORT_IN:
-		v = in_range(c, load32(c, c->req, offsetof(struct l7_req, dst_port)), k->lo, k->hi);
-		break;
-	case IR_C_JWT_VALID: {
-		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->jwt) };
-		LLVMValueRef ok = k->jwt >= 0 && k->jwt < L7_MAX_JWT && c->jwt_val[k->jwt] ? c->jwt_val[k->jwt]
-											: call(c, c->jwt_ty, c->jwt_fn, args, 2);
-		v = LLVMBuildICmp(g->b, LLVMIntNE, ok, u32c(c, 0), "");
-		break;
-	}
-	case IR_C_IDENTITY:
-		v = LLVMBuildICmp(g->b, LLVMIntEQ, call(c, c->ident_ty, c->ident_fn, &c->req, 1), u32c(c, (unsigned)k->ident), "");
-		break;
-	case IR_C_COUNTER_IN: {
-		LLVMValueRef idx = u32c(c, (unsigned)k->state);
-		v = in_range(c, call(c, c->u_ty, declare(c, "l7_counter_value", c->u_ty), &idx, 1), k->lo, k->hi);
-		break;
-	}
-	case IR_C_TIMER_ELAPSED: {
-		LLVMValueRef args[] = { u32c(c, (unsigned)k->state), u32c(c, k->lo) };
-		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->uu_ty, declare(c, "l7_timer_elapsed", c->uu_ty), args, 2),
-				  u32c(c, 0), "");
-		break;
-	}
-	case IR_C_SOURCE_SET: {
-		LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->set) };
-		v = LLVMBuildICmp(g->b, LLVMIntNE, call(c, c->jwt_ty, c->set_fn, args, 2), u32c(c, 0), "");
-		break;
-	}
-	case IR_C_TABLE: {
-		const struct ir_table *t = &g->p->tables[k->table];
-		if (!c->table_val[k->table]) {
-			unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
-					   (t->prefix_method ? 8 : 0);
-			LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(t->field, t->header)),
-						u32c(c, (unsigned)k->table), u32c(c, lookups) };
-			c->table_val[k->table] = call(c, c->table_ty, c->table_fn, args, 4);
-		}
-		LLVMValueRef group = LLVMBuildAnd(g->b, c->table_val[k->table], u32c(c, 0xff), "");
-		v = LLVMBuildICmp(g->b, LLVMIntEQ, group, u32c(c, (unsigned)k->group), "");
-		break;
-	}
-	default:
-		LLVMBuildBr(g->b, no);
-		return;
-	}
-	LLVMBuildCondBr(g->b, v, yes, no);
+	LLVMValueRef group = LLVMBuildAnd(g->b, c->table_val[k->table], u32c(c, 0xff), "");
+	branch(c, LLVMBuildICmp(g->b, LLVMIntEQ, group, u32c(c, (unsigned)k->group), ""), yes, no);
 }
 
 static void count(struct pcx *c, unsigned idx)
@@ -810,32 +874,50 @@ void cg_policy(struct cg *g)
  * field hashing that field, ~300 (on a constant ~45). auth.valid inlines l7_jwt_check, ~830,
  * but once per function and token (emit_rules). */
 
+/* Each condition kind's estimate (ir/conds.def): one hook each; most are constants. */
+typedef int size_fn(const struct ir_cond *k, int unroll);
+#define IR_COND(kind, operands) static size_fn size_##kind;
+#include "conds.def"
+#undef IR_COND
+
 static int cond_size(const struct ir_cond *k, int unroll)
 {
-	switch (k->kind) {
-	case IR_C_TRUE:
-	case IR_C_FALSE: return 0;
-	case IR_C_AND:
-	case IR_C_OR: return cond_size(k->a, unroll) + cond_size(k->b, unroll) + 1;
-	case IR_C_NOT: return cond_size(k->a, unroll);
-	case IR_C_STR_EQ:
-	case IR_C_STR_PREFIX:
-		return k->field == IR_F_CLAIM ? 30 + 5 * (int)k->len : k->len <= (size_t)unroll ? 6 + 5 * (int)k->len : 30;
-	case IR_C_METHOD_IS:
-	case IR_C_HAS_HEADER:
-	case IR_C_SOURCE_IN:
-	case IR_C_PORT_IN: return 6;
-	case IR_C_SERVICE_IN: return 10;
-	case IR_C_JWT_VALID: return 40;   /* and l7_jwt_check once per function: CHUNK_SIZE's margin */
-	case IR_C_IDENTITY: return 30;
-	case IR_C_TABLE: return 150;
-	case IR_C_SOURCE_SET: return 45;
-	case IR_C_COUNTER_IN: return 45;
-	case IR_C_TIMER_ELAPSED: return 55;
-	case IR_C_REGEX: return 70;
-	}
-	return 0;
+	static size_fn *const hooks[] = {
+#define IR_COND(kind, operands) [IR_C_##kind] = size_##kind,
+#include "conds.def"
+#undef IR_COND
+	};
+	return hooks[k->kind](k, unroll);
 }
+
+#define SIZE(kind, n) \
+	static int size_##kind(const struct ir_cond *k, int unroll) { return (void)k, (void)unroll, (n); }
+SIZE(TRUE, 0)
+SIZE(FALSE, 0)
+SIZE(METHOD_IS, 6)
+SIZE(HAS_HEADER, 6)
+SIZE(SOURCE_IN, 6)
+SIZE(PORT_IN, 6)
+SIZE(SERVICE_IN, 10)
+SIZE(JWT_VALID, 40)   /* and l7_jwt_check once per function: CHUNK_SIZE's margin */
+SIZE(IDENTITY, 30)
+SIZE(TABLE, 150)
+SIZE(SOURCE_SET, 45)
+SIZE(COUNTER_IN, 45)
+SIZE(TIMER_ELAPSED, 55)
+SIZE(REGEX, 70)
+#undef SIZE
+
+static int size_AND(const struct ir_cond *k, int unroll) { return cond_size(k->a, unroll) + cond_size(k->b, unroll) + 1; }
+static int size_OR(const struct ir_cond *k, int unroll) { return size_AND(k, unroll); }
+static int size_NOT(const struct ir_cond *k, int unroll) { return cond_size(k->a, unroll); }
+
+static int size_STR_EQ(const struct ir_cond *k, int unroll)
+{
+	return k->field == IR_F_CLAIM ? 30 + 5 * (int)k->len : k->len <= (size_t)unroll ? 6 + 5 * (int)k->len : 30;
+}
+
+static int size_STR_PREFIX(const struct ir_cond *k, int unroll) { return size_STR_EQ(k, unroll); }
 
 int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {

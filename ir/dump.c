@@ -44,93 +44,151 @@ static void ip_out(FILE *o, unsigned be)
 	fprintf(o, "%u.%u.%u.%u", b[0], b[1], b[2], b[3]);
 }
 
+/* The text of each condition kind (conds.def): one hook each. */
+typedef void print_fn(const struct ir_program *p, const struct ir_cond *c, FILE *o);
+#define IR_COND(kind, operands) static print_fn print_##kind;
+#include "conds.def"
+#undef IR_COND
+
 void ir_cond_print(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 {
-	switch (c->kind) {
-	case IR_C_TRUE: fputs("true", o); return;
-	case IR_C_FALSE: fputs("false", o); return;
-	case IR_C_AND:
-	case IR_C_OR:
-		fputc('(', o);
-		ir_cond_print(p, c->a, o);
-		fputs(c->kind == IR_C_AND ? " && " : " || ", o);
-		ir_cond_print(p, c->b, o);
+	static print_fn *const hooks[] = {
+#define IR_COND(kind, operands) [IR_C_##kind] = print_##kind,
+#include "conds.def"
+#undef IR_COND
+	};
+	hooks[c->kind](p, c, o);
+}
+
+static void print_TRUE(const struct ir_program *p, const struct ir_cond *c, FILE *o) { (void)p, (void)c, fputs("true", o); }
+static void print_FALSE(const struct ir_program *p, const struct ir_cond *c, FILE *o) { (void)p, (void)c, fputs("false", o); }
+
+static void binary(const struct ir_program *p, const struct ir_cond *c, FILE *o, const char *op)
+{
+	fputc('(', o);
+	ir_cond_print(p, c->a, o);
+	fputs(op, o);
+	ir_cond_print(p, c->b, o);
+	fputc(')', o);
+}
+
+static void print_AND(const struct ir_program *p, const struct ir_cond *c, FILE *o) { binary(p, c, o, " && "); }
+static void print_OR(const struct ir_program *p, const struct ir_cond *c, FILE *o) { binary(p, c, o, " || "); }
+
+static void print_NOT(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	bool wrap = c->a->kind != IR_C_AND && c->a->kind != IR_C_OR;   /* those print their own () */
+	fputs(wrap ? "!(" : "!", o);
+	ir_cond_print(p, c->a, o);
+	if (wrap)
 		fputc(')', o);
-		return;
-	case IR_C_NOT: {
-		bool wrap = c->a->kind != IR_C_AND && c->a->kind != IR_C_OR;   /* those print their own () */
-		fputs(wrap ? "!(" : "!", o);
-		ir_cond_print(p, c->a, o);
-		if (wrap)
-			fputc(')', o);
-		return;
-	}
-	case IR_C_STR_EQ: field_out(p, c->field, c->header, o); fputs(" == ", o); str_out(o, c->str, c->len); return;
-	case IR_C_STR_PREFIX:
-		fputs("starts_with(", o);
-		field_out(p, c->field, c->header, o);
-		fputs(", ", o);
-		str_out(o, c->str, c->len);
-		fputc(')', o);
-		return;
-	case IR_C_REGEX:
-		fputs("matches(", o);
-		field_out(p, c->field, c->header, o);
-		fputs(", ", o);
-		str_out(o, c->re->src, c->re->len);
-		fprintf(o, ") [regex #%d]", c->re->index);
-		return;
-	case IR_C_METHOD_IS:
-		fprintf(o, "method is %s", c->method < sizeof(method_names) / sizeof(*method_names) ? method_names[c->method] : "?");
-		return;
-	case IR_C_HAS_HEADER: fprintf(o, "has header[%d:%s]", c->header, p->headers[c->header]); return;
-	case IR_C_SOURCE_IN:
-		fputs("source in ", o);
-		ip_out(o, c->net);
-		fprintf(o, "/%d", __builtin_popcount(c->netmask));
-		return;
-	case IR_C_PORT_IN:
-		if (c->lo == c->hi)
-			fprintf(o, "port == %u", c->lo);
-		else
-			fprintf(o, "port in %u..%u", c->lo, c->hi);
-		return;
-	case IR_C_JWT_VALID: fprintf(o, "jwt %s valid", p->jwts[c->jwt].name); return;
-	case IR_C_IDENTITY:
-		fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
-		return;
-	case IR_C_COUNTER_IN:
-		if (c->hi == UINT_MAX)
-			fprintf(o, "%s.value >= %u", p->counters[c->state], c->lo);
-		else
-			fprintf(o, "%s.value in %u..%u", p->counters[c->state], c->lo, c->hi);
-		return;
-	case IR_C_TIMER_ELAPSED:
-		fprintf(o, "%s elapsed %us", p->timers[c->state], c->lo);
-		return;
-	case IR_C_SOURCE_SET:
-		fprintf(o, "source in set #%d (%d prefixes)", c->set, p->cidr_sets[c->set].n);
-		return;
-	case IR_C_TABLE: {
-		const struct ir_table *t = &p->tables[c->table];
-		fputs("(method, ", o);
-		field_out(p, t->field, t->header, o);
-		if (t->ngroups == 1)
-			fprintf(o, ") in table #%d (%d entries)", c->table, t->n);
-		else
-			fprintf(o, ") first in table #%d is of group %d of %d (%d entries)", c->table, c->group, t->ngroups, t->n);
-		return;
-	}
-	case IR_C_SERVICE_IN:
-		fputs("service in {", o);
-		for (int i = 0, first = 1; i < p->nservices && i < 64; i++)
-			if (c->mask >> i & 1) {
-				fprintf(o, "%s%s", first ? "" : ", ", p->services[i].name);
-				first = 0;
-			}
-		fputc('}', o);
-		return;
-	}
+}
+
+static void print_STR_EQ(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	field_out(p, c->field, c->header, o);
+	fputs(" == ", o);
+	str_out(o, c->str, c->len);
+}
+
+/* name(field, "constant") */
+static void call_out(const struct ir_program *p, const struct ir_cond *c, FILE *o, const char *name, const char *s,
+		     size_t n)
+{
+	fprintf(o, "%s(", name);
+	field_out(p, c->field, c->header, o);
+	fputs(", ", o);
+	str_out(o, s, n);
+	fputc(')', o);
+}
+
+static void print_STR_PREFIX(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	call_out(p, c, o, "starts_with", c->str, c->len);
+}
+
+static void print_REGEX(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	call_out(p, c, o, "matches", c->re->src, c->re->len);
+	fprintf(o, " [regex #%d]", c->re->index);
+}
+
+static void print_METHOD_IS(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	(void)p;
+	fprintf(o, "method is %s", c->method < sizeof(method_names) / sizeof(*method_names) ? method_names[c->method] : "?");
+}
+
+static void print_HAS_HEADER(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fprintf(o, "has header[%d:%s]", c->header, p->headers[c->header]);
+}
+
+static void print_SOURCE_IN(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	(void)p;
+	fputs("source in ", o);
+	ip_out(o, c->net);
+	fprintf(o, "/%d", __builtin_popcount(c->netmask));
+}
+
+static void print_PORT_IN(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	(void)p;
+	if (c->lo == c->hi)
+		fprintf(o, "port == %u", c->lo);
+	else
+		fprintf(o, "port in %u..%u", c->lo, c->hi);
+}
+
+static void print_JWT_VALID(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fprintf(o, "jwt %s valid", p->jwts[c->jwt].name);
+}
+
+static void print_IDENTITY(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fprintf(o, "caller is %s", c->ident < p->nidentities ? p->identities[c->ident].name : "external");
+}
+
+static void print_COUNTER_IN(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	if (c->hi == UINT_MAX)
+		fprintf(o, "%s.value >= %u", p->counters[c->state], c->lo);
+	else
+		fprintf(o, "%s.value in %u..%u", p->counters[c->state], c->lo, c->hi);
+}
+
+static void print_TIMER_ELAPSED(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fprintf(o, "%s elapsed %us", p->timers[c->state], c->lo);
+}
+
+static void print_SOURCE_SET(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fprintf(o, "source in set #%d (%d prefixes)", c->set, p->cidr_sets[c->set].n);
+}
+
+static void print_TABLE(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	const struct ir_table *t = &p->tables[c->table];
+	fputs("(method, ", o);
+	field_out(p, t->field, t->header, o);
+	if (t->ngroups == 1)
+		fprintf(o, ") in table #%d (%d entries)", c->table, t->n);
+	else
+		fprintf(o, ") first in table #%d is of group %d of %d (%d entries)", c->table, c->group, t->ngroups, t->n);
+}
+
+static void print_SERVICE_IN(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	fputs("service in {", o);
+	for (int i = 0, first = 1; i < p->nservices && i < 64; i++)
+		if (c->mask >> i & 1) {
+			fprintf(o, "%s%s", first ? "" : ", ", p->services[i].name);
+			first = 0;
+		}
+	fputc('}', o);
 }
 
 static void endpoint_out(FILE *o, const struct ir_endpoint *e)

@@ -68,53 +68,95 @@ static const struct ir_table_entry *table_first(const struct ev *e, const struct
 	return NULL;
 }
 
+/* Does the request satisfy c: one hook per condition kind (conds.def). */
+typedef bool holds_fn(const struct ev *e, const struct ir_cond *c);
+#define IR_COND(kind, operands) static holds_fn holds_##kind;
+#include "conds.def"
+#undef IR_COND
+
 static bool holds(const struct ev *e, const struct ir_cond *c)
 {
+	static holds_fn *const hooks[] = {
+#define IR_COND(kind, operands) [IR_C_##kind] = holds_##kind,
+#include "conds.def"
+#undef IR_COND
+	};
+	return hooks[c->kind](e, c);
+}
+
+static bool holds_TRUE(const struct ev *e, const struct ir_cond *c) { return (void)e, (void)c, true; }
+static bool holds_FALSE(const struct ev *e, const struct ir_cond *c) { return (void)e, (void)c, false; }
+static bool holds_AND(const struct ev *e, const struct ir_cond *c) { return holds(e, c->a) && holds(e, c->b); }
+static bool holds_OR(const struct ev *e, const struct ir_cond *c) { return holds(e, c->a) || holds(e, c->b); }
+static bool holds_NOT(const struct ev *e, const struct ir_cond *c) { return !holds(e, c->a); }
+
+/* the field's bytes equal c's constant, or start with it */
+static bool str_holds(const struct ev *e, const struct ir_cond *c, bool whole)
+{
 	const struct l7_req *r = e->r;
-	switch (c->kind) {
-	case IR_C_TRUE: return true;
-	case IR_C_FALSE: return false;
-	case IR_C_AND: return holds(e, c->a) && holds(e, c->b);
-	case IR_C_OR: return holds(e, c->a) || holds(e, c->b);
-	case IR_C_NOT: return !holds(e, c->a);
-	case IR_C_STR_EQ:
-	case IR_C_STR_PREFIX: {
-		const struct l7_span *s = span_of(r, c->field, c->header);
-		size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
-		bool fits = c->kind == IR_C_STR_EQ ? s->len == c->len : s->len >= c->len;
-		return fits && (size_t)s->off + c->len <= cap && memcmp(base_of(r, c->field) + s->off, c->str, c->len) == 0;
-	}
-	case IR_C_REGEX: {
-		const struct l7_span *s = span_of(r, c->field, c->header);
-		size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
-		return (size_t)s->off + s->len <= cap && re_match(&c->re->dfa, base_of(r, c->field) + s->off, s->len);
-	}
-	case IR_C_METHOD_IS: return r->method == c->method;
-	case IR_C_SERVICE_IN: return r->service < 64 && (c->mask >> r->service & 1);
-	case IR_C_HAS_HEADER: return r->hdr_present >> c->header & 1;
-	case IR_C_SOURCE_IN: return (r->src_ip4 & c->netmask) == c->net;
-	case IR_C_PORT_IN: return r->dst_port >= c->lo && r->dst_port <= c->hi;
-	case IR_C_JWT_VALID: return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt, e->r);
-	case IR_C_IDENTITY: return ir_identity_of(e->p, r->src_ip4) == c->ident;
-	case IR_C_COUNTER_IN: {
-		unsigned long long v = e->env && e->env->counter_value ? e->env->counter_value(e->env->ctx, c->state) : 0;
-		return v >= c->lo && (c->hi == UINT_MAX || v <= c->hi);
-	}
-	case IR_C_TIMER_ELAPSED:
-		return e->env && e->env->timer_elapsed && e->env->timer_elapsed(e->env->ctx, c->state, c->lo);
-	case IR_C_SOURCE_SET: {
-		const struct ir_cidr_set *s = &e->p->cidr_sets[c->set];
-		for (int i = 0; i < s->n; i++)
-			if ((r->src_ip4 & s->netmasks[i]) == s->nets[i])
-				return true;
-		return false;
-	}
-	case IR_C_TABLE: {   /* the first entry in rule order decides the group */
-		const struct ir_table_entry *en = table_first(e, &e->p->tables[c->table]);
-		return en && en->group == c->group;
-	}
-	}
+	const struct l7_span *s = span_of(r, c->field, c->header);
+	size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
+	bool fits = whole ? s->len == c->len : s->len >= c->len;
+	return fits && (size_t)s->off + c->len <= cap && memcmp(base_of(r, c->field) + s->off, c->str, c->len) == 0;
+}
+
+static bool holds_STR_EQ(const struct ev *e, const struct ir_cond *c) { return str_holds(e, c, true); }
+static bool holds_STR_PREFIX(const struct ev *e, const struct ir_cond *c) { return str_holds(e, c, false); }
+
+static bool holds_REGEX(const struct ev *e, const struct ir_cond *c)
+{
+	const struct l7_req *r = e->r;
+	const struct l7_span *s = span_of(r, c->field, c->header);
+	size_t cap = c->field == IR_F_CLAIM ? sizeof(r->jwt_json) : sizeof(r->buf);
+	return (size_t)s->off + s->len <= cap && re_match(&c->re->dfa, base_of(r, c->field) + s->off, s->len);
+}
+
+static bool holds_METHOD_IS(const struct ev *e, const struct ir_cond *c) { return e->r->method == c->method; }
+
+static bool holds_SERVICE_IN(const struct ev *e, const struct ir_cond *c)
+{
+	return e->r->service < 64 && (c->mask >> e->r->service & 1);
+}
+
+static bool holds_HAS_HEADER(const struct ev *e, const struct ir_cond *c) { return e->r->hdr_present >> c->header & 1; }
+static bool holds_SOURCE_IN(const struct ev *e, const struct ir_cond *c) { return (e->r->src_ip4 & c->netmask) == c->net; }
+
+static bool holds_PORT_IN(const struct ev *e, const struct ir_cond *c)
+{
+	return e->r->dst_port >= c->lo && e->r->dst_port <= c->hi;
+}
+
+static bool holds_JWT_VALID(const struct ev *e, const struct ir_cond *c)
+{
+	return e->env && e->env->jwt_valid && e->env->jwt_valid(e->env->ctx, c->jwt, e->r);
+}
+
+static bool holds_IDENTITY(const struct ev *e, const struct ir_cond *c) { return ir_identity_of(e->p, e->r->src_ip4) == c->ident; }
+
+static bool holds_COUNTER_IN(const struct ev *e, const struct ir_cond *c)
+{
+	unsigned long long v = e->env && e->env->counter_value ? e->env->counter_value(e->env->ctx, c->state) : 0;
+	return v >= c->lo && (c->hi == UINT_MAX || v <= c->hi);
+}
+
+static bool holds_TIMER_ELAPSED(const struct ev *e, const struct ir_cond *c)
+{
+	return e->env && e->env->timer_elapsed && e->env->timer_elapsed(e->env->ctx, c->state, c->lo);
+}
+
+static bool holds_SOURCE_SET(const struct ev *e, const struct ir_cond *c)
+{
+	const struct ir_cidr_set *s = &e->p->cidr_sets[c->set];
+	for (int i = 0; i < s->n; i++)
+		if ((e->r->src_ip4 & s->netmasks[i]) == s->nets[i])
+			return true;
 	return false;
+}
+
+static bool holds_TABLE(const struct ev *e, const struct ir_cond *c)   /* the first entry in rule order decides */
+{
+	const struct ir_table_entry *en = table_first(e, &e->p->tables[c->table]);
+	return en && en->group == c->group;
 }
 
 /* Limit: a token of the action's bucket for its key, from the environment. */

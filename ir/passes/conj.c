@@ -7,36 +7,25 @@
 #include "arena.h"
 #include "diag.h"
 
+/* The same condition: the same kind and the same operands (those of its kind, conds.def). */
 bool conj_eq(const struct ir_cond *a, const struct ir_cond *b)
 {
 	if (a == b)
 		return true;
 	if (a->kind != b->kind)
 		return false;
-	switch (a->kind) {
-	case IR_C_TRUE:
-	case IR_C_FALSE: return true;
-	case IR_C_NOT: return conj_eq(a->a, b->a);
-	case IR_C_AND:
-	case IR_C_OR: return conj_eq(a->a, b->a) && conj_eq(a->b, b->b);
-	case IR_C_STR_EQ:
-	case IR_C_STR_PREFIX:
-		return a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header) && a->len == b->len &&
-		       !memcmp(a->str, b->str, a->len);
-	case IR_C_METHOD_IS: return a->method == b->method;
-	case IR_C_SERVICE_IN: return a->mask == b->mask;
-	case IR_C_HAS_HEADER: return a->header == b->header;
-	case IR_C_SOURCE_IN: return a->net == b->net && a->netmask == b->netmask;
-	case IR_C_PORT_IN: return a->lo == b->lo && a->hi == b->hi;
-	case IR_C_JWT_VALID: return a->jwt == b->jwt;
-	case IR_C_IDENTITY: return a->ident == b->ident;
-	case IR_C_TABLE: return a->table == b->table && a->group == b->group;
-	case IR_C_SOURCE_SET: return a->set == b->set;
-	case IR_C_COUNTER_IN: return a->state == b->state && a->lo == b->lo && a->hi == b->hi;
-	case IR_C_TIMER_ELAPSED: return a->state == b->state && a->lo == b->lo;
-	case IR_C_REGEX: return a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header) && a->re == b->re;
-	}
-	return false;
+	unsigned o = ir_cond_operands(a->kind);
+	return (!(o & (IR_O_AB | IR_O_A)) || conj_eq(a->a, b->a)) && (!(o & IR_O_AB) || conj_eq(a->b, b->b)) &&
+	       (!(o & IR_O_FIELD) || (a->field == b->field && (a->field < IR_F_HEADER || a->header == b->header))) &&
+	       (!(o & IR_O_STR) || (a->len == b->len && !memcmp(a->str, b->str, a->len))) &&
+	       (!(o & IR_O_METHOD) || a->method == b->method) && (!(o & IR_O_SERVICES) || a->mask == b->mask) &&
+	       (!(o & IR_O_HEADER) || a->header == b->header) &&
+	       (!(o & IR_O_PREFIX) || (a->net == b->net && a->netmask == b->netmask)) &&
+	       (!(o & (IR_O_PORTS | IR_O_RANGE)) || (a->lo == b->lo && a->hi == b->hi)) &&
+	       (!(o & IR_O_SECONDS) || a->lo == b->lo) && (!(o & IR_O_JWT) || a->jwt == b->jwt) &&
+	       (!(o & IR_O_IDENT) || a->ident == b->ident) &&
+	       (!(o & IR_O_TABLE) || (a->table == b->table && a->group == b->group)) && (!(o & IR_O_SET) || a->set == b->set) &&
+	       (!(o & (IR_O_COUNTER | IR_O_TIMER)) || a->state == b->state) && (!(o & IR_O_RE) || a->re == b->re);
 }
 
 /* What a regex says about a field compared with a constant: its DFA runs on the constant at
