@@ -505,6 +505,54 @@ static void remember_route(struct pcx *c, const struct ir_rule *r, LLVMBasicBloc
 	LLVMBuildBr(g->b, next);
 }
 
+/* Each action kind (ir/actions.def) as code: action k of rule r of policy pol. */
+typedef void act_fn(struct pcx *c, int pol, const struct ir_rule *r, int k);
+#define IR_ACTION(kind, operands) static act_fn act_##kind;
+#include "actions.def"
+#undef IR_ACTION
+static act_fn *const act_hooks[] = {
+#define IR_ACTION(kind, operands) [IR_A_##kind] = act_##kind,
+#include "actions.def"
+#undef IR_ACTION
+};
+
+static void act_MUTATE(struct pcx *c, int pol, const struct ir_rule *r, int k) { mutation(c, pol, r, k); }
+
+/* a counter whose value conditions read keeps that value too (shared by all CPUs, unlike
+ * its per-CPU telemetry total) */
+static bool value_read(const struct pcx *c, int counter)
+{
+	return counter < 64 && (c->g->p->counters_read >> counter & 1);
+}
+
+static void act_COUNT(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol;
+	int counter = r->actions[k].counter;
+	count(c, (unsigned)counter);
+	if (value_read(c, counter))
+		state_call(c, "l7_counter_add", (unsigned)counter);
+}
+
+static void act_COUNTER_RESET(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol;
+	if (value_read(c, r->actions[k].counter))
+		state_call(c, "l7_counter_reset", (unsigned)r->actions[k].counter);
+}
+
+static void act_TIMER_RESTART(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol;
+	state_call(c, "l7_timer_restart", (unsigned)r->actions[k].timer);
+}
+
+static void act_LIMIT(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol;
+	limit(c, &r->actions[k], r);
+}
+
 static void declare_leaves(struct pcx *c)
 {
 	struct cg *g = c->g;
@@ -692,21 +740,8 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			if (tab)   /* which rule of the table: its own hit counter */
 				call(c, c->count_ty, declare(c, "l7_table_hit", c->count_ty), &c->table_val[tab->table], 1);
 			for (int k = 0; k < rule->nactions; k++) {
-				const struct ir_action *act = &rule->actions[k];
-				cg_di_at(g, c->sp, act->line);
-				if (act->kind == IR_A_MUTATE)
-					mutation(c, i, rule, k);
-				else if (act->kind == IR_A_COUNT) {
-					count(c, (unsigned)act->counter);
-					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
-						state_call(c, "l7_counter_add", (unsigned)act->counter);
-				} else if (act->kind == IR_A_COUNTER_RESET) {
-					if (act->counter < 64 && (p->counters_read >> act->counter & 1))
-						state_call(c, "l7_counter_reset", (unsigned)act->counter);
-				} else if (act->kind == IR_A_TIMER_RESTART)
-					state_call(c, "l7_timer_restart", (unsigned)act->timer);
-				else
-					limit(c, act, rule);
+				cg_di_at(g, c->sp, rule->actions[k].line);
+				act_hooks[rule->actions[k].kind](c, i, rule, k);
 			}
 			cg_di_at(g, c->sp, rule->line);
 			switch (rule->term) {
@@ -919,14 +954,22 @@ static int size_STR_EQ(const struct ir_cond *k, int unroll)
 
 static int size_STR_PREFIX(const struct ir_cond *k, int unroll) { return size_STR_EQ(k, unroll); }
 
+/* Each action kind's estimate */
+enum { act_size_MUTATE = 24, act_size_COUNT = 24, act_size_LIMIT = 60, act_size_COUNTER_RESET = 24, act_size_TIMER_RESTART = 24 };
+
 int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {
 	int n = cond_size(r->cond, unroll ? unroll : CODEGEN_UNROLL_MAX) + 12 + 10;   /* the hit counter, the decision */
 	if ((r->term == IR_FORWARD || r->term == IR_FALLBACK) && r->upstream >= 0 && r->upstream < p->nupstreams)
 		n += p->upstreams[r->upstream].balance == IR_LB_HASH ? 440 : p->upstreams[r->upstream].balance == IR_LB_ONE ? 0 : 30;
+	static const int act_size[] = {   /* per action kind (ir/actions.def) */
+#define IR_ACTION(kind, operands) [IR_A_##kind] = act_size_##kind,
+#include "actions.def"
+#undef IR_ACTION
+	};
 	for (int a = 0; a < r->nactions; a++) {
 		const struct ir_action *x = &r->actions[a];
-		n += x->kind != IR_A_LIMIT ? 24 : (int)x->key_field >= 0 ? 360 : 60;
+		n += act_size[x->kind] + (x->kind == IR_A_LIMIT && (int)x->key_field >= 0 ? 300 : 0);   /* hashing the key */
 	}
 	return n;
 }

@@ -229,35 +229,59 @@ static void target_out(const struct ir_program *p, FILE *o, const char *kind, in
 	fprintf(o, "), ketama ring of %d points (%d with padding)\n", t->ring_points, 1 << t->ring_log2);
 }
 
+/* Each action kind's text (actions.def): one hook each. */
+typedef void show_fn(const struct ir_program *p, const struct ir_action *a, FILE *o);
+#define IR_ACTION(kind, operands) static show_fn show_##kind;
+#include "actions.def"
+#undef IR_ACTION
+
+static void show_MUTATE(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	static const char *const op[] = { "set", "add", "remove" };
+	fprintf(o, " %s %s", op[a->op], a->response ? "response" : "request");
+	if (a->op == IR_MUT_REMOVE)
+		fprintf(o, " header[%d:%s];", a->header, a->response ? p->rheaders[a->header] : p->headers[a->header]);
+	else
+		fprintf(o, " #%d;", a->mutation);
+}
+
+static void show_COUNT(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	fprintf(o, " count %s;", p->counters[a->counter]);
+}
+
+static void show_COUNTER_RESET(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	fprintf(o, " reset %s;", p->counters[a->counter]);
+}
+
+static void show_TIMER_RESTART(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	fprintf(o, " restart %s;", p->timers[a->timer]);
+}
+
+static void show_LIMIT(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	fprintf(o, " limit %s by ", p->buckets[a->bucket].name);
+	if (a->key_source)
+		fputs("source", o);
+	else
+		field_out(p, a->key_field, a->key_header, o);
+	fputc(';', o);
+}
+
 static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *o)
 {
+	static show_fn *const hooks[] = {
+#define IR_ACTION(kind, operands) [IR_A_##kind] = show_##kind,
+#include "actions.def"
+#undef IR_ACTION
+	};
 	fprintf(o, "  rule %d (line %u): ", r->id, r->line);
 	ir_cond_print(p, r->cond, o);
 	fputs("\n    ->", o);
-	for (int i = 0; i < r->nactions; i++) {
-		const struct ir_action *a = &r->actions[i];
-		if (a->kind == IR_A_MUTATE) {
-			static const char *const op[] = { "set", "add", "remove" };
-			fprintf(o, " %s %s", op[a->op], a->response ? "response" : "request");
-			if (a->op == IR_MUT_REMOVE)
-				fprintf(o, " header[%d:%s];", a->header, a->response ? p->rheaders[a->header] : p->headers[a->header]);
-			else
-				fprintf(o, " #%d;", a->mutation);
-		} else if (a->kind == IR_A_COUNT) {
-			fprintf(o, " count %s;", p->counters[a->counter]);
-		} else if (a->kind == IR_A_COUNTER_RESET) {
-			fprintf(o, " reset %s;", p->counters[a->counter]);
-		} else if (a->kind == IR_A_TIMER_RESTART) {
-			fprintf(o, " restart %s;", p->timers[a->timer]);
-		} else {
-			fprintf(o, " limit %s by ", p->buckets[a->bucket].name);
-			if (a->key_source)
-				fputs("source", o);
-			else
-				field_out(p, a->key_field, a->key_header, o);
-			fputc(';', o);
-		}
-	}
+	for (int i = 0; i < r->nactions; i++)
+		hooks[r->actions[i].kind](p, &r->actions[i], o);
 	switch (r->term) {
 	case IR_ALLOW: fputs(" allow\n", o); break;
 	case IR_CONTINUE: fputs(" continue\n", o); break;

@@ -159,6 +159,15 @@ static bool holds_TABLE(const struct ev *e, const struct ir_cond *c)   /* the fi
 	return en && en->group == c->group;
 }
 
+/* The .l7 line that decided: a rule's, or for a rule that stands for a table (its first test),
+ * the line of the table entry the request matched. */
+static unsigned line_of(const struct ev *e, const struct ir_rule *r)
+{
+	const struct ir_cond *c = ir_rule_table(r);
+	const struct ir_table_entry *en = c ? table_first(e, &e->p->tables[c->table]) : NULL;
+	return en ? en->line : r->line;
+}
+
 /* Limit: a token of the action's bucket for its key, from the environment. */
 static bool take(const struct ev *e, const struct ir_action *a)
 {
@@ -192,15 +201,6 @@ static void mutate(const struct ir_program *p, struct ir_decision *out, const st
 		set[(*n)++] = a->mutation;
 }
 
-/* The .l7 line that decided: a rule's, or for a rule that stands for a table (its first test),
- * the line of the table entry the request matched. */
-static unsigned line_of(const struct ev *e, const struct ir_rule *r)
-{
-	const struct ir_cond *c = ir_rule_table(r);
-	const struct ir_table_entry *en = c ? table_first(e, &e->p->tables[c->table]) : NULL;
-	return en ? en->line : r->line;
-}
-
 static void decide(const struct ev *e, struct ir_decision *out, const struct ir_rule *r)
 {
 	out->term = r->term;
@@ -209,6 +209,68 @@ static void decide(const struct ev *e, struct ir_decision *out, const struct ir_
 	out->status = r->status;
 	out->rule = r;
 	out->line = line_of(e, r);
+}
+
+/* Each action kind (actions.def): what it does to the decision. False when it decided (a
+ * Limit over its rate denies at once). */
+typedef bool apply_fn(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a);
+#define IR_ACTION(kind, operands) static apply_fn apply_##kind;
+#include "actions.def"
+#undef IR_ACTION
+
+/* The actions of rule r, in order. */
+static bool apply(const struct ev *e, struct ir_decision *out, const struct ir_rule *r)
+{
+	static apply_fn *const hooks[] = {
+#define IR_ACTION(kind, operands) [IR_A_##kind] = apply_##kind,
+#include "actions.def"
+#undef IR_ACTION
+	};
+	for (int a = 0; a < r->nactions; a++)
+		if (!hooks[r->actions[a].kind](e, out, r, &r->actions[a]))
+			return false;
+	return true;
+}
+
+static bool apply_MUTATE(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a)
+{
+	(void)r;
+	mutate(e->p, out, a);
+	return true;
+}
+
+static bool apply_COUNT(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a)
+{
+	(void)e, (void)r;
+	if (out->ncounted < 16)
+		out->counted[out->ncounted++] = a->counter;
+	return true;
+}
+
+static bool apply_LIMIT(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a)
+{
+	if (!e->env || !e->env->bucket_take || take(e, a))
+		return true;
+	out->term = IR_DENY;
+	out->status = (int)e->p->buckets[a->bucket].status;
+	out->upstream = -1;
+	out->slot = -1;
+	out->rule = r;
+	out->line = line_of(e, r);
+	return false;
+}
+
+/* the counter's value and the timer are the environment's (ir_eval_env) */
+static bool apply_COUNTER_RESET(const struct ev *e, struct ir_decision *out, const struct ir_rule *r,
+				const struct ir_action *a)
+{
+	return (void)e, (void)out, (void)r, (void)a, true;
+}
+
+static bool apply_TIMER_RESTART(const struct ev *e, struct ir_decision *out, const struct ir_rule *r,
+				const struct ir_action *a)
+{
+	return (void)e, (void)out, (void)r, (void)a, true;
 }
 
 void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct ir_eval_env *env,
@@ -226,22 +288,8 @@ void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct i
 			const struct ir_rule *r = &pol->rules[k];
 			if (!holds(&e, r->cond))
 				continue;
-			for (int a = 0; a < r->nactions; a++) {
-				const struct ir_action *act = &r->actions[a];
-				if (act->kind == IR_A_MUTATE) {
-					mutate(p, out, act);
-				} else if (act->kind == IR_A_COUNT && out->ncounted < 16) {
-					out->counted[out->ncounted++] = act->counter;
-				} else if (act->kind == IR_A_LIMIT && env && env->bucket_take && !take(&e, act)) {
-					out->term = IR_DENY;
-					out->status = (int)p->buckets[act->bucket].status;
-					out->upstream = -1;
-					out->slot = -1;
-					out->rule = r;
-					out->line = line_of(&e, r);
-					return;
-				}
-			}
+			if (!apply(&e, out, r))
+				return;   /* a Limit denied */
 			if (r->term == IR_DENY) {
 				decide(&e, out, r);
 				return;

@@ -91,13 +91,26 @@ struct ir_cond {
 
 enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK, IR_ALLOW };
 
+/* The actions and the operands each uses: actions.def. */
 enum ir_action_kind {
-	IR_A_MUTATE,                 /* a header mutation of the request or of its response */
-	IR_A_COUNT,                  /* counter += 1 */
-	IR_A_LIMIT,                  /* take a token of bucket for key_field, or deny its status */
-	IR_A_COUNTER_RESET,          /* counter's value = 0 (its telemetry total stays) */
-	IR_A_TIMER_RESTART,          /* timer starts again now */
+#define IR_ACTION(kind, operands) IR_A_##kind,
+#include "actions.def"
+#undef IR_ACTION
 };
+enum { IR_A_NKINDS = 0
+#define IR_ACTION(kind, operands) + 1
+#include "actions.def"
+#undef IR_ACTION
+};
+
+enum ir_action_operand {         /* fields of struct ir_action a kind uses */
+	IR_AO_MUTATION = 1 << 0,     /* op, response, header (SET, REMOVE), mutation (SET, ADD) */
+	IR_AO_COUNTER = 1 << 1,      /* counter: an index into counters */
+	IR_AO_BUCKET = 1 << 2,       /* bucket: an index into buckets; key_field, key_header, key_source */
+	IR_AO_TIMER = 1 << 3,        /* timer: an index into timers */
+};
+unsigned ir_action_operands(enum ir_action_kind k);
+const char *ir_action_kind_name(enum ir_action_kind k);
 
 /* Header mutations act, in the order reached, on the message's field lines: SET removes every
  * line of the name (the sender's and lines added before) and adds one, ADD adds one, REMOVE

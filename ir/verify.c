@@ -132,35 +132,35 @@ static void check_cond(struct vx *v, const struct ir_cond *c)
 static void check_action(struct vx *v, const struct ir_action *a)
 {
 	const struct ir_program *p = v->p;
-	switch (a->kind) {
-	case IR_A_MUTATE:
-		CHECK(v, a->op == IR_MUT_SET || a->op == IR_MUT_ADD || a->op == IR_MUT_REMOVE, "mutation op %d", a->op);
-		if (a->op == IR_MUT_ADD)
-			CHECK(v, a->header == -1, "an ADD names header %d", a->header);
-		else
-			CHECK(v, in(a->header, a->response ? p->nrheaders : p->nheaders), "a mutation of %s header %d of %d",
-			      a->response ? "response" : "request", a->header, a->response ? p->nrheaders : p->nheaders);
-		if (a->op == IR_MUT_REMOVE)
-			CHECK(v, a->mutation == -1, "a REMOVE adds line %d", a->mutation);
-		else
-			CHECK(v, in(a->mutation, p->nmutations), "mutation line %d of %d", a->mutation, p->nmutations);
-		return;
-	case IR_A_COUNT:
-	case IR_A_COUNTER_RESET:
-		CHECK(v, in(a->counter, p->ncounters), "counter %d of %d", a->counter, p->ncounters);
-		return;
-	case IR_A_TIMER_RESTART:
-		CHECK(v, in(a->timer, p->ntimers), "timer %d of %d", a->timer, p->ntimers);
-		return;
-	case IR_A_LIMIT:
-		CHECK(v, in(a->bucket, p->nbuckets), "bucket %d of %d", a->bucket, p->nbuckets);
-		if (a->key_source)
-			CHECK(v, (int)a->key_field == -1, "a Limit by source also keys on field %d", a->key_field);
-		else if ((int)a->key_field != -1)
-			check_field(v, (int)a->key_field, a->key_header, "the Limit key");
+	if (!in((int)a->kind, IR_A_NKINDS)) {
+		bad(v, "action kind %d", a->kind);
 		return;
 	}
-	bad(v, "action kind %d", a->kind);
+	unsigned o = ir_action_operands(a->kind);
+	const char *k = ir_action_kind_name(a->kind);
+	if (o & IR_AO_MUTATION) {
+		CHECK(v, a->op == IR_MUT_SET || a->op == IR_MUT_ADD || a->op == IR_MUT_REMOVE, "%s: op %d", k, a->op);
+		if (a->op == IR_MUT_ADD)
+			CHECK(v, a->header == -1, "%s: an ADD names header %d", k, a->header);
+		else
+			CHECK(v, in(a->header, a->response ? p->nrheaders : p->nheaders), "%s: %s header %d of %d", k,
+			      a->response ? "response" : "request", a->header, a->response ? p->nrheaders : p->nheaders);
+		if (a->op == IR_MUT_REMOVE)
+			CHECK(v, a->mutation == -1, "%s: a REMOVE adds line %d", k, a->mutation);
+		else
+			CHECK(v, in(a->mutation, p->nmutations), "%s: mutation line %d of %d", k, a->mutation, p->nmutations);
+	}
+	if (o & IR_AO_COUNTER)
+		CHECK(v, in(a->counter, p->ncounters), "%s: counter %d of %d", k, a->counter, p->ncounters);
+	if (o & IR_AO_TIMER)
+		CHECK(v, in(a->timer, p->ntimers), "%s: timer %d of %d", k, a->timer, p->ntimers);
+	if (o & IR_AO_BUCKET) {
+		CHECK(v, in(a->bucket, p->nbuckets), "%s: bucket %d of %d", k, a->bucket, p->nbuckets);
+		if (a->key_source)
+			CHECK(v, (int)a->key_field == -1, "%s: by source, and also by field %d", k, a->key_field);
+		else if ((int)a->key_field != -1)
+			check_field(v, (int)a->key_field, a->key_header, "the Limit key");
+	}
 }
 
 static void check_rule(struct vx *v, const struct ir_rule *r, bool in_policy)
