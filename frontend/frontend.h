@@ -44,8 +44,13 @@ enum l7_ref_kind {
 	REF_IDENTITY,               /* a declared identity (ref_index), or external (nidentities) */
 };
 
-/* Built-in functions of the language (not act-type specific). */
-enum l7_builtin { B_NONE, B_STARTS_WITH, B_MATCHES };
+/* Built-in functions of the language (not act-type specific): builtins.def. */
+enum l7_builtin {
+	B_NONE,
+#define L7_BUILTIN(e, name, what) B_##e,
+#include "builtins.def"
+#undef L7_BUILTIN
+};
 
 struct l7_iface_field;
 struct l7_iface_action;
@@ -156,22 +161,24 @@ struct l7_decl {                /* service, upstream or fallback */
 
 /* ---- interfaces (*.l7i) ---- */
 
+/* What interfaces bind to: intrinsics.def. */
 enum l7_intrinsic {
 	I_NONE = 0,
-	/* fields of the request */
-	I_PATH, I_QUERY, I_METHOD, I_HOST, I_HEADER, I_HAS_HEADER, I_SOURCE, I_PORT,
-	I_TARGET, I_CALLER,
-	/* fields of state instances */
-	I_JWT_VALID, I_JWT_CLAIM, I_COUNTER_VALUE, I_TIMER_ELAPSED,
-	/* actions */
-	I_ROUTE, I_DENY, I_ALLOW, I_SET_HEADER, I_FALLBACK, I_PROXY_ONLY, I_COUNT, I_LIMIT,
-	I_COUNTER_RESET, I_TIMER_RESTART,
-	I_ADD_HEADER, I_REMOVE_HEADER,
+#define L7_FIELD(e, name, state, how, irf) I_##e,
+#define L7_ACTION(e, name, state, flags) I_##e,
+#include "intrinsics.def"
+#undef L7_ACTION
+#undef L7_FIELD
 };
+
+enum { L7_TERMINAL = 1, L7_MUTATION = 2, L7_SLOW = 4 };   /* action flags (intrinsics.def) */
 
 /* What a state type is, judged from the intrinsics its members bind to: decides which
  * settings an instance takes. */
 enum l7_state_kind { SK_NONE, SK_JWT, SK_COUNTER, SK_BUCKET, SK_TIMER };
+
+/* An action intrinsic's flags (L7_TERMINAL, ...), 0 for fields and I_NONE. */
+unsigned l7_action_flags(enum l7_intrinsic in);
 
 struct l7_iface_param {
 	char *type, *name;

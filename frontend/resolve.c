@@ -35,18 +35,46 @@ static enum l7_type type_by_name(const char *s)
 	return T_ERROR;
 }
 
-static const struct { const char *name; enum l7_intrinsic in; bool is_field; } intrinsics[] = {
-	{ "path", I_PATH, true }, { "query", I_QUERY, true }, { "method", I_METHOD, true },
-	{ "host", I_HOST, true }, { "header", I_HEADER, true }, { "has_header", I_HAS_HEADER, true },
-	{ "source", I_SOURCE, true }, { "port", I_PORT, true },
-	{ "target", I_TARGET, true }, { "caller", I_CALLER, true },
-	{ "jwt_valid", I_JWT_VALID, true }, { "jwt_claim", I_JWT_CLAIM, true },
-	{ "route", I_ROUTE, false }, { "deny", I_DENY, false }, { "allow", I_ALLOW, false },
-	{ "set_header", I_SET_HEADER, false }, { "fallback", I_FALLBACK, false }, { "proxy", I_PROXY_ONLY, false },
-	{ "count", I_COUNT, false }, { "limit", I_LIMIT, false },
-	{ "counter_value", I_COUNTER_VALUE, true }, { "counter_reset", I_COUNTER_RESET, false },
-	{ "timer_elapsed", I_TIMER_ELAPSED, true }, { "timer_restart", I_TIMER_RESTART, false },
-	{ "add_header", I_ADD_HEADER, false }, { "remove_header", I_REMOVE_HEADER, false },
+enum { HOW_STR = 1, HOW_COND, HOW_CMP };   /* how a field is read (intrinsics.def) */
+
+static const struct {
+	const char *name;
+	enum l7_intrinsic in;
+	bool is_field;
+	enum l7_state_kind state;
+	unsigned flags;
+	int how;
+} intrinsics[] = {
+#define L7_FIELD(e, name, state, how, irf) { #name, I_##e, true, state, 0, HOW_##how },
+#define L7_ACTION(e, name, state, flags) { #name, I_##e, false, state, flags, 0 },
+#include "intrinsics.def"
+#undef L7_ACTION
+#undef L7_FIELD
+};
+
+#define NINTRINSICS (sizeof(intrinsics) / sizeof(intrinsics[0]))
+
+/* intrinsics[] is in enum order: I_x is row x - 1 */
+unsigned l7_action_flags(enum l7_intrinsic in) { return in > I_NONE && in <= NINTRINSICS ? intrinsics[in - 1].flags : 0; }
+
+static enum l7_state_kind state_of(enum l7_intrinsic in)
+{
+	return in > I_NONE && in <= NINTRINSICS ? intrinsics[in - 1].state : SK_NONE;
+}
+
+/* A string of the request itself (path, a header, ...; not of a state: a claim) */
+static bool request_string(enum l7_intrinsic in)
+{
+	return in > I_NONE && in <= NINTRINSICS && intrinsics[in - 1].how == HOW_STR && intrinsics[in - 1].state == SK_NONE;
+}
+
+static const struct {
+	const char *name, *what;
+	enum l7_builtin b;
+} builtins[] = {
+#define L7_BUILTIN(e, name, what) { #name, #what, B_##e },
+#include "builtins.def"
+#undef L7_BUILTIN
 };
 
 /* ---- "did you mean" ---- */
@@ -145,20 +173,19 @@ static void load_interface(struct l7_module *m, const char *name, struct l7_loc 
 	l7_parse(m, s, true, d);
 }
 
+/* The state kind of its fields' intrinsics (a JWT's first), else of its first action's that
+ * has one (intrinsics.def). */
 static enum l7_state_kind kind_of(const struct l7_iface_type *ty)
 {
 	for (int i = 0; i < ty->nfields; i++)
-		if (ty->fields[i].intrinsic == I_JWT_VALID || ty->fields[i].intrinsic == I_JWT_CLAIM)
+		if (state_of(ty->fields[i].intrinsic) == SK_JWT)
 			return SK_JWT;
 	for (int i = 0; i < ty->nfields; i++)
-		if (ty->fields[i].intrinsic == I_TIMER_ELAPSED)
-			return SK_TIMER;
-	for (int i = 0; i < ty->nactions; i++) {
-		if (ty->actions[i].intrinsic == I_COUNT)
-			return SK_COUNTER;
-		if (ty->actions[i].intrinsic == I_LIMIT)
-			return SK_BUCKET;
-	}
+		if (state_of(ty->fields[i].intrinsic) != SK_NONE)
+			return state_of(ty->fields[i].intrinsic);
+	for (int i = 0; i < ty->nactions; i++)
+		if (state_of(ty->actions[i].intrinsic) != SK_NONE)
+			return state_of(ty->actions[i].intrinsic);
 	return SK_NONE;
 }
 
@@ -175,7 +202,7 @@ static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 			if (f->type == T_ERROR)
 				l7_diag(d, L7_ERROR, f->loc, "field '%s' has unknown type '%s'", f->name, f->type_name);
 			const char *in = f->intrinsic_name ? f->intrinsic_name : f->name;
-			for (size_t k = 0; k < sizeof(intrinsics) / sizeof(intrinsics[0]); k++)
+			for (size_t k = 0; k < NINTRINSICS; k++)
 				if (intrinsics[k].is_field && !strcmp(in, intrinsics[k].name))
 					f->intrinsic = intrinsics[k].in;
 			if (f->intrinsic == I_NONE)
@@ -188,7 +215,7 @@ static void check_interfaces(struct l7_module *m, struct l7_diags *d)
 			const char *in = a->intrinsic_name;
 			if (!in && a->proxy_only)
 				in = "proxy";
-			for (size_t k = 0; in && k < sizeof(intrinsics) / sizeof(intrinsics[0]); k++)
+			for (size_t k = 0; in && k < NINTRINSICS; k++)
 				if (!intrinsics[k].is_field && !strcmp(in, intrinsics[k].name))
 					a->intrinsic = intrinsics[k].in;
 			if (a->intrinsic == I_NONE)
@@ -425,39 +452,27 @@ static void check_builtin_call(struct rx *x, struct l7_expr *e)
 		return;
 	for (int i = 0; i < e->nargs; i++)
 		check_expr(x, e->args[i]);
-	if (!strcmp(e->str, "starts_with")) {
-		e->builtin = B_STARTS_WITH;
+	for (size_t b = 0; b < sizeof(builtins) / sizeof(builtins[0]); b++) {
+		const char *name = builtins[b].name, *what = builtins[b].what;
+		if (strcmp(e->str, name))
+			continue;
+		e->builtin = builtins[b].b;
 		e->type = T_BOOL;
 		if (e->nargs != 2) {
-			l7_diag(x->d, L7_ERROR, e->loc, "starts_with(string, prefix) takes 2 arguments, %d given", e->nargs);
+			l7_diag(x->d, L7_ERROR, e->loc, "%s(string, %s) takes 2 arguments, %d given", name, what, e->nargs);
 			return;
 		}
 		for (int i = 0; i < 2; i++)
 			if (e->args[i]->type && e->args[i]->type != T_STRING)
-				l7_diag(x->d, L7_ERROR, e->args[i]->loc, "argument %d of starts_with must be string, not %s", i + 1,
+				l7_diag(x->d, L7_ERROR, e->args[i]->loc, "argument %d of %s must be string, not %s", i + 1, name,
 					l7_type_name(e->args[i]->type));
 		if (e->args[1]->kind != E_STRING)
-			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the prefix of starts_with must be a constant string");
-		return;
-	}
-	if (!strcmp(e->str, "matches")) {   /* the regex is compiled by ir/regex.c when lowering */
-		e->builtin = B_MATCHES;
-		e->type = T_BOOL;
-		if (e->nargs != 2) {
-			l7_diag(x->d, L7_ERROR, e->loc, "matches(string, regex) takes 2 arguments, %d given", e->nargs);
-			return;
-		}
-		for (int i = 0; i < 2; i++)
-			if (e->args[i]->type && e->args[i]->type != T_STRING)
-				l7_diag(x->d, L7_ERROR, e->args[i]->loc, "argument %d of matches must be string, not %s", i + 1,
-					l7_type_name(e->args[i]->type));
-		if (e->args[1]->kind != E_STRING)
-			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the regex of matches must be a constant string");
+			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the %s of %s must be a constant string", what, name);
 		return;
 	}
 	struct suggest s = { 0 };
-	consider(&s, e->str, "starts_with");
-	consider(&s, e->str, "matches");
+	for (size_t b = 0; b < sizeof(builtins) / sizeof(builtins[0]); b++)
+		consider(&s, e->str, builtins[b].name);
 	const struct l7_iface_type *ty = x->p->act.iface;
 	for (int i = 0; ty && i < ty->nactions; i++)
 		if (!strcmp(ty->actions[i].name, e->str)) {
@@ -600,7 +615,7 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 			continue;
 		/* Limit's key: a string (a constant or a request field), or the client's address */
 		bool limit_field = a->intrinsic == I_LIMIT && arg->ref == REF_FIELD && arg->field &&
-				   (arg->field->intrinsic <= I_HEADER || arg->field->intrinsic == I_SOURCE);
+				   (request_string(arg->field->intrinsic) || arg->field->intrinsic == I_SOURCE);
 		if (p->is_self) {
 			if (arg->type != T_ACT && arg->type != T_STATE)
 				l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be the %s variable", i + 1, a->name,
@@ -617,13 +632,12 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 	if (a->intrinsic == I_DENY && c->nargs == 2 && c->args[1]->kind == E_INT &&
 	    (c->args[1]->num < 200 || c->args[1]->num > 599))
 		l7_diag(x->d, L7_ERROR, c->args[1]->loc, "HTTP status %lld is out of range (200-599)", c->args[1]->num);
-	bool mutation = a->intrinsic == I_SET_HEADER || a->intrinsic == I_ADD_HEADER || a->intrinsic == I_REMOVE_HEADER;
-	if (mutation && c->nargs >= 2)
+	if ((l7_action_flags(a->intrinsic) & L7_MUTATION) && c->nargs >= 2)
 		check_mutation(x, a, c, ty && ty->is_response);
 	/* Said here, once per statement: ir_lower meets a statement once per path through it. */
 	if (a->intrinsic == I_PROXY_ONLY)
 		l7_diag(x->d, L7_WARNING, s->loc, "'%s' runs only in the userspace proxy: requests reaching it take the slow path", a->name);
-	if ((a->intrinsic == I_FALLBACK || a->intrinsic == I_PROXY_ONLY) && !x->m->fallback)
+	if ((l7_action_flags(a->intrinsic) & L7_SLOW) && !x->m->fallback)
 		l7_diag(x->d, L7_ERROR, s->loc, "requests reaching this line go to the fallback proxy, but the policy file declares none (add: fallback proxy = ADDR:PORT;)");
 }
 
@@ -644,9 +658,7 @@ static void check_stmt(struct rx *x, struct l7_stmt *s)
 		for (int i = 0; i < s->nbody; i++) {
 			check_stmt(x, s->body[i]);
 			const struct l7_iface_action *a = s->body[i]->action;
-			bool terminal = s->body[i]->kind == S_ACTION && a &&
-					(a->intrinsic == I_ROUTE || a->intrinsic == I_DENY || a->intrinsic == I_ALLOW ||
-					 a->intrinsic == I_FALLBACK || a->intrinsic == I_PROXY_ONLY);
+			bool terminal = s->body[i]->kind == S_ACTION && a && (l7_action_flags(a->intrinsic) & L7_TERMINAL);
 			if (terminal && i + 1 < s->nbody && s->body[i + 1]->kind != S_SECTION)
 				l7_diag(x->d, L7_WARNING, s->body[i + 1]->loc,
 					"statement is never reached: '%s' on line %u already decided the request", a->name,

@@ -154,27 +154,59 @@ static int claim_index(struct lx *x, int jwt, const struct l7_expr *name)
 	return p->nclaims++;
 }
 
-/* The request field an expression reads, or false if it is not a field. */
+/* ---- the fields of frontend/intrinsics.def: how each is read ---- */
+
+typedef struct ir_cond *field_cond_fn(struct lx *x, const struct l7_expr *e, unsigned line);
+#define L7_FIELD(e, name, state, how, irf) FIELD_HOOK_##how(e)
+#define L7_ACTION(e, name, state, flags)
+#define FIELD_HOOK_STR(e)
+#define FIELD_HOOK_COND(e) static field_cond_fn cond_##e;      /* e: the field: the condition it is */
+#define FIELD_HOOK_CMP(e) static field_cond_fn compare_##e;    /* e: `field OP constant` */
+#include "intrinsics.def"
+#undef L7_ACTION
+#undef L7_FIELD
+
+static const struct field_reading {
+	int string;                  /* STR: the IR field (IR_F_*) it reads; -1 otherwise */
+	field_cond_fn *cond, *compare;
+} readings[] = {
+	[I_NONE] = { -1, NULL, NULL },
+#define L7_FIELD(e, name, state, how, irf) [I_##e] = FIELD_##how(e, irf),
+#define L7_ACTION(e, name, state, flags) [I_##e] = { -1, NULL, NULL },
+#define FIELD_STR(e, irf) { IR_F_##irf, NULL, NULL }
+#define FIELD_COND(e, irf) { -1, cond_##e, NULL }
+#define FIELD_CMP(e, irf) { -1, NULL, compare_##e }
+#include "intrinsics.def"
+#undef L7_ACTION
+#undef L7_FIELD
+};
+
+/* How e reads its field, or NULL when it is not a field. */
+static const struct field_reading *reading(const struct l7_expr *e)
+{
+	return e->ref == REF_FIELD && e->field ? &readings[e->field->intrinsic] : NULL;
+}
+
+/* The request string (or claim) an expression reads, or false if it reads none. */
 static bool field_of(struct lx *x, const struct l7_expr *e, enum ir_field *f, int *hdr)
 {
-	if (e->ref != REF_FIELD || !e->field)
+	const struct field_reading *rd = reading(e);
+	if (!rd || rd->string < 0)
 		return false;
-	switch (e->field->intrinsic) {
-	case I_PATH: *f = IR_F_PATH; x->p->reads_path = true; return true;
-	case I_TARGET: *f = IR_F_TARGET; x->p->reads_path = true; return true;
-	case I_QUERY: *f = IR_F_QUERY; x->p->reads_query = true; return true;
-	case I_METHOD: *f = IR_F_METHOD; x->p->reads_method = true; return true;
-	case I_HOST: *f = IR_F_HOST; x->p->reads_host = true; return true;
-	case I_HEADER:
-		*f = IR_F_HEADER;
+	switch (*f = (enum ir_field)rd->string) {
+	case IR_F_PATH:
+	case IR_F_TARGET: x->p->reads_path = true; return true;
+	case IR_F_QUERY: x->p->reads_query = true; return true;
+	case IR_F_METHOD: x->p->reads_method = true; return true;
+	case IR_F_HOST: x->p->reads_host = true; return true;
+	case IR_F_HEADER:
 		*hdr = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
 		return *hdr >= 0;
-	case I_JWT_CLAIM:
-		*f = IR_F_CLAIM;
+	case IR_F_CLAIM:
 		*hdr = claim_index(x, jwt_of(x, e->lhs), e->args[0]);
 		return *hdr >= 0;
-	default: return false;
 	}
+	return false;
 }
 
 static const char *const method_names[] = {
@@ -275,58 +307,83 @@ static struct ir_cond *int_compare(struct lx *x, enum ir_cond_kind kind, long lo
 	}
 }
 
-static bool is_field(const struct l7_expr *e, enum l7_intrinsic in)
+/* `request.source in [...]`, `!= 10.0.0.0/8` */
+static struct ir_cond *compare_SOURCE(struct lx *x, const struct l7_expr *e, unsigned line)
 {
-	return e->ref == REF_FIELD && e->field && e->field->intrinsic == in;
+	const struct l7_expr *r = e->rhs;
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+	if (r->kind == E_IP || r->kind == E_CIDR)
+		acc = source_in(x, r, line);
+	else if (r->kind == E_LIST)
+		for (int i = 0; i < r->nargs; i++)
+			acc = cond_bin(x, IR_C_OR, acc, source_in(x, r->args[i], line));
+	else
+		return NULL;
+	return e->op == OP_NE ? cond_not(x, acc) : acc;
 }
 
-/* Comparisons of the client address and the port with constants. */
-static struct ir_cond *lower_addr_port(struct lx *x, const struct l7_expr *e, unsigned line)
+static struct ir_cond *compare_PORT(struct lx *x, const struct l7_expr *e, unsigned line)
 {
-	const struct l7_expr *l = e->lhs, *r = e->rhs;
-	if (is_field(l, I_SOURCE)) {
-		struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
-		if (r->kind == E_IP || r->kind == E_CIDR)
-			acc = source_in(x, r, line);
-		else if (r->kind == E_LIST)
-			for (int i = 0; i < r->nargs; i++)
-				acc = cond_bin(x, IR_C_OR, acc, source_in(x, r->args[i], line));
-		else
-			return NULL;
-		return e->op == OP_NE ? cond_not(x, acc) : acc;
+	return int_compare(x, IR_C_PORT_IN, 65535, e, line);
+}
+
+/* the counter's value, read by a condition */
+static struct ir_cond *compare_COUNTER_VALUE(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	const struct l7_expr *l = e->lhs;
+	struct ir_cond *c = int_compare(x, IR_C_COUNTER_IN, UINT_MAX, e, line);
+	int counter = jwt_of(x, l->lhs);
+	if (counter >= L7_MAX_READ_COUNTERS) {
+		l7_diag(x->d, L7_ERROR, l->loc, "a policy file may read the value of at most %d counters", L7_MAX_READ_COUNTERS);
+		return cond_new(x, IR_C_FALSE, line);
 	}
-	if (is_field(l, I_PORT))
-		return int_compare(x, IR_C_PORT_IN, 65535, e, line);
-	if (is_field(l, I_CALLER)) {   /* request.caller == NAME / in [NAME, ...] (resolve.c checked) */
-		struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
-		for (int i = 0; i < (r->kind == E_LIST ? r->nargs : 1); i++) {
-			struct ir_cond *who = cond_new(x, IR_C_IDENTITY, line);
-			who->ident = (r->kind == E_LIST ? r->args[i] : r)->ref_index;
-			if (!x->m->nidentities)   /* no identities: every caller is external */
-				who = cond_new(x, IR_C_TRUE, line);
-			acc = cond_bin(x, IR_C_OR, acc, who);
-		}
-		return e->op == OP_NE ? cond_not(x, acc) : acc;
+	set_state(c, counter);
+	x->p->counters_read |= 1ull << counter;
+	return c;
+}
+
+/* request.caller == NAME / in [NAME, ...] (resolve.c checked) */
+static struct ir_cond *compare_CALLER(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	const struct l7_expr *r = e->rhs;
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+	for (int i = 0; i < (r->kind == E_LIST ? r->nargs : 1); i++) {
+		struct ir_cond *who = cond_new(x, IR_C_IDENTITY, line);
+		who->ident = (r->kind == E_LIST ? r->args[i] : r)->ref_index;
+		if (!x->m->nidentities)   /* no identities: every caller is external */
+			who = cond_new(x, IR_C_TRUE, line);
+		acc = cond_bin(x, IR_C_OR, acc, who);
 	}
-	if (is_field(l, I_COUNTER_VALUE)) {   /* the counter's value, read by a condition */
-		struct ir_cond *c = int_compare(x, IR_C_COUNTER_IN, UINT_MAX, e, line);
-		int counter = jwt_of(x, l->lhs);
-		if (counter >= L7_MAX_READ_COUNTERS) {
-			l7_diag(x->d, L7_ERROR, l->loc, "a policy file may read the value of at most %d counters",
-				L7_MAX_READ_COUNTERS);
-			return cond_new(x, IR_C_FALSE, line);
-		}
-		set_state(c, counter);
-		x->p->counters_read |= 1ull << counter;
-		return c;
-	}
-	return NULL;
+	return e->op == OP_NE ? cond_not(x, acc) : acc;
+}
+
+static struct ir_cond *cond_JWT_VALID(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	struct ir_cond *c = cond_new(x, IR_C_JWT_VALID, line);
+	c->jwt = jwt_of(x, e->lhs);
+	return c;
+}
+
+static struct ir_cond *cond_TIMER_ELAPSED(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	struct ir_cond *c = cond_new(x, IR_C_TIMER_ELAPSED, line);
+	c->state = jwt_of(x, e->lhs);
+	c->lo = e->args[0]->num < 0 ? 0 : e->args[0]->num > 31536000 ? 31536000 : (unsigned)e->args[0]->num;
+	return c;
+}
+
+static struct ir_cond *cond_HAS_HEADER(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	struct ir_cond *c = cond_new(x, IR_C_HAS_HEADER, line);
+	c->header = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
+	return c->header < 0 ? cond_new(x, IR_C_FALSE, line) : c;
 }
 
 /* A claim is read only from a valid token: claim == "x" means valid && claim == "x". */
 static struct ir_cond *guard_claim(struct lx *x, const struct l7_expr *fe, struct ir_cond *c)
 {
-	if (!is_field(fe, I_JWT_CLAIM) || c->kind == IR_C_FALSE)
+	const struct field_reading *rd = reading(fe);
+	if (!rd || rd->string != IR_F_CLAIM || c->kind == IR_C_FALSE)
 		return c;
 	struct ir_cond *v = cond_new(x, IR_C_JWT_VALID, c->line);
 	v->jwt = jwt_of(x, fe->lhs);
@@ -400,8 +457,10 @@ static const struct ir_regex *regex_of(struct lx *x, const struct l7_expr *lit)
 	return re;
 }
 
+/* ---- the built-ins of frontend/builtins.def ---- */
+
 /* matches(field, "regex"): the whole value matches. On a constant it folds. */
-static struct ir_cond *lower_matches(struct lx *x, const struct l7_expr *e, unsigned line)
+static struct ir_cond *lower_MATCHES(struct lx *x, const struct l7_expr *e, unsigned line)
 {
 	const struct l7_expr *fe = e->args[0];
 	const struct ir_regex *re = regex_of(x, e->args[1]);
@@ -422,6 +481,18 @@ static struct ir_cond *lower_matches(struct lx *x, const struct l7_expr *e, unsi
 	return guard_claim(x, fe, c);
 }
 
+static struct ir_cond *lower_STARTS_WITH(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	return guard_claim(x, e->args[0], str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line));
+}
+
+static field_cond_fn *const builtin_hooks[] = {
+	[B_NONE] = NULL,
+#define L7_BUILTIN(e, name, what) [B_##e] = lower_##e,
+#include "builtins.def"
+#undef L7_BUILTIN
+};
+
 static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 {
 	unsigned line = e->loc.line;
@@ -430,29 +501,12 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 		return cond_new(x, e->num ? IR_C_TRUE : IR_C_FALSE, line);
 	case E_NOT:
 		return cond_not(x, lower_cond(x, e->lhs));
-	case E_MEMBER:
-		if (is_field(e, I_JWT_VALID)) {
-			struct ir_cond *c = cond_new(x, IR_C_JWT_VALID, line);
-			c->jwt = jwt_of(x, e->lhs);
-			return c;
-		}
-		break;
+	case E_MEMBER:   /* a bool field (auth.valid), or one with arguments (request.has_header("x")) */
 	case E_CALL:
-		if (is_field(e, I_TIMER_ELAPSED)) {
-			struct ir_cond *c = cond_new(x, IR_C_TIMER_ELAPSED, line);
-			c->state = jwt_of(x, e->lhs);
-			c->lo = e->args[0]->num < 0 ? 0 : e->args[0]->num > 31536000 ? 31536000 : (unsigned)e->args[0]->num;
-			return c;
-		}
-		if (e->builtin == B_MATCHES)
-			return lower_matches(x, e, line);
-		if (e->builtin == B_STARTS_WITH)
-			return guard_claim(x, e->args[0], str_cond(x, IR_C_STR_PREFIX, e->args[0], e->args[1], line));
-		if (is_field(e, I_HAS_HEADER)) {
-			struct ir_cond *c = cond_new(x, IR_C_HAS_HEADER, line);
-			c->header = header_index(x, e->args[0]->str, e->args[0]->str_len, e->args[0]->loc);
-			return c->header < 0 ? cond_new(x, IR_C_FALSE, line) : c;
-		}
+		if (reading(e) && reading(e)->cond)
+			return reading(e)->cond(x, e, line);
+		if (e->kind == E_CALL && e->builtin != B_NONE)
+			return builtin_hooks[e->builtin](x, e, line);
 		break;
 	case E_BINARY: {
 		const struct l7_expr *l = e->lhs, *r = e->rhs;
@@ -463,9 +517,11 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 			struct ir_cond *b = lower_cond(x, r);
 			return cond_bin(x, e->op == OP_AND ? IR_C_AND : IR_C_OR, a, b);
 		}
-		struct ir_cond *ap = lower_addr_port(x, e, line);
-		if (ap)
-			return ap;
+		if (reading(l) && reading(l)->compare) {   /* a value compared with constants */
+			struct ir_cond *c = reading(l)->compare(x, e, line);
+			if (c)
+				return c;
+		}
 		if ((e->op == OP_EQ || e->op == OP_NE) && l->type == T_STRING) {
 			if (l->kind == E_STRING && r->kind == E_STRING) {   /* constant: fold */
 				bool eq = l->str_len == r->str_len && !memcmp(l->str, r->str, l->str_len);
@@ -576,76 +632,144 @@ static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, in
 
 static bool lower_seq(struct lx *x, const struct seq *q, struct path pa);
 
-static bool lower_action(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+/* ---- the actions of frontend/intrinsics.def: one hook each ---- */
+
+typedef bool lower_action_fn(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa);
+
+/* A non-terminal action: appended to the path, which goes on with the statements after it. */
+static struct ir_action *push_action(struct lx *x, struct path *pa, enum ir_action_kind kind, unsigned line)
 {
-	const struct l7_iface_action *a = s->action;
-	const struct l7_expr *c = s->call;
-	unsigned line = s->loc.line;
-	char why[256];
-	switch (a->intrinsic) {
-	case I_SET_HEADER:
-	case I_ADD_HEADER:
-	case I_REMOVE_HEADER:
-	case I_COUNT:
-	case I_COUNTER_RESET:
-	case I_TIMER_RESTART:
-	case I_LIMIT: {
-		struct ir_action *n = alloc(x, sizeof(*n) * (pa.nactions + 1));
-		if (pa.nactions)
-			memcpy(n, pa.actions, sizeof(*n) * pa.nactions);
-		struct ir_action *na = &n[pa.nactions];
-		memset(na, 0, sizeof(*na));
-		na->line = line;
-		if (a->intrinsic == I_SET_HEADER || a->intrinsic == I_ADD_HEADER || a->intrinsic == I_REMOVE_HEADER) {
-			na->kind = IR_A_MUTATE;
-			na->op = a->intrinsic == I_SET_HEADER ? IR_MUT_SET : a->intrinsic == I_ADD_HEADER ? IR_MUT_ADD : IR_MUT_REMOVE;
-			na->response = c->args[0]->ref == REF_RESP_VAR;
-			na->header = na->mutation = -1;
-			if (na->op != IR_MUT_ADD) {
-				/* the sender's lines of this name must be found to be removed */
-				na->header = na->response ? rheader_index(x, c->args[1])
-							  : header_index(x, c->args[1]->str, c->args[1]->str_len, c->args[1]->loc);
-				if (na->header < 0)
-					return false;
-			}
-			if (na->op != IR_MUT_REMOVE)
-				na->mutation = mutation_index(x, c->args[1], c->args[2]);
-		} else {
-			int inst = x->src->usings[c->args[0]->ref_index].instance;
-			na->kind = a->intrinsic == I_COUNT ? IR_A_COUNT : a->intrinsic == I_COUNTER_RESET ? IR_A_COUNTER_RESET
-				 : a->intrinsic == I_TIMER_RESTART ? IR_A_TIMER_RESTART : IR_A_LIMIT;
-			na->counter = na->bucket = na->timer = x->kind_index[inst];
-			na->key_field = (enum ir_field)-1;
-			const struct l7_expr *key = a->intrinsic == I_LIMIT ? c->args[1] : NULL;
-			if (key && key->ref == REF_FIELD && key->field && key->field->intrinsic == I_SOURCE)
-				na->key_source = true;
-			else if (key && key->kind != E_STRING && !field_of(x, key, &na->key_field, &na->key_header))
-				return false;
-		}
-		pa.actions = n;
-		pa.nactions++;
-		pa.line = line;
-		return lower_seq(x, rest, pa);
-	}
-	case I_ALLOW:
-		x->pol->has_allow = true;
-		return emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, line);
-	case I_ROUTE:
-		return emit_rule(x, &pa, IR_FORWARD, c->args[1]->ref_index, 0, NULL, line);
-	case I_DENY:
-		return emit_rule(x, &pa, IR_DENY, -1, (int)c->args[1]->num, NULL, line);
-	case I_FALLBACK:
-	case I_PROXY_ONLY:
-		if (a->intrinsic == I_FALLBACK)
-			snprintf(why, sizeof(why), "Fallback() at line %u", line);
-		else
-			snprintf(why, sizeof(why), "action '%s' (line %u) runs only in the fallback proxy", a->name, line);
-		/* l7_resolve warned about the statement (here it is met once per path through it) */
-		return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, line);
-	default:
-		return false;
-	}
+	struct ir_action *n = alloc(x, sizeof(*n) * (pa->nactions + 1));
+	if (pa->nactions)
+		memcpy(n, pa->actions, sizeof(*n) * pa->nactions);
+	struct ir_action *na = &n[pa->nactions];
+	memset(na, 0, sizeof(*na));
+	na->kind = kind;
+	na->line = line;
+	pa->actions = n;
+	pa->nactions++;
+	pa->line = line;
+	return na;
 }
+
+static bool lower_mutation(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa, enum ir_mut_op op)
+{
+	const struct l7_expr *c = s->call;
+	struct ir_action *na = push_action(x, &pa, IR_A_MUTATE, s->loc.line);
+	na->op = op;
+	na->response = c->args[0]->ref == REF_RESP_VAR;
+	na->header = na->mutation = -1;
+	if (na->op != IR_MUT_ADD) {
+		/* the sender's lines of this name must be found to be removed */
+		na->header = na->response ? rheader_index(x, c->args[1])
+					  : header_index(x, c->args[1]->str, c->args[1]->str_len, c->args[1]->loc);
+		if (na->header < 0)
+			return false;
+	}
+	if (na->op != IR_MUT_REMOVE)
+		na->mutation = mutation_index(x, c->args[1], c->args[2]);
+	return lower_seq(x, rest, pa);
+}
+
+static bool lower_SET_HEADER(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	return lower_mutation(x, s, rest, pa, IR_MUT_SET);
+}
+
+static bool lower_ADD_HEADER(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	return lower_mutation(x, s, rest, pa, IR_MUT_ADD);
+}
+
+static bool lower_REMOVE_HEADER(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	return lower_mutation(x, s, rest, pa, IR_MUT_REMOVE);
+}
+
+/* An action on the state instance its first argument names (a counter, a bucket, a timer). */
+static struct ir_action *state_action(struct lx *x, const struct l7_stmt *s, struct path *pa, enum ir_action_kind kind)
+{
+	struct ir_action *na = push_action(x, pa, kind, s->loc.line);
+	na->counter = na->bucket = na->timer = x->kind_index[x->src->usings[s->call->args[0]->ref_index].instance];
+	na->key_field = (enum ir_field)-1;
+	return na;
+}
+
+static bool lower_COUNT(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	state_action(x, s, &pa, IR_A_COUNT);
+	return lower_seq(x, rest, pa);
+}
+
+static bool lower_COUNTER_RESET(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	state_action(x, s, &pa, IR_A_COUNTER_RESET);
+	return lower_seq(x, rest, pa);
+}
+
+static bool lower_TIMER_RESTART(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	state_action(x, s, &pa, IR_A_TIMER_RESTART);
+	return lower_seq(x, rest, pa);
+}
+
+/* Limit(bucket, key): one bucket for all (a constant key), per client address or per value
+ * of a request field */
+static bool lower_LIMIT(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	struct ir_action *na = state_action(x, s, &pa, IR_A_LIMIT);
+	const struct l7_expr *key = s->call->args[1];
+	if (key->ref == REF_FIELD && key->field && key->field->intrinsic == I_SOURCE)
+		na->key_source = true;
+	else if (key->kind != E_STRING && !field_of(x, key, &na->key_field, &na->key_header))
+		return false;
+	return lower_seq(x, rest, pa);
+}
+
+static bool lower_ALLOW(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	(void)rest;
+	x->pol->has_allow = true;
+	return emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, s->loc.line);
+}
+
+static bool lower_ROUTE(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	(void)rest;
+	return emit_rule(x, &pa, IR_FORWARD, s->call->args[1]->ref_index, 0, NULL, s->loc.line);
+}
+
+static bool lower_DENY(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	(void)rest;
+	return emit_rule(x, &pa, IR_DENY, -1, (int)s->call->args[1]->num, NULL, s->loc.line);
+}
+
+/* l7_resolve warned about the statement (here it is met once per path through it) */
+static bool lower_FALLBACK(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	(void)rest;
+	char why[256];
+	snprintf(why, sizeof(why), "Fallback() at line %u", s->loc.line);
+	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, s->loc.line);
+}
+
+static bool lower_PROXY_ONLY(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	(void)rest;
+	char why[256];
+	snprintf(why, sizeof(why), "action '%s' (line %u) runs only in the fallback proxy", s->action->name, s->loc.line);
+	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, s->loc.line);
+}
+
+static lower_action_fn *const action_hooks[] = {
+	[I_NONE] = NULL,
+#define L7_FIELD(e, name, state, how, irf) [I_##e] = NULL,
+#define L7_ACTION(e, name, state, flags) [I_##e] = lower_##e,
+#include "intrinsics.def"
+#undef L7_ACTION
+#undef L7_FIELD
+};
 
 static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 {
@@ -660,7 +784,8 @@ static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 			l7_diag(x->d, L7_WARNING, s->loc, "[Egress] placement: gateway mode enforces every policy at ingress");
 		return lower_seq(x, q->next, pa);
 	case S_ACTION:
-		return s->action ? lower_action(x, s, q->next, pa) : false;
+		return s->action && action_hooks[s->action->intrinsic] ? action_hooks[s->action->intrinsic](x, s, q->next, pa)
+								       : false;
 	case S_BLOCK: {
 		/* Splice the block's statements in front of the rest, back to front. */
 		const struct seq *head = q->next;
