@@ -3,6 +3,7 @@
  * the caller gives (`l7c --eval --now=EPOCH`), so the evaluator is the oracle of JWT rules
  * too. jwt.h reads its environment through the l7_jwt_native_* functions below; there is no
  * token cache (the kernel's gives the same answers: it re-checks exp and nbf on every hit). */
+#include "eval_tables.h"
 #include "ir.h"
 
 #include <stdlib.h>
@@ -13,7 +14,6 @@ static long long eval_now;
 #include "jwt.h"
 #include "jwt_key.h"
 
-void ir_eval_set_jwt(const struct ir_program *p);
 
 struct ir_jwt_env {
 	const struct ir_program *p;

@@ -2,13 +2,13 @@
  * parser reads the header names to extract from the l7_wanted_* tables, which in the kernel
  * are constants of the compiled policy; here they are filled from the IR before each parse
  * (eval_tables.c defines them writable). */
+#include "eval_tables.h"
 #include "ir.h"
 
 #include <string.h>
 
 #include "http.h"
 
-void ir_eval_set_wanted(const struct ir_program *p);
 
 int ir_parse_request(const struct ir_program *p, struct l7_req *req, const void *bytes, unsigned len)
 {

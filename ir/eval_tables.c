@@ -1,11 +1,14 @@
 /* Writable definitions of the policy's constant tables that stdlib code reads natively: the
  * header names the parser extracts (eval_parse.c), the JWT configurations and the claims rules
  * read (eval_jwt.c). In the kernel they are constants of the compiled policy (codegen/tables.c);
- * here they are filled from the IR before each use. This file must not include http.h or
- * jwt.h, which declare them const. */
+ * here they are filled from the IR before each use. l7ir builds with L7_POLICY_TABLE defined
+ * empty (compat.h), so http.h and jwt.h declare them as they are defined here. */
 #include <string.h>
 
+#include "http.h"
+#include "eval_tables.h"
 #include "ir.h"
+#include "jwt.h"
 #include "l7/abi.h"
 
 __u32 l7_n_wanted;
@@ -19,7 +22,6 @@ __u8 l7_claim_cfg[L7_MAX_CLAIMS];
 __u8 l7_claim_len[L7_MAX_CLAIMS];
 char l7_claim_name[L7_MAX_CLAIMS][L7_MAX_NAME];
 
-void ir_eval_set_wanted(const struct ir_program *p);
 void ir_eval_set_wanted(const struct ir_program *p)
 {
 	memset(l7_wanted_name, 0, sizeof(l7_wanted_name));
@@ -43,7 +45,6 @@ void ir_jwt_cfg(const struct ir_program *p, int jwt, struct l7_jwt_cfg *out)
 	memcpy(out->aud, j->audience, out->aud_len);
 }
 
-void ir_eval_set_jwt(const struct ir_program *p);
 void ir_eval_set_jwt(const struct ir_program *p)
 {
 	memset(l7_jwt_cfg, 0, sizeof(l7_jwt_cfg));

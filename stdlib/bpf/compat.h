@@ -123,4 +123,12 @@ static __always_inline __u64 l7_bytemask(__u32 n)
 	 (__u64)(__u8)(d) << 24 | (__u64)(__u8)(e) << 32 | (__u64)(__u8)(f) << 40 |            \
 	 (__u64)(__u8)(g) << 48 | (__u64)(__u8)(h) << 56)
 
+/* The policy's own tables (header names, JWT settings; l7/abi.h): constants of the compiled
+ * object in BPF. The reference evaluator (ir/eval_tables.c) defines them writable and fills
+ * them from each program it runs, and builds with L7_POLICY_TABLE defined empty, so that every
+ * declaration it sees says what its definitions are. */
+#ifndef L7_POLICY_TABLE
+#define L7_POLICY_TABLE const
+#endif
+
 #endif /* L7_BPF_COMPAT_H */

@@ -55,12 +55,12 @@
 #include "compat.h"
 #include <l7/abi.h>
 
-extern const __u32 l7_n_wanted;
-extern const __u8 l7_wanted_len[L7_MAX_WANTED];
-extern const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
-extern const __u32 l7_n_rhdr;
-extern const __u8 l7_rhdr_len[L7_MAX_RHDR];
-extern const char l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME];
+extern L7_POLICY_TABLE __u32 l7_n_wanted;
+extern L7_POLICY_TABLE __u8 l7_wanted_len[L7_MAX_WANTED];
+extern L7_POLICY_TABLE char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
+extern L7_POLICY_TABLE __u32 l7_n_rhdr;
+extern L7_POLICY_TABLE __u8 l7_rhdr_len[L7_MAX_RHDR];
+extern L7_POLICY_TABLE char l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME];
 
 #ifndef L7_HTTP_WIN
 #define L7_HTTP_WIN 32          /* bytes looked at per scan step (<= 64) */
