@@ -7,10 +7,12 @@
 #include <llvm-c/TargetMachine.h>
 
 #include "codegen.h"
+#include "diag.h"
 #include "ir.h"
 
 struct cg {
 	const struct ir_program *p;
+	struct l7_diags *d;                  /* never NULL */
 	const struct codegen_split *split;   /* never NULL (all zero: nothing split) */
 	LLVMContextRef ctx;
 	LLVMModuleRef mod;

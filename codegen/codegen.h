@@ -15,6 +15,7 @@
 #include <stddef.h>
 
 struct ir_program;
+struct l7_diags;
 
 enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 
@@ -50,9 +51,11 @@ struct codegen_opts {
 	char **out_buf;
 	size_t *out_len;
 	const struct codegen_split *split;   /* NULL: nothing split */
+	struct l7_diags *diags;     /* errors in the policy, at its .l7 lines (NULL: to stderr) */
 };
 
-/* Returns 0 on success; on failure prints "l7c: error: ..." to stderr and returns -1. */
+/* Returns 0 on success; on failure says why (a policy past the data plane's tables through
+ * o->diags, at its .l7 line; anything else "l7c: error: ..." on stderr) and returns -1. */
 int codegen_emit(const struct ir_program *p, const struct codegen_opts *o);
 
 struct ir_rule;

@@ -280,7 +280,8 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 {
 	static const struct codegen_split none = { 0 };
-	struct cg g = { .p = p, .split = o->split ? o->split : &none };
+	struct l7_diags to_stderr = { .out = stderr };
+	struct cg g = { .p = p, .split = o->split ? o->split : &none, .d = o->diags ? o->diags : &to_stderr };
 	if ((g.split->gw || g.split->mesh) && (g.split->nchunks < 1 || g.split->nchunks > CODEGEN_MAX_CHUNKS ||
 					       (g.split->nchunks > 1 && (!g.split->gw || !g.split->mesh)))) {
 		fprintf(stderr, "l7c: internal error: split plan with %d chunks\n", g.split->nchunks);

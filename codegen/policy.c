@@ -72,6 +72,7 @@ static LLVMValueRef u32c(struct pcx *c, unsigned long long v) { return LLVMConst
 
 static size_t span_offset(enum ir_field f, int idx)
 {
+	assert((f != IR_F_HEADER && f != IR_F_CLAIM) || (idx >= 0 && idx < (f == IR_F_CLAIM ? L7_MAX_CLAIMS : L7_MAX_WANTED)));
 	switch (f) {
 	case IR_F_PATH: return offsetof(struct l7_req, path);
 	case IR_F_TARGET: return offsetof(struct l7_req, target);
@@ -113,6 +114,7 @@ static LLVMValueRef in_range(struct pcx *c, LLVMValueRef v, unsigned lo, unsigne
 static LLVMValueRef regex_desc(struct pcx *c, const struct ir_regex *re)
 {
 	struct cg *g = c->g;
+	assert(re->index >= 0 && re->index < g->p->nregexes && g->p->regexes[re->index] == re);
 	if (c->re_desc[re->index])
 		return c->re_desc[re->index];
 	const struct re_dfa *d = &re->dfa;
@@ -166,6 +168,7 @@ static int unroll_max(const struct codegen_split *s)
 static void str_match(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
 	struct cg *g = c->g;
+	assert(k->len < L7_MAX_HEAD);
 	bool claim = k->field == IR_F_CLAIM;
 	size_t span = claim ? offsetof(struct l7_req, claim) + (size_t)(k->header & (L7_MAX_CLAIMS - 1)) * sizeof(struct l7_span)
 			    : span_offset(k->field, k->header);
@@ -280,6 +283,7 @@ static void emit_STR_PREFIX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlo
 
 static void emit_REGEX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
+	assert(c->re_fn);
 	LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)), u32c(c, k->field == IR_F_CLAIM),
 				regex_desc(c, k->re) };
 	branch(c, nonzero(c, call(c, c->re_ty, c->re_fn, args, 4)), yes, no);
@@ -322,6 +326,7 @@ static void emit_PORT_IN(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockR
 
 static void emit_JWT_VALID(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
+	assert(c->jwt_fn && k->jwt >= 0 && k->jwt < L7_MAX_JWT);   /* declared when the program has JWTs */
 	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->jwt) };
 	LLVMValueRef ok = k->jwt >= 0 && k->jwt < L7_MAX_JWT && c->jwt_val[k->jwt] ? c->jwt_val[k->jwt]   /* emit_rules */
 										: call(c, c->jwt_ty, c->jwt_fn, args, 2);
@@ -348,6 +353,7 @@ static void emit_TIMER_ELAPSED(struct pcx *c, const struct ir_cond *k, LLVMBasic
 
 static void emit_SOURCE_SET(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
+	assert(c->set_fn && k->set >= 0 && k->set < c->g->p->ncidr_sets);
 	LLVMValueRef args[] = { c->req, u32c(c, (unsigned)k->set) };
 	branch(c, nonzero(c, call(c, c->jwt_ty, c->set_fn, args, 2)), yes, no);
 }
@@ -355,6 +361,7 @@ static void emit_SOURCE_SET(struct pcx *c, const struct ir_cond *k, LLVMBasicBlo
 static void emit_TABLE(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
 	struct cg *g = c->g;
+	assert(k->table >= 0 && k->table < g->p->ntables && k->group >= 1 && k->group <= L7_TABLE_MAX_GROUPS);
 	const struct ir_table *t = &g->p->tables[k->table];
 	if (!c->table_val[k->table]) {
 		unsigned lookups = (t->exact_any ? 1 : 0) | (t->exact_method ? 2 : 0) | (t->prefix_any ? 4 : 0) |
@@ -418,6 +425,9 @@ static void mutation(struct pcx *c, int pol, const struct ir_rule *r, int a)
 {
 	struct cg *g = c->g;
 	const struct ir_action *x = &r->actions[a];
+	/* a name's lines are bit `header` of del/rdel; a line, an index into l7_mut_* (ir_verify) */
+	assert(x->op == IR_MUT_ADD || (x->header >= 0 && x->header < (x->response ? L7_MAX_RHDR : L7_MAX_WANTED)));
+	assert(x->op == IR_MUT_REMOVE || (x->mutation >= 0 && x->mutation < g->p->nmutations));
 	if (x->op != IR_MUT_ADD) {
 		unsigned long long same = 0;
 		if (added_before(g->p, pol, r, a))
@@ -438,6 +448,7 @@ static const unsigned verdict_of[] = { [IR_FORWARD] = L7_FORWARD, [IR_DENY] = L7
 static LLVMValueRef slot_of(struct pcx *c, int u)
 {
 	struct cg *g = c->g;
+	assert(u >= 0 && u < g->p->nupstreams);
 	const struct ir_target *t = &g->p->upstreams[u];
 	if (t->balance == IR_LB_ONE)
 		return u32c(c, (unsigned)t->slot);
@@ -455,6 +466,7 @@ static LLVMValueRef slot_of(struct pcx *c, int u)
 
 static void store_decision(struct pcx *c, enum ir_term term, int upstream, int status, int rule)
 {
+	assert(term == IR_FORWARD || term == IR_DENY || term == IR_FALLBACK);   /* what verdict_of maps */
 	store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict_of[term]));
 	store32(c, c->d, offsetof(struct l7_decision, upstream), upstream < 0 ? u32c(c, 0) : slot_of(c, upstream));
 	store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)status));
@@ -471,6 +483,7 @@ static void deny_now(struct pcx *c, int status, int rule)
 static void limit(struct pcx *c, const struct ir_action *a, const struct ir_rule *r)
 {
 	struct cg *g = c->g;
+	assert(a->bucket >= 0 && a->bucket < g->p->nbuckets);
 	const struct ir_bucket *b = &g->p->buckets[a->bucket];
 	LLVMValueRef taken;
 	if (a->key_source) {   /* one bucket per client address */
@@ -737,6 +750,8 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			cg_di_at(g, c->sp, rule->line);
 			count(c, (unsigned)(p->ncounters + rule->id));
 			const struct ir_cond *tab = ir_rule_table(rule);
+			/* the table was looked up at its first group rule, which dominates this one */
+			assert(!tab || c->table_val[tab->table]);
 			if (tab)   /* which rule of the table: its own hit counter */
 				call(c, c->count_ty, declare(c, "l7_table_hit", c->count_ty), &c->table_val[tab->table], 1);
 			for (int k = 0; k < rule->nactions; k++) {

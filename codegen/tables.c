@@ -4,6 +4,7 @@
 #include "cg.h"
 
 #include <arpa/inet.h>
+#include <assert.h>
 #include <linux/bpf.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -45,6 +46,7 @@ static LLVMValueRef u32c(struct cg *g, unsigned long long v) { return LLVMConstI
 static void name_table(struct cg *g, const char *count, const char *len, const char *name,
 		       char *const *names, int n, int max)
 {
+	assert(n >= 0 && n <= max);
 	LLVMValueRef lens[max], strs[max];
 	for (int i = 0; i < max; i++) {
 		char buf[L7_MAX_NAME] = { 0 };
@@ -84,6 +86,35 @@ static void response_fields(struct cg *g)
 	cg_const_global(g, "l7_resp_mut", u32c(g, mutates_responses(g->p)), 0);
 }
 
+/* Where a rule's action adds mutation line m (the first, in file order), or nowhere. */
+static struct l7_loc action_loc(const struct ir_program *p, int m)
+{
+	for (int i = 0; i < p->npolicies; i++)
+		for (int k = 0; k < p->policies[i].nrules; k++)
+			for (int a = 0; a < p->policies[i].rules[k].nactions; a++)
+				if (p->policies[i].rules[k].actions[a].kind == IR_A_MUTATE &&
+				    p->policies[i].rules[k].actions[a].mutation == m)
+					return l7_loc_of_line(p->src, p->policies[i].rules[k].actions[a].line);
+	return (struct l7_loc){ 0 };
+}
+
+/* The first mutation line past the tables' room, where a rule adds it (or a later one that
+ * is still used: the passes may have removed every rule adding it). */
+static struct l7_loc mutation_loc(const struct ir_program *p, int n)
+{
+	size_t at = 0;
+	int first = n;
+	for (int i = 0; i < n && first == n; i++)
+		if (i >= L7_MAX_MUT || (at += p->mutations[i].line_len) > L7_MUT_BYTES)
+			first = i;
+	for (int i = first; i < n; i++) {
+		struct l7_loc loc = action_loc(p, i);
+		if (loc.src)
+			return loc;
+	}
+	return (struct l7_loc){ 0 };
+}
+
 /* Header mutations as complete field lines ("name: value\r\n"), ready to splice in. The
  * tables have the fixed sizes the machinery declares (L7_MAX_MUT, L7_MUT_BYTES). */
 static int mutations(struct cg *g)
@@ -94,8 +125,11 @@ static int mutations(struct cg *g)
 	for (int i = 0; i < n; i++)
 		total += p->mutations[i].line_len;
 	if (n > L7_MAX_MUT || total > L7_MUT_BYTES) {
-		fprintf(stderr, "l7c: error: %s: %d distinct header mutations of %zu bytes; the data plane holds at most %d of %d bytes\n",
-			p->source_path, n, total, L7_MAX_MUT, L7_MUT_BYTES);
+		struct l7_loc at = mutation_loc(p, n);
+		l7_diag(g->d, L7_ERROR, at, "%d distinct header mutations of %zu bytes; the data plane holds at most %d of %d bytes",
+			n, total, L7_MAX_MUT, L7_MUT_BYTES);
+		if (at.src)
+			l7_hint(g->d, at, "this is the first that does not fit");
 		return -1;
 	}
 	char bytes[L7_MUT_BYTES] = { 0 };
@@ -127,6 +161,7 @@ static LLVMValueRef bytes_const(struct cg *g, const char *s, unsigned n)
 static void jwt_tables(struct cg *g)
 {
 	const struct ir_program *p = g->p;
+	assert(p->njwts <= L7_MAX_JWT && p->nclaims <= L7_MAX_CLAIMS);
 	LLVMTypeRef chars = LLVMArrayType2(g->i8, 64);
 	LLVMTypeRef fields[] = { g->i32, g->i32, g->i32, g->i32, chars, chars };
 	LLVMTypeRef cfg_ty = LLVMStructTypeInContext(g->ctx, fields, 6, 0);
@@ -386,6 +421,7 @@ static int manifest_section(struct cg *g)
 void cg_balance_tables(struct cg *g, int u, LLVMValueRef *points, LLVMValueRef *slots)
 {
 	const struct ir_target *t = &g->p->upstreams[u];
+	assert(t->balance == IR_LB_HASH ? t->ring != NULL : t->balance == IR_LB_ROUND_ROBIN && t->turns != NULL);
 	if (!g->lb_tab)
 		g->lb_tab = calloc((size_t)g->p->nupstreams * 2, sizeof(*g->lb_tab));
 	if (!g->lb_tab[2 * u + 1]) {
@@ -409,19 +445,19 @@ void cg_balance_tables(struct cg *g, int u, LLVMValueRef *points, LLVMValueRef *
 
 int cg_tables(struct cg *g)
 {
-	if (g->p->nslots > L7_MAX_UPSTREAMS) {
-		fprintf(stderr, "l7c: error: %s: %d upstream endpoints (fallback included); the data plane binds at most %d\n",
-			g->p->source_path, g->p->nslots, L7_MAX_UPSTREAMS);
-		return -1;
-	}
-	int max_id = 0;
+	/* ir_lower refuses more (the upstream that does not fit is named there) */
+	assert(g->p->nslots <= L7_MAX_UPSTREAMS);
 	for (int i = 0; i < g->p->npolicies; i++)
-		for (int k = 0; k < g->p->policies[i].nrules; k++)
-			if (g->p->policies[i].rules[k].id > max_id)
-				max_id = g->p->policies[i].rules[k].id;
-	if (g->p->ncounters + max_id + 1 > L7_MAX_COUNTERS)
-		fprintf(stderr, "l7c: warning: %s: more than %d counters and rules; rules past that are not counted\n",
-			g->p->source_path, L7_MAX_COUNTERS);
+		for (int k = 0; k < g->p->policies[i].nrules; k++) {
+			const struct ir_rule *r = &g->p->policies[i].rules[k];
+			if (g->p->ncounters + r->id + 1 > L7_MAX_COUNTERS) {   /* the first rule past them */
+				l7_diag(g->d, L7_WARNING, l7_loc_of_line(g->p->src, r->line),
+					"the data plane counts %d counters and rules; this rule and the ones after it are not counted",
+					L7_MAX_COUNTERS);
+				i = g->p->npolicies;
+				break;
+			}
+		}
 	wanted_headers(g);
 	response_fields(g);
 	jwt_tables(g);

@@ -225,7 +225,7 @@ static int write_file(const char *path, const char *data, size_t n)
 /* The object (or assembly, or LLVM IR), with the programs the budget model finds too big for
  * the verifier split into tail-call chains (split.c). */
 static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum emit emit,
-		   const char *path)
+		   const char *path, struct l7_diags *d)
 {
 	struct split_build sb;
 	int rc = split_build(ir, opt_level, budget, mode, &sb);
@@ -234,7 +234,7 @@ static int compile(const struct ir_program *ir, int opt_level, long budget, enum
 			ir->source_path, sb.warnings[i]);
 	if (!rc && emit != EMIT_OBJ) {   /* the text of the same plan */
 		struct codegen_opts o = { .opt_level = opt_level, .output = emit == EMIT_LLVM ? CG_EMIT_LLVM : CG_EMIT_ASM,
-					  .out_path = path, .split = &sb.plan };
+					  .out_path = path, .split = &sb.plan, .diags = d };
 		rc = codegen_emit(ir, &o) ? 2 : 0;
 	} else if (!rc) {
 		rc = write_file(path, sb.obj, sb.obj_len);
@@ -382,7 +382,8 @@ int main(int argc, char **argv)
 		/* printed by the pipeline, after lowering and after each pass */
 	} else {
 		char *def = NULL;
-		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-");
+		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
+			     &d);
 		free(def);
 	}
 done:

@@ -6,6 +6,7 @@
  * tables built here decide (stdlib/bpf/balance.h describes the ring). */
 #include "ir.h"
 
+#include <assert.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,7 @@ static void build_ring(struct ir_program *p, struct ir_target *t)
  * turns each endpoint gets exactly its weight, spread out (2:1 is A B A, not A A B). */
 static void build_turns(struct ir_program *p, struct ir_target *t)
 {
+	assert(t->nendpoints <= L7_MAX_UPSTREAMS);   /* cur[] (ir_balance_build makes sets past it IR_LB_ONE) */
 	int total = 0, cur[L7_MAX_UPSTREAMS] = { 0 };
 	for (int i = 0; i < t->nendpoints; i++)
 		total += (int)t->endpoints[i].weight;

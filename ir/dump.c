@@ -3,6 +3,7 @@
 
 #include "l7/abi.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <string.h>
 
@@ -27,6 +28,8 @@ static void str_out(FILE *o, const char *s, size_t n)
 
 static void field_out(const struct ir_program *p, enum ir_field f, int idx, FILE *o)
 {
+	assert(f != IR_F_HEADER || (idx >= 0 && idx < p->nheaders));
+	assert(f != IR_F_CLAIM || (idx >= 0 && idx < p->nclaims));
 	static const char *names[] = { "path", "query", "method", "host", "header", "claim", "target" };
 	if (f == IR_F_HEADER)
 		fprintf(o, "header[%d:%s]", idx, p->headers[idx]);

@@ -8,6 +8,7 @@
  * reached, the request is denied 403; a request nothing routed gets the default (404). */
 #include "ir.h"
 
+#include <assert.h>
 #include <limits.h>
 #include <string.h>
 #include <strings.h>
@@ -22,6 +23,7 @@ struct ev {
 
 static const struct l7_span *span_of(const struct l7_req *r, enum ir_field f, int idx)
 {
+	assert((f != IR_F_HEADER || (idx >= 0 && idx < L7_MAX_WANTED)) && (f != IR_F_CLAIM || (idx >= 0 && idx < L7_MAX_CLAIMS)));
 	switch (f) {
 	case IR_F_PATH: return &r->path;
 	case IR_F_TARGET: return &r->target;
@@ -81,6 +83,7 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 #include "conds.def"
 #undef IR_COND
 	};
+	assert(c && (int)c->kind < IR_C_NKINDS);
 	return hooks[c->kind](e, c);
 }
 
@@ -188,6 +191,7 @@ static void mutate(const struct ir_program *p, struct ir_decision *out, const st
 {
 	int *set = a->response ? out->rset : out->set;
 	int *n = a->response ? &out->nrset : &out->nset;
+	assert(a->op == IR_MUT_ADD || (a->header >= 0 && a->header < 32));   /* a bit of del / rdel */
 	if (a->op != IR_MUT_ADD) {
 		const char *name = a->response ? p->rheaders[a->header] : p->headers[a->header];
 		int k = 0;

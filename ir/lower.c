@@ -11,6 +11,7 @@
 #include "l7/abi.h"
 #include "l7/dataplane.h"
 
+#include <assert.h>
 #include <ctype.h>
 #include <limits.h>
 #include <regex.h>
@@ -97,6 +98,7 @@ static int header_index(struct lx *x, const char *name, size_t len, struct l7_lo
 		memcpy(n, x->p->headers, sizeof(char *) * x->p->nheaders);
 	n[x->p->nheaders] = dup(x, low, len);
 	x->p->headers = n;
+	assert(x->p->nheaders < L7_MAX_WANTED);
 	return x->p->nheaders++;
 }
 
@@ -616,6 +618,8 @@ static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, in
 			memcpy(n, pol->rules, sizeof(*n) * pol->nrules);
 	}
 	struct ir_rule *r = &n[pol->nrules];
+	assert(term != IR_FORWARD || (upstream >= 0 && upstream < x->p->nupstreams));
+	assert(term != IR_DENY || (status >= 200 && status <= 599));   /* the resolver checked Deny's */
 	r->id = ++x->p->nrules;
 	r->cond = pa->cond;
 	r->actions = pa->actions;

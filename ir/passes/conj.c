@@ -2,6 +2,7 @@
  * which imply others (by the constants they compare with; a regex by running its DFA). */
 #include "conj.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "arena.h"
@@ -181,6 +182,7 @@ bool conj_implies(const struct ir_cond *a, const struct ir_cond *b)
 
 void conj_remove_rule(struct ir_policy *pol, int k)
 {
+	assert(k >= 0 && k < pol->nrules);
 	memmove(&pol->rules[k], &pol->rules[k + 1], sizeof(pol->rules[0]) * (size_t)(pol->nrules - k - 1));
 	pol->nrules--;
 }

@@ -10,6 +10,7 @@
  * the compares are cheaper than the lookups); at most L7_TABLE_MAX_GROUPS groups a table. */
 #include "passes.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "arena.h"
@@ -163,6 +164,8 @@ static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int e
 			s.t[s.n++] = guard->t[i];
 		r->cond = conj_rebuild(p, &s, r->line);
 	}
+	/* run_end and groups_in chose the run: every group is one byte of the lookup's answer */
+	assert(t->n >= 1 && t->ngroups >= 1 && t->ngroups <= L7_TABLE_MAX_GROUPS && t->ngroups <= end - k);
 	p->ntables++;
 	int removed = (end - k) - t->ngroups;
 	memcpy(&pol->rules[k], rules, sizeof(*rules) * (size_t)t->ngroups);
