@@ -180,18 +180,24 @@ static void add_used(struct cg *g)
 	LLVMSetSection(used, "llvm.metadata");
 }
 
-static int optimise(struct cg *g, int level)
+/* Runs an LLVM pass pipeline over the module; `what` names it in the error. */
+static int run_passes(struct cg *g, const char *pipeline, const char *what)
 {
 	LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
-	LLVMErrorRef err = LLVMRunPasses(g->mod, level >= 2 ? "default<O2>" : "default<O1>", g->tm, o);
+	LLVMErrorRef err = LLVMRunPasses(g->mod, pipeline, g->tm, o);
 	LLVMDisposePassBuilderOptions(o);
 	if (err) {
 		char *m = LLVMGetErrorMessage(err);
-		fprintf(stderr, "l7c: error: optimisation failed: %s\n", m);
+		fprintf(stderr, "l7c: error: %s failed: %s\n", what, m);
 		LLVMDisposeErrorMessage(m);
 		return -1;
 	}
 	return 0;
+}
+
+static int optimise(struct cg *g, int level)
+{
+	return run_passes(g, level >= 2 ? "default<O2>" : "default<O1>", "optimisation");
 }
 
 /* After optimisation: each decide program calls its rule chunk, optimised on its own. A chunk
@@ -216,18 +222,7 @@ static int inline_chunks(struct cg *g)
 		LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, always, 0));
 		any = 1;
 	}
-	if (!any)
-		return 0;
-	LLVMPassBuilderOptionsRef o = LLVMCreatePassBuilderOptions();
-	LLVMErrorRef err = LLVMRunPasses(g->mod, "always-inline,globaldce", g->tm, o);
-	LLVMDisposePassBuilderOptions(o);
-	if (err) {
-		char *m = LLVMGetErrorMessage(err);
-		fprintf(stderr, "l7c: error: inlining rule chunks failed: %s\n", m);
-		LLVMDisposeErrorMessage(m);
-		return -1;
-	}
-	return 0;
+	return any ? run_passes(g, "always-inline,globaldce", "inlining rule chunks") : 0;
 }
 
 static int write_out(const struct codegen_opts *o, const char *data, size_t n)

@@ -275,25 +275,28 @@ static void unknown_name(struct rx *x, struct l7_expr *e)
 	l7_diag(x->d, L7_ERROR, e->loc, "use of undeclared name '%s'%s", e->str, hint);
 }
 
+/* What a name stands for: its type, kind and index. */
+static void resolved(struct l7_expr *e, enum l7_type type, enum l7_ref_kind ref, int index)
+{
+	e->type = type;
+	e->ref = ref;
+	e->ref_index = index;
+}
+
 static void check_ident(struct rx *x, struct l7_expr *e)
 {
 	if (is_act_var(x, e)) {
-		e->type = T_ACT;
-		e->ref = is_resp_var(x, e) ? REF_RESP_VAR : REF_ACT_VAR;
+		resolved(e, T_ACT, is_resp_var(x, e) ? REF_RESP_VAR : REF_ACT_VAR, 0);
 		return;
 	}
 	for (int i = 0; i < x->p->nusings; i++)
 		if (!strcmp(e->str, x->p->usings[i].name)) {
-			e->type = T_STATE;
-			e->ref = REF_STATE_VAR;
-			e->ref_index = i;
+			resolved(e, T_STATE, REF_STATE_VAR, i);
 			return;
 		}
 	for (int i = 0; i < x->m->nupstreams; i++)
 		if (!strcmp(e->str, x->m->upstreams[i].name)) {
-			e->type = T_UPSTREAM;
-			e->ref = REF_UPSTREAM;
-			e->ref_index = i;
+			resolved(e, T_UPSTREAM, REF_UPSTREAM, i);
 			return;
 		}
 	if (x->m->fallback && !strcmp(e->str, x->m->fallback->name)) {

@@ -18,6 +18,8 @@ struct cx {
 
 #define NEW(cx, T) ((T *)l7_alloc(&(cx)->m->arena, sizeof(T)))
 #define GROW(cx, arr, n) grow(cx, (void **)&(arr), (n), sizeof(*(arr)))
+/* A new, zeroed last element of arr (n counts it). */
+#define PUSH(cx, arr, n) ((typeof(&(arr)[0]))push(cx, (void **)&(arr), &(n), sizeof(*(arr))))
 
 /* Arrays are built by doubling in the arena; old blocks stay until the arena goes. */
 static void grow(struct cx *cx, void **arr, int n, size_t elem)
@@ -29,6 +31,14 @@ static void grow(struct cx *cx, void **arr, int n, size_t elem)
 			memcpy(p, *arr, (size_t)n * elem);
 		*arr = p;
 	}
+}
+
+static void *push(struct cx *cx, void **arr, int *n, size_t elem)
+{
+	grow(cx, arr, *n, elem);
+	void *at = (char *)*arr + (size_t)(*n)++ * elem;
+	memset(at, 0, elem);
+	return at;
 }
 
 static struct l7_loc loc_of(struct cx *cx, TSNode n)
@@ -46,6 +56,13 @@ static char *text(struct cx *cx, TSNode n)
 {
 	uint32_t a = ts_node_start_byte(n), b = ts_node_end_byte(n);
 	return l7_strndup(&cx->m->arena, cx->src->text + a, b - a);
+}
+
+/* The text of n's "name" field, and where it stands. */
+static char *name_of(struct cx *cx, TSNode n, struct l7_loc *loc)
+{
+	*loc = loc_of(cx, field(n, "name"));
+	return text(cx, field(n, "name"));
 }
 
 /* ---- literals ---- */
@@ -279,19 +296,15 @@ static struct l7_stmt *stmt(struct cx *cx, TSNode n)
 static void binding(struct cx *cx, TSNode n, struct l7_binding *b)
 {
 	b->type = text(cx, field(n, "type"));
-	b->name = text(cx, field(n, "name"));
-	b->loc = loc_of(cx, field(n, "name"));
+	b->name = name_of(cx, n, &b->loc);
 	b->type_loc = loc_of(cx, field(n, "type"));
 }
 
 static void policy(struct cx *cx, TSNode n)
 {
 	struct l7_module *m = cx->m;
-	GROW(cx, m->policies, m->npolicies);
-	struct l7_policy *p = &m->policies[m->npolicies++];
-	memset(p, 0, sizeof(*p));
-	p->name = text(cx, field(n, "name"));
-	p->loc = loc_of(cx, field(n, "name"));
+	struct l7_policy *p = PUSH(cx, m->policies, m->npolicies);
+	p->name = name_of(cx, n, &p->loc);
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
@@ -326,9 +339,7 @@ static void policy(struct cx *cx, TSNode n)
 
 static void endpoint(struct cx *cx, TSNode n, struct l7_decl *decl)
 {
-	GROW(cx, decl->endpoints, decl->nendpoints);
-	struct l7_endpoint *ep = &decl->endpoints[decl->nendpoints++];
-	memset(ep, 0, sizeof(*ep));
+	struct l7_endpoint *ep = PUSH(cx, decl->endpoints, decl->nendpoints);
 	TSNode addr = is(n, "address") ? n : field(n, "address");
 	ep->loc = loc_of(cx, addr);
 	ep->weight = 1;
@@ -396,11 +407,8 @@ static void balance(struct cx *cx, TSNode n, struct l7_decl *decl)
 
 static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *count)
 {
-	GROW(cx, *arr, *count);
-	struct l7_decl *dcl = &(*arr)[(*count)++];
-	memset(dcl, 0, sizeof(*dcl));
-	dcl->name = text(cx, field(n, "name"));
-	dcl->loc = loc_of(cx, field(n, "name"));
+	struct l7_decl *dcl = PUSH(cx, *arr, *count);
+	dcl->name = name_of(cx, n, &dcl->loc);
 	dcl->syntax_error = ts_node_has_error(n);
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
@@ -416,13 +424,10 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 static void instance(struct cx *cx, TSNode n)
 {
 	struct l7_module *m = cx->m;
-	GROW(cx, m->instances, m->ninstances);
-	struct l7_instance *in = &m->instances[m->ninstances++];
-	memset(in, 0, sizeof(*in));
+	struct l7_instance *in = PUSH(cx, m->instances, m->ninstances);
 	in->type = text(cx, field(n, "type"));
 	in->type_loc = loc_of(cx, field(n, "type"));
-	in->name = text(cx, field(n, "name"));
-	in->loc = loc_of(cx, field(n, "name"));
+	in->name = name_of(cx, n, &in->loc);
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
@@ -433,8 +438,7 @@ static void instance(struct cx *cx, TSNode n)
 			continue;
 		GROW(cx, in->settings, in->nsettings);
 		struct l7_setting *st = &in->settings[in->nsettings++];
-		st->name = text(cx, field(ch, "name"));
-		st->loc = loc_of(cx, field(ch, "name"));
+		st->name = name_of(cx, ch, &st->loc);
 		st->value = v;
 	}
 }
@@ -442,11 +446,8 @@ static void instance(struct cx *cx, TSNode n)
 static void identity(struct cx *cx, TSNode n)
 {
 	struct l7_module *m = cx->m;
-	GROW(cx, m->identities, m->nidentities);
-	struct l7_identity *id = &m->identities[m->nidentities++];
-	memset(id, 0, sizeof(*id));
-	id->name = text(cx, field(n, "name"));
-	id->loc = loc_of(cx, field(n, "name"));
+	struct l7_identity *id = PUSH(cx, m->identities, m->nidentities);
+	id->name = name_of(cx, n, &id->loc);
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
@@ -488,11 +489,8 @@ static void iface_type(struct cx *cx, TSNode n, bool is_state)
 			is_state ? "state" : "act");
 		return;
 	}
-	GROW(cx, m->types, m->ntypes);
-	struct l7_iface_type *ty = &m->types[m->ntypes++];
-	memset(ty, 0, sizeof(*ty));
-	ty->name = text(cx, field(n, "name"));
-	ty->loc = loc_of(cx, field(n, "name"));
+	struct l7_iface_type *ty = PUSH(cx, m->types, m->ntypes);
+	ty->name = name_of(cx, n, &ty->loc);
 	ty->is_state = is_state;
 	TSNode base = field(n, "base");
 	ty->is_response = !is_state && !ts_node_is_null(base) && !strcmp(text(cx, base), "Response");
@@ -501,22 +499,16 @@ static void iface_type(struct cx *cx, TSNode n, bool is_state)
 		TSNode ch = ts_node_named_child(n, i);
 		TSNode intr = field(ch, "intrinsic");
 		if (is(ch, "field_declaration")) {
-			GROW(cx, ty->fields, ty->nfields);
-			struct l7_iface_field *f = &ty->fields[ty->nfields++];
-			memset(f, 0, sizeof(*f));
-			f->name = text(cx, field(ch, "name"));
-			f->loc = loc_of(cx, field(ch, "name"));
+			struct l7_iface_field *f = PUSH(cx, ty->fields, ty->nfields);
+			f->name = name_of(cx, ch, &f->loc);
 			TSNode ps = field(ch, "parameters");
 			if (!ts_node_is_null(ps))
 				params(cx, ps, &f->params, &f->nparams);
 			f->type_name = text(cx, field(ch, "type"));
 			f->intrinsic_name = ts_node_is_null(intr) ? NULL : text(cx, intr);
 		} else if (is(ch, "action_declaration")) {
-			GROW(cx, ty->actions, ty->nactions);
-			struct l7_iface_action *a = &ty->actions[ty->nactions++];
-			memset(a, 0, sizeof(*a));
-			a->name = text(cx, field(ch, "name"));
-			a->loc = loc_of(cx, field(ch, "name"));
+			struct l7_iface_action *a = PUSH(cx, ty->actions, ty->nactions);
+			a->name = name_of(cx, ch, &a->loc);
 			params(cx, field(ch, "parameters"), &a->params, &a->nparams);
 			/* tags and the intrinsic name are interpreted by l7_resolve */
 			for (uint32_t k = 0; k < ts_node_named_child_count(ch); k++) {
@@ -545,9 +537,7 @@ static void declare_broken(struct cx *cx, const struct l7_broken_decl *b)
 	struct l7_module *m = cx->m;
 	struct l7_decl *dcl = NULL;
 	if (!strcmp(b->kind, "identity")) {
-		GROW(cx, m->identities, m->nidentities);
-		struct l7_identity *id = &m->identities[m->nidentities++];
-		memset(id, 0, sizeof(*id));
+		struct l7_identity *id = PUSH(cx, m->identities, m->nidentities);
 		id->name = b->name;
 		id->loc = b->loc;
 		return;

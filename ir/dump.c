@@ -194,6 +194,17 @@ static void print_SERVICE_IN(const struct ir_program *p, const struct ir_cond *c
 	fputc('}', o);
 }
 
+/* " a.b.c.d/len ..." and the end of the line */
+static void prefixes_out(FILE *o, const unsigned *nets, const unsigned *netmasks, int n)
+{
+	for (int k = 0; k < n; k++) {
+		fputc(' ', o);
+		ip_out(o, nets[k]);
+		fprintf(o, "/%d", __builtin_popcount(netmasks[k]));
+	}
+	fputc('\n', o);
+}
+
 static void endpoint_out(FILE *o, const struct ir_endpoint *e)
 {
 	fprintf(o, " %u.%u.%u.%u:%u", e->ip >> 24, e->ip >> 16 & 255, e->ip >> 8 & 255, e->ip & 255, e->port);
@@ -342,21 +353,11 @@ void ir_dump(const struct ir_program *p, FILE *o)
 			p->buckets[i].burst, p->buckets[i].status);
 	for (int i = 0; i < p->nidentities; i++) {
 		fprintf(o, "identity #%d %s:", i, p->identities[i].name);
-		for (int k = 0; k < p->identities[i].n; k++) {
-			fputc(' ', o);
-			ip_out(o, p->identities[i].nets[k]);
-			fprintf(o, "/%d", __builtin_popcount(p->identities[i].netmasks[k]));
-		}
-		fputc('\n', o);
+		prefixes_out(o, p->identities[i].nets, p->identities[i].netmasks, p->identities[i].n);
 	}
 	for (int i = 0; i < p->ncidr_sets; i++) {
 		fprintf(o, "set #%d:", i);
-		for (int k = 0; k < p->cidr_sets[i].n; k++) {
-			fputc(' ', o);
-			ip_out(o, p->cidr_sets[i].nets[k]);
-			fprintf(o, "/%d", __builtin_popcount(p->cidr_sets[i].netmasks[k]));
-		}
-		fputc('\n', o);
+		prefixes_out(o, p->cidr_sets[i].nets, p->cidr_sets[i].netmasks, p->cidr_sets[i].n);
 	}
 	for (int i = 0; i < p->ntables; i++) {
 		const struct ir_table *t = &p->tables[i];

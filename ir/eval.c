@@ -83,7 +83,7 @@ static bool holds(const struct ev *e, const struct ir_cond *c)
 #include "conds.def"
 #undef IR_COND
 	};
-	assert(c && (int)c->kind < IR_C_NKINDS);
+	assert(c && ir_cond_kind_name(c->kind));
 	return hooks[c->kind](e, c);
 }
 

@@ -29,11 +29,7 @@ enum ir_cond_kind {
 #include "conds.def"
 #undef IR_COND
 };
-enum { IR_C_NKINDS = 0
-#define IR_COND(kind, operands) + 1
-#include "conds.def"
-#undef IR_COND
-};
+
 
 enum ir_operand {                /* fields of struct ir_cond a kind uses */
 	IR_O_AB = 1 << 0,            /* a and b: subconditions */
@@ -56,7 +52,7 @@ enum ir_operand {                /* fields of struct ir_cond a kind uses */
 	IR_O_RE = 1 << 17,           /* re: one of regexes */
 };
 
-/* The operands of kind k, and its name ("STR_EQ"). */
+/* The operands of kind k, and its name ("STR_EQ"; NULL for no kind of conds.def). */
 unsigned ir_cond_operands(enum ir_cond_kind k);
 const char *ir_cond_kind_name(enum ir_cond_kind k);
 
@@ -97,11 +93,6 @@ enum ir_action_kind {
 #include "actions.def"
 #undef IR_ACTION
 };
-enum { IR_A_NKINDS = 0
-#define IR_ACTION(kind, operands) + 1
-#include "actions.def"
-#undef IR_ACTION
-};
 
 enum ir_action_operand {         /* fields of struct ir_action a kind uses */
 	IR_AO_MUTATION = 1 << 0,     /* op, response, header (SET, REMOVE), mutation (SET, ADD) */
@@ -110,7 +101,7 @@ enum ir_action_operand {         /* fields of struct ir_action a kind uses */
 	IR_AO_TIMER = 1 << 3,        /* timer: an index into timers */
 };
 unsigned ir_action_operands(enum ir_action_kind k);
-const char *ir_action_kind_name(enum ir_action_kind k);
+const char *ir_action_kind_name(enum ir_action_kind k);   /* NULL for no kind of actions.def */
 
 /* Header mutations act, in the order reached, on the message's field lines: SET removes every
  * line of the name (the sender's and lines added before) and adds one, ADD adds one, REMOVE
@@ -293,6 +284,8 @@ const char *ir_pass_names(void);
 /* The table test a rule begins with when it stands for the rules of a table (passes.c
  * "tables": the test comes first), or NULL. */
 const struct ir_cond *ir_rule_table(const struct ir_rule *r);
+/* Every request table entry b matches, entry a matches too. */
+bool ir_table_entry_covers(const struct ir_table_entry *a, const struct ir_table_entry *b);
 void ir_free(struct ir_program *p);
 
 /* The IR verifier (verify.c): checks every invariant the later stages rely on, printing each

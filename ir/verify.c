@@ -68,7 +68,7 @@ static void check_cond(struct vx *v, const struct ir_cond *c)
 		bad(v, "a missing condition");
 		return;
 	}
-	if (!in((int)c->kind, IR_C_NKINDS)) {
+	if (!ir_cond_kind_name(c->kind)) {
 		bad(v, "condition kind %d", c->kind);
 		return;
 	}
@@ -132,7 +132,7 @@ static void check_cond(struct vx *v, const struct ir_cond *c)
 static void check_action(struct vx *v, const struct ir_action *a)
 {
 	const struct ir_program *p = v->p;
-	if (!in((int)a->kind, IR_A_NKINDS)) {
+	if (!ir_action_kind_name(a->kind)) {
 		bad(v, "action kind %d", a->kind);
 		return;
 	}
@@ -236,17 +236,6 @@ static void check_policies(struct vx *v)
 	v->where[0] = 0;
 }
 
-/* An entry b that an earlier one a covers would make the longest match in a lookup not the
- * first (passes/tables.c removes them). */
-static bool covers(const struct ir_table_entry *a, const struct ir_table_entry *b)
-{
-	if (a->method && a->method != b->method)
-		return false;
-	if (a->prefix)
-		return b->len >= a->len && !memcmp(a->value, b->value, a->len);
-	return !b->prefix && a->len == b->len && !memcmp(a->value, b->value, a->len);
-}
-
 static void check_tables(struct vx *v)
 {
 	const struct ir_program *p = v->p;
@@ -266,8 +255,9 @@ static void check_tables(struct vx *v)
 			CHECK(v, e->len <= L7_TABLE_PATH && e->group >= 1 && e->group <= t->ngroups && e->method <= L7_M_PATCH,
 			      "entry %d: %zu bytes, group %d, method %u", k, e->len, e->group, e->method);
 			seen[(e->prefix ? 2 : 0) + (e->method ? 1 : 0)] = true;
+			/* a covered entry would make the longest match in a lookup not the first */
 			for (int j = 0; j < k; j++)
-				if ((t->entries[j].prefix || !e->prefix) && covers(&t->entries[j], e)) {
+				if ((t->entries[j].prefix || !e->prefix) && ir_table_entry_covers(&t->entries[j], e)) {
 					bad(v, "entry %d (line %u) is covered by entry %d (line %u)", k, e->line, j, t->entries[j].line);
 					break;
 				}

@@ -99,16 +99,6 @@ static bool same_terms(const struct conj *a, const struct conj *b)
 	return true;
 }
 
-/* Every request entry b matches, entry a matches too. */
-static bool entry_covers(const struct ir_table_entry *a, const struct ir_table_entry *b)
-{
-	if (a->method && a->method != b->method)
-		return false;
-	if (a->prefix)
-		return b->len >= a->len && !memcmp(a->value, b->value, a->len);
-	return !b->prefix && a->len == b->len && !memcmp(a->value, b->value, a->len);
-}
-
 /* The rules [k, end) of pol (one guard, `guard`) as table p->ntables: entries an earlier entry
  * shadows go with a warning (so the longest match in a lookup is the first), the rules of each
  * group but its first go, and the group's first tests the table. */
@@ -131,7 +121,7 @@ static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int e
 		const struct ir_table_entry *by = NULL;
 		for (int i = 0; i < t->n && !by; i++)
 			if (t->entries[i].prefix || !e.prefix)
-				by = entry_covers(&t->entries[i], &e) ? &t->entries[i] : NULL;
+				by = ir_table_entry_covers(&t->entries[i], &e) ? &t->entries[i] : NULL;
 		if (by) {
 			conj_warn_shadowed(p, d, e.line, by->line);
 			continue;
