@@ -9,20 +9,9 @@
 #include <string.h>
 #include <tree_sitter/api.h>
 
-const TSLanguage *tree_sitter_l7(void);
+#include "policy_files.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	rewind(f);
-	char *s = malloc((size_t)n + 1);
-	s[fread(s, 1, (size_t)n, f)] = 0;
-	fclose(f);
-	return s;
-}
+const TSLanguage *tree_sitter_l7(void);
 
 /* Drops all white space: formatting of the expected tree does not matter. */
 static void squeeze(char *s)
@@ -66,7 +55,8 @@ static int is_rule(const char *line, char c)
 
 static int check_file(const char *path, int *cases)
 {
-	char *text = slurp(path);
+	char *text = l7_slurp(path, NULL);
+	cr_assert_not_null(text, "%s", path);
 	FILE *upd = NULL;
 	char *newtext = NULL;
 	size_t newlen = 0;
@@ -166,7 +156,8 @@ Test(grammar, examples_parse)
 			continue;
 		char path[512];
 		snprintf(path, sizeof(path), "%s/%s", EXAMPLES_DIR, e->d_name);
-		char *s = slurp(path);
+		char *s = l7_slurp(path, NULL);
+		cr_assert_not_null(s, "%s", path);
 		TSTree *t = ts_parser_parse_string(parser, NULL, s, (uint32_t)strlen(s));
 		cr_expect(!ts_node_has_error(ts_tree_root_node(t)), "%s has syntax errors", e->d_name);
 		ts_tree_delete(t);
@@ -200,12 +191,14 @@ static void captured(const TSQuery *q, TSNode root, const char *src, const char 
  * marks what it should in an example. */
 Test(grammar, highlights_query)
 {
-	char *qs = slurp(QUERIES_DIR "/highlights.scm");
+	char *qs = l7_slurp(QUERIES_DIR "/highlights.scm", NULL);
+	cr_assert_not_null(qs, "%s", QUERIES_DIR "/highlights.scm");
 	uint32_t err_off;
 	TSQueryError err;
 	TSQuery *q = ts_query_new(tree_sitter_l7(), qs, (uint32_t)strlen(qs), &err_off, &err);
 	cr_assert_not_null(q, "highlights.scm: query error %d at offset %u: %.40s", err, err_off, qs + err_off);
-	char *s = slurp(EXAMPLES_DIR "/load_balance.l7");
+	char *s = l7_slurp(EXAMPLES_DIR "/load_balance.l7", NULL);
+	cr_assert_not_null(s, "%s", EXAMPLES_DIR "/load_balance.l7");
 	TSParser *parser = ts_parser_new();
 	ts_parser_set_language(parser, tree_sitter_l7());
 	TSTree *t = ts_parser_parse_string(parser, NULL, s, (uint32_t)strlen(s));

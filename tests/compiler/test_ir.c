@@ -10,20 +10,6 @@
 
 #include "pipeline.h"
 
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f)
-		return NULL;
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	rewind(f);
-	char *s = malloc((size_t)n + 1);
-	s[fread(s, 1, (size_t)n, f)] = 0;
-	fclose(f);
-	return s;
-}
-
 ParameterizedTestParameters(ir, goldens)
 {
 	return l7_policy_files(IR_DIR, 1);
@@ -53,7 +39,7 @@ ParameterizedTest(char **name, ir, goldens)
 		fputs(dump, w);
 		fclose(w);
 	}
-	char *want = slurp(ir_path);
+	char *want = l7_slurp(ir_path, NULL);
 	cr_assert_not_null(want, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", ir_path);
 	cr_expect_str_eq(dump, want, "IR of %s changed:\n%s", *name, dump);
 
@@ -73,7 +59,7 @@ ParameterizedTest(char **name, ir, goldens)
 		fputs(opt, w);
 		fclose(w);
 	}
-	char *want_opt = slurp(opt_path);
+	char *want_opt = l7_slurp(opt_path, NULL);
 	cr_assert_not_null(want_opt, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", opt_path);
 	cr_expect_str_eq(opt, want_opt, "optimised IR of %s changed:\n%s", *name, opt);
 	free(want_opt);

@@ -4,6 +4,7 @@
  * with, and near misses) are decided by the reference evaluator on both. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include "policy_files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -188,30 +189,18 @@ static int check_policy(const char *path, const char *passes)
 
 Test(passes, same_decisions, .timeout = 120)
 {
-	const char *dirs[] = { IR_DIR, EXAMPLES_DIR };
-	int files = 0;
-	for (int i = 0; i < 2; i++) {
-		DIR *d = opendir(dirs[i]);
-		cr_assert_not_null(d);
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			size_t l = strlen(e->d_name);
-			if (l < 4 || strcmp(e->d_name + l - 3, ".l7"))
-				continue;
-			char path[512];
-			snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
-			/* after each prefix of the pass list: a pass that changes a decision is named */
-			char passes[256] = "";
-			int n = 0;
-			for (int k = 0; k < ir_npasses(); k++) {
-				snprintf(passes + strlen(passes), sizeof(passes) - strlen(passes), "%s%s", k ? "," : "",
-					 ir_pass_name(k));
-				n += check_policy(path, passes);
-			}
-			cr_log_info("%s: %d decisions agree", e->d_name, n);
-			files++;
+	static char paths[128][512];
+	int files = l7_policy_paths(IR_DIR, paths, 64);
+	files += l7_policy_paths(EXAMPLES_DIR, paths + files, 64);
+	for (int i = 0; i < files; i++) {
+		/* after each prefix of the pass list: a pass that changes a decision is named */
+		char passes[256] = "";
+		int n = 0;
+		for (int k = 0; k < ir_npasses(); k++) {
+			snprintf(passes + strlen(passes), sizeof(passes) - strlen(passes), "%s%s", k ? "," : "", ir_pass_name(k));
+			n += check_policy(paths[i], passes);
 		}
-		closedir(d);
+		cr_log_info("%s: %d decisions agree", paths[i], n);
 	}
 	cr_assert_gt(files, 1);
 }

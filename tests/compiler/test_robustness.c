@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "pipeline.h"
+#include "policy_files.h"
 
 static const char *seeds[] = {
 	EXAMPLES_DIR "/route.l7",
@@ -25,20 +26,6 @@ static const char *tokens[] = {
 	"upstream", "service", "identity", "fallback", "::", "::1", "host.name:80", "\\d", "=",
 };
 
-static char *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	cr_assert_not_null(f, "%s", path);
-	fseek(f, 0, SEEK_END);
-	long n = ftell(f);
-	rewind(f);
-	char *s = malloc((size_t)n + 1);
-	*len = fread(s, 1, (size_t)n, f);
-	s[*len] = 0;
-	fclose(f);
-	return s;
-}
-
 static unsigned rng(unsigned long long *s)
 {
 	*s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -52,7 +39,8 @@ Test(robustness, mutated_policies_never_crash, .timeout = 240)
 	FILE *sink = fopen("/dev/null", "w");
 	for (size_t si = 0; si < sizeof(seeds) / sizeof(seeds[0]); si++) {
 		size_t len;
-		char *orig = slurp(seeds[si], &len);
+		char *orig = l7_slurp(seeds[si], &len);
+		cr_assert_not_null(orig, "%s", seeds[si]);
 		for (int iter = 0; iter < 1000; iter++) {
 			char *buf = malloc(len + 64 * 8 + 1);
 			memcpy(buf, orig, len);

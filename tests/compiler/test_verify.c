@@ -3,6 +3,7 @@
  * field of a real program at a time) is reported, naming what broke. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include "policy_files.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,24 +70,13 @@ static struct ir_cond *leaf(struct ir_program *p, enum ir_cond_kind k, struct ir
 
 Test(verify, every_program_keeps_the_invariants_after_each_pass)
 {
-	const char *dirs[] = { IR_DIR, EXAMPLES_DIR };
-	int files = 0;
-	for (int i = 0; i < 2; i++) {
-		DIR *d = opendir(dirs[i]);
-		cr_assert_not_null(d);
-		struct dirent *e;
-		while ((e = readdir(d))) {
-			size_t l = strlen(e->d_name);
-			if (l < 4 || strcmp(e->d_name + l - 3, ".l7"))
-				continue;
-			char path[512];
-			snprintf(path, sizeof(path), "%s/%s", dirs[i], e->d_name);
-			load(path);   /* verified after lowering and after each pass */
-			cr_expect_eq(ir_verify(unit.ir, "the test", stderr), 0, "%s", path);
-			l7_unit_free(&unit);
-			files++;
-		}
-		closedir(d);
+	static char paths[128][512];
+	int files = l7_policy_paths(IR_DIR, paths, 64);
+	files += l7_policy_paths(EXAMPLES_DIR, paths + files, 64);
+	for (int i = 0; i < files; i++) {
+		load(paths[i]);   /* verified after lowering and after each pass */
+		cr_expect_eq(ir_verify(unit.ir, "the test", stderr), 0, "%s", paths[i]);
+		l7_unit_free(&unit);
 	}
 	cr_assert_gt(files, 20);
 }
