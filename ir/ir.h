@@ -169,7 +169,7 @@ struct ir_table_entry {
 /* A run of rules that differ only in method and one field's value (the path, Host, a header
  * or the query; the same for the whole run), as one lookup: the first entry the
  * request matches names its group, and one rule per group (the group's actions) tests it.
- * No entry is shadowed by an earlier one (passes.c removes those), so in each of the lookups
+ * No entry is shadowed by an earlier one (passes/tables.c removes those), so in each of the lookups
  * (exact or prefix, with or without method) the longest match is also the first. */
 struct ir_table {
 	struct ir_table_entry *entries;   /* in rule order */
@@ -281,7 +281,7 @@ void ir_run_pass(struct ir_program *p, int i, struct l7_diags *d);
 #define IR_PASS_UNKNOWN (~0u)
 unsigned ir_pass_select(const char *list, const char **bad, size_t *badlen);
 const char *ir_pass_names(void);
-/* The table test a rule begins with when it stands for the rules of a table (passes.c
+/* The table test a rule begins with when it stands for the rules of a table (passes/tables.c
  * "tables": the test comes first), or NULL. */
 const struct ir_cond *ir_rule_table(const struct ir_rule *r);
 /* Every request table entry b matches, entry a matches too. */
@@ -304,7 +304,7 @@ struct ir_decision {
 	int slot;                    /* FORWARD/FALLBACK: the backend slot the kernel sends it to;
 	                              * -1 for round robin (any slot of the upstream: it rotates) */
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */
-	unsigned line;               /* its .l7 line; for a rule standing for a table (passes.c), the
+	unsigned line;               /* its .l7 line; for a rule standing for a table (passes/tables.c), the
 	                              * line of the rule of the run the request matched */
 	int set[16];                 /* lines added to the request (mutations), in order */
 	int nset;

@@ -81,7 +81,7 @@ L7_INLINE __u32 l7_identity_of(const struct l7_req *req)
 	return id && *id < l7_n_identities ? *id : l7_n_identities;
 }
 
-/* The client address is in prefix set `set` (ir/passes.c "sets"). */
+/* The client address is in prefix set `set` (ir/passes/sets.c). */
 L7_INLINE int l7_source_in_set(const struct l7_req *req, __u32 set)
 {
 	struct l7_cidr_key k = { 64, __builtin_bswap32(set), req->src_ip4 };
