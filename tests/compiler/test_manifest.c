@@ -13,13 +13,11 @@
 #include <unistd.h>
 
 #include "codegen.h"
-#include "frontend.h"
-#include "ir.h"
 #include "manifest.h"
+#include "pipeline.h"
 
 struct compiled {
-	struct l7_module m;
-	struct l7_source *src;
+	struct l7_unit u;            /* the pipeline's: source, AST, IR */
 	struct ir_program *p;
 	char *obj;
 	size_t len;
@@ -28,17 +26,11 @@ struct compiled {
 static int compile(const char *path, struct compiled *c)
 {
 	struct l7_diags d = { .out = stderr };
-	const char *inc[] = { L7_STDLIB_DIR };
+	struct l7_pipeline po = { .quiet_passes = true, .verify_ir = true };
 	memset(c, 0, sizeof *c);
-	c->src = l7_source_load(path, &d);
-	if (!c->src)
+	if (l7_unit_load(&c->u, path, &po, &d) != L7_UNIT_OK)
 		return -1;
-	l7_parse(&c->m, c->src, false, &d);
-	l7_resolve(&c->m, inc, 1, &d);
-	c->p = d.errors ? NULL : ir_lower(&c->m, &d);
-	if (!c->p)
-		return -1;
-	ir_optimise(c->p, NULL, NULL, NULL);
+	c->p = c->u.ir;
 	struct codegen_opts o = { .opt_level = 2, .output = CG_EMIT_OBJ, .out_buf = &c->obj, .out_len = &c->len };
 	return codegen_emit(c->p, &o);
 }
@@ -46,11 +38,7 @@ static int compile(const char *path, struct compiled *c)
 static void compiled_free(struct compiled *c)
 {
 	free(c->obj);
-	if (c->p)
-		ir_free(c->p);
-	l7_module_free(&c->m);
-	if (c->src)
-		l7_source_free(c->src);
+	l7_unit_free(&c->u);
 }
 
 static int str_is(const struct l7m_str *s, const char *v, size_t n)
