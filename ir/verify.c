@@ -236,6 +236,38 @@ static void check_policies(struct vx *v)
 	v->where[0] = 0;
 }
 
+/* Values in byte order, a prefix before what it starts, then in rule order. */
+static int by_value(const void *x, const void *y)
+{
+	const struct ir_table_entry *a = *(const struct ir_table_entry *const *)x, *b = *(const struct ir_table_entry *const *)y;
+	int c = memcmp(a->value, b->value, a->len < b->len ? a->len : b->len);
+	return c ? c : a->len != b->len ? (a->len < b->len ? -1 : 1) : (a < b ? -1 : a > b);
+}
+
+static bool starts(const struct ir_table_entry *e, const struct ir_table_entry *with)
+{
+	return e->len >= with->len && !memcmp(e->value, with->value, with->len);
+}
+
+/* No entry is covered by an earlier one: that would make the longest match in a lookup not the
+ * first. In value order what an entry can cover comes right after it (its own value, then
+ * values it starts), so this is a scan, not every pair of a 10,000-entry table. */
+static void check_covered(struct vx *v, const struct ir_table *t)
+{
+	const struct ir_table_entry **e = malloc(sizeof(*e) * (size_t)t->n);
+	for (int k = 0; k < t->n; k++)
+		e[k] = &t->entries[k];
+	qsort(e, (size_t)t->n, sizeof(*e), by_value);
+	for (int i = 0; i < t->n; i++)
+		for (int j = i + 1; j < t->n && starts(e[j], e[i]) && (e[i]->prefix || e[j]->len == e[i]->len); j++)
+			if (e[i] < e[j] && ir_table_entry_covers(e[i], e[j])) {
+				bad(v, "entry %d (line %u) is covered by entry %d (line %u)", (int)(e[j] - t->entries), e[j]->line,
+				    (int)(e[i] - t->entries), e[i]->line);
+				break;
+			}
+	free(e);
+}
+
 static void check_tables(struct vx *v)
 {
 	const struct ir_program *p = v->p;
@@ -255,13 +287,8 @@ static void check_tables(struct vx *v)
 			CHECK(v, e->len <= L7_TABLE_PATH && e->group >= 1 && e->group <= t->ngroups && e->method <= L7_M_PATCH,
 			      "entry %d: %zu bytes, group %d, method %u", k, e->len, e->group, e->method);
 			seen[(e->prefix ? 2 : 0) + (e->method ? 1 : 0)] = true;
-			/* a covered entry would make the longest match in a lookup not the first */
-			for (int j = 0; j < k; j++)
-				if ((t->entries[j].prefix || !e->prefix) && ir_table_entry_covers(&t->entries[j], e)) {
-					bad(v, "entry %d (line %u) is covered by entry %d (line %u)", k, e->line, j, t->entries[j].line);
-					break;
-				}
 		}
+		check_covered(v, t);
 		CHECK(v, seen[0] == t->exact_any && seen[1] == t->exact_method && seen[2] == t->prefix_any &&
 			     seen[3] == t->prefix_method, "its lookups do not match its entries");
 	}
