@@ -10,10 +10,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "frontend.h"
-#include "fuzz_source.h"
 #include "import.h"
-#include "ir.h"
+#include "pipeline.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -29,7 +27,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (size > 64 * 1024)
 		return 0;
-	struct l7_source *src = fuzz_source("fuzz.yaml", data, size);
+	struct l7_source *src = l7_source_from_bytes("fuzz.yaml", data, size);
 
 	struct l7_import_opts o = { .out_path = out, .ns = "default", .istio_root = "istio-system", .port = 80,
 				    .fallback_ip = 0x7f000001, .fallback_port = 15001 };
@@ -42,27 +40,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if ((rc != 0) != (d.errors != 0))
 		abort();   /* a failure must be reported, a report must fail */
 	if (!rc) {
-		struct l7_source *pol = l7_source_from_string(out, text);
 		struct l7_diags dc = { .out = sink };
-		struct l7_module m = { 0 };
-		const char *inc[] = { L7_STDLIB_DIR };
-		l7_parse(&m, pol, false, &dc);
-		l7_resolve(&m, inc, 1, &dc);
-		struct ir_program *p = dc.errors ? NULL : ir_lower(&m, &dc);
-		if (p)
-			ir_optimise(p, NULL, &dc, NULL);
-		if (dc.errors) {
+		struct l7_pipeline po = { .verify_ir = true };
+		struct l7_unit u;
+		enum l7_unit_status st = l7_unit_build(&u, l7_source_from_string(out, text), &po, &dc);
+		l7_unit_free(&u);
+		if (st != L7_UNIT_OK) {
 			fprintf(stderr, "l7c import wrote a policy the compiler refuses:\n%s\n", text);
-			dc.out = stderr;
-			l7_module_free(&m);
-			m = (struct l7_module){ 0 };
-			l7_parse(&m, pol, false, &dc);
-			l7_resolve(&m, inc, 1, &dc);
+			dc.out = stderr;   /* say why, then stop */
+			l7_unit_build(&u, l7_source_from_string(out, text), &po, &dc);
 			abort();
 		}
-		ir_free(p);
-		l7_module_free(&m);
-		l7_source_free(pol);
 	}
 	free(text);
 	l7_source_free(src);
