@@ -1,6 +1,6 @@
 /* l7run's own HTTP answers (403, 404, 429, 502, ...), the same in both modes. */
 #include <stdio.h>
-#include "l7run.h"
+#include "base.h"
 
 static const char *reason(int status)
 {

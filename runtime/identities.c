@@ -23,7 +23,7 @@
 #include <time.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "l7run.h"
+#include "policy.h"
 
 struct entry {
 	struct l7_ident_key key;
@@ -42,14 +42,9 @@ struct idents {
 	struct entries applied;     /* what l7_idents holds now */
 	int map_fd;
 	struct stat seen;           /* the file as this version last read it */
-	struct idents *next;        /* ident_watch list */
+	struct ident_env *env;      /* --identities, set by ident_setup */
+	struct idents *next;        /* the env's watched list (published versions, run loop only) */
 };
-
-static struct {
-	char file[512];
-	time_t checked;
-	struct idents *watched;     /* the published versions' (main thread only) */
-} I;
 
 static int add(struct entries *s, __u32 addr_be, __u32 len, __u32 id)
 {
@@ -113,11 +108,11 @@ static struct idents *idents_of(struct config *cfg)
 }
 
 /* --identities FILE */
-int ident_file_arg(const char *path)
+int ident_file_arg(struct ident_env *env, const char *path)
 {
-	if (!path[0] || strlen(path) >= sizeof I.file)
+	if (!path[0] || strlen(path) >= sizeof env->file)
 		return -1;
-	snprintf(I.file, sizeof I.file, "%s", path);
+	snprintf(env->file, sizeof env->file, "%s", path);
 	return 0;
 }
 
@@ -140,12 +135,13 @@ static int contains(const struct entries *s, const struct entry *e)
 /* The policy's entries overlaid with the file's; -1 (and why, on stderr) if the file is bad. */
 static int read_file(const struct idents *d, struct entries *out)
 {
-	FILE *f = fopen(I.file, "r");
+	const char *path = d->env->file;
+	FILE *f = fopen(path, "r");
 	char line[4096];
 	int lineno = 0, rc = 0;
 
 	if (!f) {
-		fprintf(stderr, "l7run: --identities %s: %s\n", I.file, strerror(errno));
+		fprintf(stderr, "l7run: --identities %s: %s\n", path, strerror(errno));
 		return -1;
 	}
 	struct entries file = { 0 };
@@ -159,7 +155,7 @@ static int read_file(const struct idents *d, struct entries *out)
 			continue;
 		int id = id_of(d, name);
 		if (id < 0) {
-			fprintf(stderr, "l7run: %s:%d: unknown identity '%s' (the policy declares:", I.file, lineno, name);
+			fprintf(stderr, "l7run: %s:%d: unknown identity '%s' (the policy declares:", path, lineno, name);
 			for (__u32 i = 0; i < d->mf->n_identity; i++)
 				fprintf(stderr, " %s", d->mf->identity[i].name.s);
 			fprintf(stderr, "%s)\n", d->mf->n_identity ? "" : " none");
@@ -169,12 +165,12 @@ static int read_file(const struct idents *d, struct entries *out)
 		for (char *t = strtok_r(NULL, " \t\r\n", &save); t; t = strtok_r(NULL, " \t\r\n", &save)) {
 			__u32 addr, len;
 			if (parse_prefix(t, &addr, &len)) {
-				fprintf(stderr, "l7run: %s:%d: '%s' is not an IPv4 address or prefix\n", I.file, lineno, t);
+				fprintf(stderr, "l7run: %s:%d: '%s' is not an IPv4 address or prefix\n", path, lineno, t);
 				rc = -1;
 				break;
 			}
 			if (add(&file, addr, len, (__u32)id)) {
-				fprintf(stderr, "l7run: %s:%d: %s is given to two identities\n", I.file, lineno, t);
+				fprintf(stderr, "l7run: %s:%d: %s is given to two identities\n", path, lineno, t);
 				rc = -1;
 				break;
 			}
@@ -216,8 +212,8 @@ static int refresh(struct idents *d)
 	struct entries want = { 0 };
 	int rc = 0;
 
-	if (I.file[0]) {
-		stat(I.file, &d->seen);
+	if (d->env->file[0]) {
+		stat(d->env->file, &d->seen);
 		rc = read_file(d, &want);
 	} else {
 		for (int i = 0; i < d->policy.n; i++)
@@ -231,7 +227,7 @@ static int refresh(struct idents *d)
 
 /* Fills a version's l7_idents before any traffic (the loader: touches only this version);
  * -1 refuses the version (a bad --identities file). */
-int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t errlen)
+int ident_setup(struct ident_env *env, struct bpf_object *obj, struct config *cfg, char *err, size_t errlen)
 {
 	int fd = bpf_object__find_map_fd_by_name(obj, "l7_idents");
 
@@ -239,9 +235,10 @@ int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t er
 		return 0;   /* an object without identities support: nothing to keep */
 	struct idents *d = idents_of(cfg);
 	d->map_fd = fd;
+	d->env = env;
 	d->applied.n = 0;
 	if (refresh(d)) {
-		snprintf(err, errlen, "identities: %s does not fit the policy (above)", I.file);
+		snprintf(err, errlen, "identities: %s does not fit the policy (above)", env->file);
 		return -1;
 	}
 	return 0;
@@ -254,14 +251,14 @@ static int same_file(const struct stat *a, const struct stat *b)
 }
 
 /* Keep (on) or stop keeping (off) a published version's l7_idents current. */
-void ident_watch(struct config *cfg, int on)
+void ident_watch(struct ident_env *env, struct config *cfg, int on)
 {
 	struct idents *d = cfg->idents;
 	struct stat st;
 
 	if (!d || d->map_fd < 0)
 		return;
-	for (struct idents **pp = &I.watched; *pp; pp = &(*pp)->next)
+	for (struct idents **pp = &env->watched; *pp; pp = &(*pp)->next)
 		if (*pp == d) {
 			if (!on)
 				*pp = d->next;
@@ -269,10 +266,10 @@ void ident_watch(struct config *cfg, int on)
 		}
 	if (!on)
 		return;
-	d->next = I.watched;
-	I.watched = d;
+	d->next = env->watched;
+	env->watched = d;
 	/* the file changed between the loader's read and now: this version catches up */
-	if (I.file[0] && !stat(I.file, &st) && !same_file(&st, &d->seen))
+	if (env->file[0] && !stat(env->file, &st) && !same_file(&st, &d->seen))
 		refresh(d);
 }
 
@@ -280,7 +277,8 @@ void ident_free(struct config *cfg)
 {
 	if (!cfg->idents)
 		return;
-	ident_watch(cfg, 0);
+	if (cfg->idents->env)
+		ident_watch(cfg->idents->env, cfg, 0);
 	free(cfg->idents->policy.e);
 	free(cfg->idents->applied.e);
 	free(cfg->idents);
@@ -288,23 +286,23 @@ void ident_free(struct config *cfg)
 }
 
 /* Re-reads --identities when the file changed (at most once a second), for every version. */
-void ident_tick(void)
+void ident_tick(struct ident_env *I)
 {
 	struct stat st;
 	time_t now = time(NULL);
 
-	if (!I.file[0] || !I.watched || now == I.checked)
+	if (!I->file[0] || !I->watched || now == I->checked)
 		return;
-	I.checked = now;
-	if (stat(I.file, &st))
+	I->checked = now;
+	if (stat(I->file, &st))
 		return;   /* being replaced: keep what is in force, look again next second */
-	for (struct idents *d = I.watched; d; d = d->next) {
+	for (struct idents *d = I->watched; d; d = d->next) {
 		if (same_file(&st, &d->seen))
 			continue;
 		int was = d->applied.n;
 		if (refresh(d) == 0)
-			fprintf(stderr, "l7run: identities: %d prefixes in force from %s\n", d->applied.n, I.file);
+			fprintf(stderr, "l7run: identities: %d prefixes in force from %s\n", d->applied.n, I->file);
 		else
-			fprintf(stderr, "l7run: identities: %s ignored, the previous %d prefixes stay in force\n", I.file, was);
+			fprintf(stderr, "l7run: identities: %s ignored, the previous %d prefixes stay in force\n", I->file, was);
 	}
 }

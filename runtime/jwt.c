@@ -18,30 +18,18 @@
 #include <string.h>
 #include <time.h>
 #include <bpf/bpf.h>
-#include "l7run.h"
+#include "policy.h"
 #include "../stdlib/bpf/jwt_key.h"
 
-/* --jwt-key overrides (the command line wins over every version's key_file). */
-static char key_override[L7_MAX_JWT][512];
-
-/* The clock maps of the loaded versions (main thread only). */
-#define MAX_CLOCKS 64
-static struct {
-	int fd[MAX_CLOCKS];
-	int n;
-	__s64 off;
-	time_t at;
-} C = { .off = -1 };
-
-/* --jwt-key IDX=PATH */
-int jwt_key_arg(const char *arg)
+/* --jwt-key IDX=PATH (the command line wins over every version's key_file) */
+int jwt_key_arg(struct jwt_env *env, const char *arg)
 {
 	const char *eq = strchr(arg, '=');
 	int idx = atoi(arg);
 
 	if (!eq || idx < 0 || idx >= L7_MAX_JWT || !eq[1])
 		return -1;
-	snprintf(key_override[idx], sizeof key_override[idx], "%s", eq + 1);
+	snprintf(env->key_override[idx], sizeof env->key_override[idx], "%s", eq + 1);
 	return 0;
 }
 
@@ -58,16 +46,14 @@ static int load_key(const char *name, const char *path, struct l7_jwt_key *k, ch
 }
 
 /* L7RUN_JWT_NOW=EPOCH (tests): how far the data plane's JWT clock runs behind real time, in
- * ns, fixed when first asked; 0 without it. */
-static __s64 test_shift(void)
+ * ns, fixed at start; 0 without it. */
+int64_t jwt_test_shift(void)
 {
-	static int done;
-	static __s64 shift;
 	const char *v = getenv("L7RUN_JWT_NOW");
+	__s64 shift;
 
-	if (done || !v || !*v)
-		return shift;
-	done = 1;
+	if (!v || !*v)
+		return 0;
 	char *end;
 	long long epoch = strtoll(v, &end, 10);
 	if (*end || epoch <= 0) {
@@ -79,14 +65,14 @@ static __s64 test_shift(void)
 	return shift;
 }
 
-static __s64 clock_offset(void)
+static __s64 clock_offset(const struct jwt_env *env)
 {
 	struct timespec tai, real;
 
 	clock_gettime(CLOCK_TAI, &tai);
 	clock_gettime(CLOCK_REALTIME, &real);
 	__s64 off = ((__s64)tai.tv_sec - real.tv_sec) * 1000000000LL + (tai.tv_nsec - real.tv_nsec);
-	return (off + 500000000LL) / 1000000000LL * 1000000000LL + test_shift();   /* whole seconds */
+	return (off + 500000000LL) / 1000000000LL * 1000000000LL + env->test_shift;   /* whole seconds */
 }
 
 static int clock_write(int fd, __s64 off)
@@ -96,16 +82,17 @@ static int clock_write(int fd, __s64 off)
 }
 
 /* After the object is loaded: keys and clock. Objects without the JWT maps need nothing. */
-int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err, size_t errlen)
+int jwt_setup(struct policy_env *env, struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err,
+	      size_t errlen)
 {
 	int kfd = bpf_object__find_map_fd_by_name(obj, "l7_jwt_keys");
 	int cfd = bpf_object__find_map_fd_by_name(obj, "l7_jwt_clock");
-	static __u32 gen;
+	const char (*key_override)[512] = env->jwt.key_override;
 
 	*clock_fd = -1;
 	if (kfd < 0 || cfd < 0)
 		return 0;
-	if (clock_write(cfd, clock_offset())) {
+	if (clock_write(cfd, clock_offset(&env->jwt))) {
 		snprintf(err, errlen, "jwt clock: %s", strerror(errno));
 		return -1;
 	}
@@ -122,43 +109,44 @@ int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, c
 		}
 		if (load_key(name, path, &k, err, errlen))
 			return -1;
-		k.gen = __atomic_add_fetch(&gen, 1, __ATOMIC_RELAXED);
+		k.gen = ++env->jwt.gen;   /* one loader at a time */
 		if (bpf_map_update_elem(kfd, &i, &k, BPF_ANY)) {
 			snprintf(err, errlen, "jwt key %u: %s", i, strerror(errno));
 			return -1;
 		}
-		vlog("jwt %s: %u-byte key from %s", name, k.len, path);
+		if (env->verbose)
+			fprintf(stderr, "l7run: jwt %s: %u-byte key from %s\n", name, k.len, path);
 	}
 	*clock_fd = cfd;
 	return 0;
 }
 
 /* Keep (on) or stop keeping (off) a version's clock map up to date. */
-void jwt_clock_watch(int fd, int on)
+void jwt_clock_watch(struct jwt_env *C, int fd, int on)
 {
-	for (int i = 0; i < C.n; i++)
-		if (C.fd[i] == fd) {
+	for (int i = 0; i < C->n_clocks; i++)
+		if (C->clock_fd[i] == fd) {
 			if (!on)
-				C.fd[i] = C.fd[--C.n];
+				C->clock_fd[i] = C->clock_fd[--C->n_clocks];
 			return;
 		}
-	if (on && C.n < MAX_CLOCKS) {
-		C.fd[C.n++] = fd;
-		if (C.off != -1)
-			clock_write(fd, C.off);
+	if (on && C->n_clocks < JWT_MAX_CLOCKS) {
+		C->clock_fd[C->n_clocks++] = fd;
+		if (C->off != -1)
+			clock_write(fd, C->off);
 	}
 }
 
-/* From the run loops: re-check the clock offset every 10 s. */
-void jwt_tick(void)
+/* From the run loop: re-check the clock offset every 10 s. */
+void jwt_tick(struct jwt_env *C)
 {
-	if (!C.n || time(NULL) - C.at < 10)
+	if (!C->n_clocks || time(NULL) - C->at < 10)
 		return;
-	C.at = time(NULL);
-	__s64 off = clock_offset();
-	if (off == C.off)
+	C->at = time(NULL);
+	__s64 off = clock_offset(C);
+	if (off == C->off)
 		return;
-	C.off = off;
-	for (int i = 0; i < C.n; i++)
-		clock_write(C.fd[i], off);
+	C->off = off;
+	for (int i = 0; i < C->n_clocks; i++)
+		clock_write(C->clock_fd[i], off);
 }

@@ -1,323 +1,41 @@
-/* l7run: the gateway runtime. Loads a compiled policy, attaches it, owns the sockets and the
- * connection pool; request bytes only pass through it on the slow path (pool miss, deny,
- * fallback, bad requests, keeping responses in order). */
+/* l7run: runs a compiled policy in the kernel, in gateway mode (l7run owns the client and pool
+ * sockets; request bytes pass through it only on the slow path) or mesh mode (clients and
+ * backends in one cgroup, requests moved between their sockets by the kernel). One core serves
+ * both: the event loop, the policy versions (load off the loop, publish, drain, unload), hot
+ * reload, signals and -- CMD; a mode provides a table of operations (struct mode_ops) for what
+ * the two really do differently. All state is in one context, struct l7run, passed down as L.
+ *
+ * Layers, lowest first. A file includes only headers of its own layer or a lower one, and the
+ * files of one mode never include another mode's header (tests/runtime/layers.py checks this
+ * list against the #include lines):
+ *   base:      base.h                     base.c answer.c
+ *   policy:    policy.h manifest.h probe.h
+ *                                         manifest.c load.c jwt.c identities.c tables.c tails.c probe.c
+ *   telemetry: telemetry.h                stats.c metrics.c metrics_http.c
+ *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c
+ *   pool:      pool.h                     pool.c
+ *   modes:     gateway.h mesh.h modes.h   gateway.c gateway_conn.c gateway_pool.c
+ *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c
+ *   main:                                 main.c
+ * mode gateway: gateway.h gateway.c gateway_conn.c gateway_pool.c
+ * mode mesh: mesh.h mesh.c mesh_client.c mesh_pool.c mesh_outside.c
+ * The core calls a mode only through its mode_ops; the pool calls its owner only through its
+ * pool_ops (pool.h); main.c picks the mode's table (modes.h). */
 #ifndef L7RUN_H
 #define L7RUN_H
 
-#include <netinet/in.h>
 #include <pthread.h>
 #include <stdint.h>
-#include <signal.h>
 #include <stdio.h>
-#include <bpf/libbpf.h>
-#include "l7/dataplane.h"
-#include "manifest.h"
-#include "probe.h"
+#include <sys/types.h>
+#include "policy.h"
+#include "telemetry.h"
 
-#define MAX_SERVICES 16
-#define MAX_FDS      65536
+#define MAX_FDS 65536            /* RLIMIT_NOFILE, and the loop's table of fds */
 
-struct cfg_endpoint {
-	char name[L7M_NAME_MAX + 8];   /* an endpoint of a set: NAME#i */
-	struct sockaddr_in addr;
-	int set;
-};
+struct l7run;
 
-/* A version's configuration as run: its manifest with the command line's overrides. */
-struct config {
-	struct manifest *mf;     /* the object's manifest (owned): JWTs, tables, names, ... */
-	char policy[L7M_NAME_MAX + 1];   /* the last policy's name, for the log */
-	struct cfg_endpoint service[MAX_SERVICES];
-	int n_services;
-	struct cfg_endpoint upstream[L7_MAX_UPSTREAMS];
-	int fallback;            /* upstream index, -1 = none */
-	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
-	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
-};
-
-/* An object file read into memory once: its manifest and its programs are the same bytes. */
-struct policy_file {
-	char *buf;
-	size_t len;
-	struct manifest *mf;     /* its manifest, read and checked */
-};
-
-/* Command-line settings applied to every version's config (reload.c). */
-struct overrides {
-	const char *listen[MAX_SERVICES];
-	int n_listen;
-	const char *up[L7_MAX_UPSTREAMS];
-	int n_up;
-	int fallback;            /* -2: not given */
-};
-
-#define MAX_VERSIONS 16          /* policy versions loaded at once (serving + draining) */
-
-/* One loaded policy object: its programs are attached to its own SOCKHASHes, it has its own
- * pool, and every client it accepted stays with it until the client closes (reload.c). */
-struct version {
-	int id;                  /* 1, 2, ... in order of publication */
-	struct bpf_object *obj;
-	char path[512];
-	struct config cfg;
-	int map_clients, map_upstreams, map_conns, map_ctl, map_pass, map_txq, map_txport, map_stats;
-	int map_counters;
-	int map_upstat;          /* l7_upstat: per-upstream telemetry, and l7run's own answers */
-	int map_rxq, map_rxport; /* response edits (resp_mut); -1 otherwise */
-	int n_progs;
-	int prog_fd[8], prog_map[8], prog_type[8];
-	int clock_fd;            /* l7_jwt_clock, -1 if none */
-	uint64_t mem;            /* kernel memory of its maps after loading (memlock bytes) */
-	uint64_t load_us;        /* open + verify */
-	/* pool.c: its pool */
-	struct pool_sock *idle[L7_MAX_UPSTREAMS];
-	int pool_count[L7_MAX_UPSTREAMS];
-	int n_clients;           /* clients accepted into it, not yet finished */
-	int retired;             /* a newer version takes the new clients */
-	uint64_t retired_at;     /* ms */
-	uint64_t published_at;   /* ms */
-	struct version *older;
-};
-
-/* The l7_reload map (created and pinned by l7run, read by --stats/--metrics/--reload):
- * key 0 the summary, keys 1..MAX_VERSIONS one loaded version each (id 0: unused row). */
-struct reload_state {
-	uint64_t version;        /* serving */
-	uint64_t reloads;        /* published */
-	uint64_t failed;         /* refused: the previous version kept serving */
-	uint64_t live;           /* versions loaded: serving + draining */
-	uint64_t last_us;        /* SIGHUP to the new version taking connections, last reload */
-	uint64_t draining;       /* versions draining */
-};
-struct reload_version {
-	uint64_t id;
-	uint64_t clients;        /* connections it judges */
-	uint64_t mem;            /* kernel memory of its maps (bytes) */
-	uint64_t draining;       /* 1: retired, waiting for its connections to end */
-	uint64_t age_ms;         /* since it was published */
-	uint64_t pad;
-};
-_Static_assert(sizeof(struct reload_state) == sizeof(struct reload_version), "one value size");
-
-struct runtime {
-	struct version *cur;     /* the newest version: new clients go into it */
-	int n_versions;
-	int next_id;
-	char obj_path[512];      /* what a reload loads */
-	struct overrides ov;
-	char pin_dir[256];
-	int stats_fd;            /* BPF_ENABLE_STATS handle, -1 if off */
-	int verbose;
-	int pool_max;            /* pool sockets per upstream and version */
-	uint64_t drain_ms;       /* --drain-timeout */
-	int epfd;
-	struct kernel_probe probe;   /* what this kernel can do (probe.c), asked at the first load */
-	/* Held by the run loop while it changes rt.cur or unloads a version, and by the
-	 * --metrics-listen thread while it reads the serving version's maps. */
-	pthread_mutex_t lock;
-};
-
-extern struct runtime rt;
-
-#define vlog(...) do { if (rt.verbose) { fprintf(stderr, "l7run: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
-
-/* load.c */
-enum load_mode { LOAD_GATEWAY, LOAD_MESH };
-int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen);
-void policy_free(struct policy_file *pf);
-void config_from_manifest(struct manifest *mf, struct config *cfg);
-void config_free(struct config *cfg);
-struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
-			       const struct config *cfg, char *err, size_t errlen);
-int version_config(const char *path, const struct config *serving, const struct overrides *ov,
-		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen);
-int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
-		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen);
-void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj);
-struct version *version_load(const char *path, char *err, size_t errlen);
-void version_unload(struct version *v);
-void version_pin(struct version *v);
-void version_unpin(void);
-void pin_replace(const char *dir, int fd, const char *name);
-void pin_programs(const char *dir, struct bpf_object *obj, int mesh);   /* DIR/prog_NAME */
-void unpin_programs(const char *dir);
-uint64_t object_mem(struct bpf_object *obj);
-int parse_addr(const char *s, struct sockaddr_in *a);
-int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
-const char *services_differ(const struct config *a, const struct config *b);
-
-/* answer.c: l7run's own HTTP answers; why: a reason for the body (NULL: the status alone) */
-int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
-int http_answer_why(char *buf, size_t cap, int status, int close_conn, int head_only, const char *why);
-
-/* identities.c: l7_idents from the manifest / --identities FILE, re-read when it changes */
-struct idents;
-int ident_file_arg(const char *path);
-int ident_setup(struct bpf_object *obj, struct config *cfg, char *err, size_t errlen);
-void ident_watch(struct config *cfg, int on);
-void ident_free(struct config *cfg);
-void ident_tick(void);
-
-/* jwt.c: l7_jwt_keys from the manifest / --jwt-key, l7_jwt_clock */
-int jwt_key_arg(const char *arg);
-int jwt_setup(struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err, size_t errlen);
-void jwt_clock_watch(int fd, int on);
-void jwt_tick(void);
-
-/* reload.c: SIGHUP, the loader thread, the l7_reload state map, --reload, --pidfile */
-struct reload_counters {
-	uint64_t reloads;        /* published */
-	uint64_t failed;         /* refused */
-	uint64_t last_us;        /* SIGHUP to serving, last reload */
-};
-extern struct reload_counters RC;
-int reload_init(const char *path, int (*load)(const char *path, char *err, size_t errlen, void **out));
-void reload_poll(void);                                        /* start a load when signalled */
-void reload_done(void (*publish)(void *v, uint64_t t_signal));  /* its eventfd fired */
-int reload_busy(void);
-void reload_fini(void (*discard)(void *v));
-int reload_command(const char *target, const char *pin_dir);
-uint64_t now_us(void);
-int state_map_create(const char *pin_dir);
-int state_map_fd(void);
-void state_write(const struct reload_version *rows, int n);
-int pidfile_write(const char *path);
-
-/* drain.c: gateway versions: publish, drain and unload retired ones */
-int gateway_load(const char *path, char *err, size_t errlen, void **out);
-void gateway_discard(void *v);
-void gateway_publish(void *v, uint64_t t_signal);
-void gateway_retire_tick(void);
-int gateway_draining(void);
-void gateway_unload_all(void);
-
-/* stats.c: the data plane's counters as l7/counters.def names them (index: enum l7_stat) */
-struct stat_desc {
-	const char *name, *kind, *help;
-};
-extern const struct stat_desc l7_stat_desc[L7_STAT_MAX];
-int bpf_stats_on(void);   /* --bpf-stats: the BPF_ENABLE_STATS handle, -1 (and said) */
-void stat_bump(int stats_fd, uint32_t key);   /* a counter of kind RT */
-int print_stats(const char *pin_dir);
-int print_metrics(const char *pin_dir, const char *object);
-int print_manifest(const char *object);   /* l7run --manifest (load.c) */
-/* metrics.c */
-int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int upstat_fd, int reload_fd,
-		  const struct config *cfg);
-/* l7run answered `status` itself (bytes long): for upstream `up`, which it could not reach,
- * or (up -1) on its own account */
-void upstat_answer(int upstat_fd, int up, int status, size_t bytes);
-/* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write` per scrape */
-typedef int (*metrics_writer)(FILE *out);
-int metrics_http_start(const char *addr, metrics_writer write);
-void metrics_http_stop(void);
-int fill_rule_tables(struct bpf_object *obj, const struct manifest *mf, char *err, size_t errlen);   /* tables.c */
-/* tails.c: fill the PROG_ARRAY of each split host of this mode (0 gateway, 1 mesh) before
- * anything is attached; returns the decide programs put in, -1 with err set. The chains, for
- * pins and --stats: */
-int fill_tail_calls(struct bpf_object *obj, int mesh, char *err, size_t errlen);
-int tail_chain_count(void);
-const char *tail_chain_name(int i, const char **prog_array);
-
-/* upstream.c: whether l7run's connects reach each upstream; each change is logged once */
-void upstream_seen(const struct cfg_endpoint *e, int ok, const char *why);
-int upstream_down(const struct cfg_endpoint *e);
-
-/* What an epoll event's fd is. */
-enum fd_kind { FD_NONE, FD_LISTENER, FD_CLIENT, FD_POOL, FD_RELOAD };
-
-struct client;
-
-/* A pooled upstream connection, in l7_upstreams. Bound to one client while that client is
- * connected (so pairing is by construction), back in the idle list afterwards. */
-struct pool_sock {
-	int fd;
-	uint64_t cookie;
-	int up;                  /* upstream index */
-	uint32_t port;           /* local port (key of l7_txport) */
-	int connecting;          /* non-blocking connect in progress */
-	int dead;                /* backend closed or error: never reuse */
-	struct version *v;       /* the version whose l7_upstreams holds it */
-	struct client *owner;
-	struct pool_sock *next_idle;
-};
-
-/* Where the body pieces of the request l7run is handling go. */
-enum body_dest { BODY_NONE, BODY_TO_POOL, BODY_DISCARD,
-	BODY_HOLD };   /* chunked: kept until the kernel has framed the whole body, then sent */
-
-/* Closing a client of a retired version at a request boundary (reload.c client_drain). */
-enum drain_state {
-	DRAIN_NONE,
-	DRAIN_FROZEN,            /* l7_ctl frozen: every new head goes to l7run; wait, then re-check */
-	DRAIN_FIN,               /* FIN sent: what still arrives is discarded, close at its EOF */
-};
-
-/* What must not change between the two looks at an idle client before its FIN. */
-struct drain_snap {
-	uint64_t pass_seq;
-	uint64_t rx_done;
-	uint64_t sent[L7_MAX_UPSTREAMS];
-};
-
-struct client {
-	int fd;
-	uint64_t cookie;
-	int service;
-	struct version *v;       /* the version whose l7_clients holds it, for its whole life */
-	struct pool_sock *bind[L7_MAX_UPSTREAMS];
-	uint64_t next_seq;       /* next l7_pass record to handle */
-	char *in;                /* passed bytes read but not yet consumed */
-	size_t in_len, in_cap;
-	enum body_dest body;
-	struct pool_sock *body_to;
-	int close_after;         /* close once the current exchange is answered */
-	int closing;             /* peer closed or we decided to: drain, then close */
-	uint64_t quiet_since;    /* closing: when it was first seen quiet */
-	uint64_t deadline;       /* closing: give up draining */
-	int waiting;             /* a record waits for quiet, a connect or a pool socket */
-	uint64_t wait_since;
-	unsigned char conn_err[L7_MAX_UPSTREAMS];  /* a connect to this upstream failed */
-	int idx;                 /* position in the client list */
-	uint64_t own_bytes;      /* bytes l7run wrote to this client itself */
-	int rx_set;              /* its l7_rxq / l7_rxport entries exist (rules edit responses) */
-	struct l7_rx_key rx_key;
-	/* A chunked request l7run forwards is held whole first: forwarding its head before the
-	 * body framed cleanly gave the backend a request the data plane then refused (400). */
-	char *held;
-	size_t held_len, held_cap;
-	struct l7_pass held_rec; /* its head record */
-	int held_done;           /* the last piece is in `held` */
-	enum drain_state drain;
-	uint64_t drain_at;
-	struct drain_snap snap;
-	/* stall watch (conn.c client_watch): bytes received and disposed of at the last look */
-	uint64_t seen_rx, seen_done, stuck_since;
-	int stalled;             /* judged stuck once: l7_ctl frozen, FIN at the next look */
-};
-
-struct fd_ent {
-	enum fd_kind kind;
-	int service;
-	void *p;
-};
-
-extern struct fd_ent *fds;
-
-/* pool.c */
-uint64_t sock_cookie(int fd);
-uint64_t now_ms(void);
-uint64_t pool_inflight(struct pool_sock *ps);
-struct pool_sock *pool_get(struct client *c, int up, int *err);
-void pool_bind(struct client *c, struct pool_sock *ps);
-void pool_release(struct pool_sock *ps);
-void pool_event(struct pool_sock *ps, uint32_t ev);
-int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7_pass *rec);
-void pool_close_all(void);
-void pool_close_version(struct version *v);
-void ctl_publish(struct client *c);
-
-/* main.c: the command line (options.def); gateway mode */
+/* The command line (main.c, options.def). */
 struct l7run_args {
 	const char *obj;          /* POLICY.o */
 	const char *pidfile, *metrics_addr;
@@ -325,30 +43,189 @@ struct l7run_args {
 	int help, probe, mesh, bpf_stats;
 	const char *cgroup;       /* mesh mode */
 	int create_cgroup, pool_n;
+	int pool_max;             /* gateway mode: pool sockets per upstream and version */
+	uint64_t drain_ms;        /* gateway mode: --drain-timeout */
 	char **cmd;               /* `-- CMD [ARGS]`, NULL-terminated; NULL if none */
 };
-int gateway_run_loop(volatile sig_atomic_t *stopping);
 
-/* mesh.c: l7run --mesh (mesh mode, its own runtime) */
-int mesh_main(const struct l7run_args *a);
+/* ---- the event loop (core.c) ------------------------------------------------------------ */
 
-/* child.c: SIGTERM/SIGINT (to CMD while it runs), SIGCHLD; -- CMD */
-void signals_init(volatile sig_atomic_t *stop);
-int child_start(char **argv);
-int child_finish(int rc);
+/* Something with an fd in the loop: its events go to ready(). Embedded in what owns the fd
+ * (a client, a pool socket, a listener...), which container_of finds again. */
+struct io {
+	void (*ready)(struct l7run *L, struct io *io, uint32_t events);
+};
 
-/* conn.c */
-int listen_services(void);
-void accept_clients(int lfd, int service);
-void client_event(struct client *c, uint32_t ev);
-void client_pump(struct client *c);
-void client_tick(void);
-void client_close_all(void);
-void client_finish(struct client *c);
-int clients_waiting(void);
-int client_idle(struct client *c, struct drain_snap *snap);
-void client_fin(struct client *c, uint64_t linger_ms);
-void client_watch(void);
-struct client **client_list(int *n);
+/* Which io an fd's events go to; gen tells an event of a closed fd from one of its successor
+ * (several events come in one epoll_wait, and handling one may close another's fd). */
+struct loop_slot {
+	struct io *io;
+	uint32_t gen;
+};
+
+int loop_watch(struct l7run *L, int fd, struct io *io, uint32_t events);   /* add or change */
+void loop_unwatch(struct l7run *L, int fd);   /* no more events; the fd stays open */
+void loop_close(struct l7run *L, int fd);     /* unwatch and close */
+
+struct listener {
+	struct io io;
+	int fd;
+	int service;
+};
+
+/* ---- policy versions (version.c) ------------------------------------------------------- */
+
+/* One loaded policy object. A mode's version starts with this (its first member), so that the
+ * core can free it; the mode adds its maps and attachments. Every connection is judged by one
+ * version for its whole life, so a retired version stays loaded until its last one is gone. */
+struct version {
+	int id;                  /* 1, 2, ... in order of publication */
+	char path[512];
+	struct config cfg;
+	struct bpf_object *obj;
+	int clock_fd;            /* l7_jwt_clock, -1 if none */
+	int counters, entry_hits, stats, upstat;   /* the maps telemetry reads (-1 if absent) */
+	uint64_t mem;            /* kernel memory of its maps after loading (memlock bytes) */
+	uint64_t load_us;        /* open + verify */
+	uint64_t publish_us;     /* what the mode's part of publishing took (mode_ops.publish_step) */
+	int retired;             /* a newer version takes the new connections */
+	uint64_t retired_at, published_at;   /* ms */
+	int n_conns;             /* connections it judges */
+	struct version *older;
+};
+
+struct version *version_load(struct l7run *L, const char *path, const struct config *serving, char *err, size_t errlen);
+void version_drop(struct l7run *L, struct version *v);   /* unload: the mode's part, then the object */
+void version_publish(struct l7run *L, struct version *v, uint64_t t_signal);
+void versions_tick(struct l7run *L, uint64_t now);
+int versions_draining(struct l7run *L);
+void versions_unload_all(struct l7run *L);
+void versions_unpin(struct l7run *L);
+int serving_metrics(void *arg, FILE *out);   /* --metrics-listen's writer: the serving version */
+
+/* A map a mode pins for the serving version (besides the telemetry maps): DIR/pin. */
+struct pin_name {
+	const char *map, *pin;
+};
+
+/* ---- what a mode provides --------------------------------------------------------------- */
+
+struct mode_ops {
+	const char *name;          /* "gateway", "mesh" */
+	const char *tag;           /* what its log lines start with */
+	const char *pin_prefix;    /* default pin directory /sys/fs/bpf/PREFIX-PID */
+	enum load_mode load_mode;  /* which programs of the object it loads */
+	size_t version_size;       /* of its version struct, which starts with struct version */
+	const struct pin_name *pins;   /* ends with { NULL } */
+	const char *publish_step;  /* what publish() spends its time on, in the reload line; NULL: nothing */
+	unsigned look_ms;          /* how often retired versions are looked at (0: every turn of the loop) */
+
+	/* before the first load (its state in L->m); 0, or the exit code */
+	int (*init)(struct l7run *L);
+	/* a version: load (the mode's part, after the core's: its maps, pool, attachments; the
+	 * loader thread: touches nothing the loop uses), publish (the mode's part, before the core
+	 * makes it the newest; -1 refuses it), unload (let go of the mode's part: connections,
+	 * pool, attachments; the core closes the rest); -1 with err saying why */
+	int (*load)(struct l7run *L, struct version *v, char *err, size_t errlen);
+	int (*publish)(struct l7run *L, struct version *v, struct version *old, char *err, size_t errlen);
+	void (*unload)(struct l7run *L, struct version *v);
+	/* retired versions: one step of closing their connections at request boundaries (NULL:
+	 * the mode cannot close them); how many connections v still judges (NULL: v->n_conns is
+	 * kept current by the mode; -1: not known yet); close every one of them now (NULL: cannot,
+	 * so the version stays until they end) */
+	void (*drain)(struct l7run *L, uint64_t now);
+	int (*count)(struct l7run *L, struct version *v);
+	void (*evict)(struct l7run *L, struct version *v);
+	/* traffic: a listener is readable; every turn of the loop; how soon it wants the next turn */
+	void (*accept)(struct l7run *L, int lfd, int service);
+	void (*tick)(struct l7run *L, uint64_t now);
+	int (*poll_ms)(struct l7run *L);
+	/* stopping: the loop ended (let what is in flight finish), close every connection, and
+	 * after every version is unloaded */
+	void (*stop)(struct l7run *L);
+	void (*close)(struct l7run *L);
+	void (*fini)(struct l7run *L);
+};
+
+/* ---- reload (reload.c) ------------------------------------------------------------------- */
+
+/* The loader thread and what it hands back; the reload counters. */
+struct reloader {
+	int efd;                 /* the loader's eventfd, -1 before reload_init */
+	struct io io;
+	pthread_t th;
+	int busy, pending;
+	uint64_t pending_at;     /* us: the first unserved SIGHUP */
+	uint64_t t_signal;       /* us: the SIGHUP the running load serves */
+	const struct config *serving;   /* the serving version's config, for the load to compare */
+	struct version *result;
+	char err[1024];
+	int state_fd;            /* the l7_reload map, -1 if none */
+	uint64_t reloads;        /* published */
+	uint64_t failed;         /* refused */
+	uint64_t last_us;        /* SIGHUP to serving, last reload */
+};
+
+void reload_init(struct l7run *L);
+void reload_request(struct l7run *L);   /* SIGHUP */
+void reload_poll(struct l7run *L);      /* start a load when asked and none runs */
+void reload_fini(struct l7run *L);
+int reload_command(const char *target, const char *pin_dir);
+int state_map_create(struct l7run *L);
+void state_write(struct l7run *L, const struct reload_version *rows, int n);
+int pidfile_write(const char *path);
+
+/* ---- upstream health (upstream.c) -------------------------------------------------------- */
+
+#define HEALTH_MAX 256           /* addresses: upstreams of every loaded version */
+struct health {
+	struct {
+		struct sockaddr_in addr;
+		int down;
+		uint64_t since;          /* ms: when it went down */
+	} seen[HEALTH_MAX];
+	int n;
+};
+/* What l7run's connects find (both modes); each change is logged once. */
+void upstream_seen(struct health *h, const struct cfg_endpoint *e, int ok, const char *why);
+
+/* ---- the context ------------------------------------------------------------------------- */
+
+struct l7run {
+	const struct mode_ops *mode;
+	void *m;                     /* the mode's own state */
+	struct l7run_args args;
+	struct policy_env env;       /* what every load reads: probe, overrides, JWT keys, identities */
+	char pin_dir[256];
+	int stats_fd;                /* BPF_ENABLE_STATS handle, -1 if off */
+	/* the loop (core.c) */
+	int epfd, sigfd;
+	struct io sig_io;
+	struct loop_slot *slot;      /* MAX_FDS */
+	int stop;                    /* SIGTERM, SIGINT, or the -- CMD ended */
+	struct listener listener[MAX_SERVICES];
+	int n_listeners;
+	/* versions (version.c): newest first; changed by the loop under lock, which the
+	 * --metrics-listen thread holds while it reads the serving version's maps */
+	struct version *cur;
+	int n_versions, next_id;
+	uint64_t looked_at, stated_at;   /* ms */
+	pthread_mutex_t lock;
+	struct reloader reload;
+	struct health health;
+	pid_t child;                 /* -- CMD while it runs (child.c), else 0 */
+	struct metrics_http http;
+};
+
+void l7run_init(struct l7run *L, const struct mode_ops *mode);   /* defaults */
+int l7run_serve(struct l7run *L);   /* run the mode until stopped; the exit code */
+
+void say(const struct l7run *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define vlog(L, ...) do { if ((L)->env.verbose) say(L, __VA_ARGS__); } while (0)
+
+/* child.c: -- CMD */
+int child_start(struct l7run *L, char **argv);
+int child_signal(struct l7run *L, int sig);   /* pass it on to CMD; 0 if none runs */
+int child_finish(struct l7run *L, int rc);
 
 #endif

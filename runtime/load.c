@@ -2,7 +2,7 @@
  * if the operator replaces the file meanwhile), size its maps for the mode, load it (verifier
  * log on failure), fill the maps the policy needs, attach the programs to the object's own
  * SOCKHASHes as l7/progs.def says. Every step before attaching is done on maps no socket is
- * in yet, so a version is complete before any connection can use it (reload.c publishes it). */
+ * in yet, so a version is complete before any connection can use it (version.c publishes it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -17,32 +17,51 @@
 #include <linux/magic.h>
 #include "l7/attach.h"
 #include "l7/mesh.h"
-#include "l7run.h"
+#include "policy.h"
 
 _Static_assert(MAX_SERVICES == L7M_MAX_SERVICES, "l7run listens on every service a manifest may hold");
 
-static const struct {
-	const char *name, *section, *map;
-} progs[] = {
+const struct prog_desc l7_progs[] = {
 #define L7_PROG(name, section, entry, map) { #name, section, #map },
 #include "l7/progs.def"
 #undef L7_PROG
 };
-#define N_PROGS (sizeof progs / sizeof progs[0])
+const int l7_n_progs = (int)(sizeof l7_progs / sizeof l7_progs[0]);
 
 static int is_mesh(const char *map_name)
 {
 	return !strncmp(map_name, "l7_mesh_", 8);
 }
 
-/* libbpf prints the verifier log at warning level when a load fails; keep only that. */
-static int libbpf_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+int prog_is_mesh(const struct prog_desc *p)
 {
-	if (level == LIBBPF_DEBUG && !rt.verbose)
-		return 0;
-	if (level == LIBBPF_INFO && !rt.verbose)
-		return 0;
+	return is_mesh(p->map);
+}
+
+/* libbpf prints the verifier log at warning level when a load fails; keep only that, unless
+ * --verbose. */
+static int print_warnings(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
+}
+
+static int print_all(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	(void)level;
 	return vfprintf(stderr, fmt, ap);
+}
+
+void policy_env_init(struct policy_env *env)
+{
+	memset(env, 0, sizeof *env);
+	env->ov.fallback = -2;
+	env->jwt.off = -1;
+}
+
+void policy_env_ready(struct policy_env *env)
+{
+	libbpf_set_print(env->verbose ? print_all : print_warnings);
+	env->jwt.test_shift = jwt_test_shift();
 }
 
 static int ensure_bpffs(char *err, size_t errlen)
@@ -131,17 +150,12 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 
 /* Open and load the programs of `mode` (the other mode's are not verified: they would only
  * add to the load time). NULL with err set if the file or the kernel refuses. */
-struct bpf_object *open_policy(const struct policy_file *pf, const char *path, enum load_mode mode,
-			       const struct config *cfg, char *err, size_t errlen)
+struct bpf_object *open_policy(struct policy_env *env, const struct policy_file *pf, const char *path,
+			       enum load_mode mode, const struct config *cfg, char *err, size_t errlen)
 {
-	static int print_set;
 	char name[64];
 	const char *base = strrchr(path, '/');
 
-	if (!print_set) {
-		libbpf_set_print(libbpf_print);
-		print_set = 1;
-	}
 	if (ensure_bpffs(err, errlen))
 		return NULL;
 	snprintf(name, sizeof name, "%s", base ? base + 1 : path);
@@ -166,7 +180,7 @@ struct bpf_object *open_policy(const struct policy_file *pf, const char *path, e
 	/* what this kernel lacks for such an object, named before the verifier or an attach fails */
 	int split = bpf_object__find_program_by_name(obj, mode == LOAD_MESH ? "l7_mesh_decide_0" : "l7_gw_decide_0") != NULL;
 	char why[1024];
-	if (probe_require(&rt.probe, mode == LOAD_MESH ? PM_MESH : PM_GW, split, why, sizeof why)) {
+	if (probe_require(&env->probe, mode == LOAD_MESH ? PM_MESH : PM_GW, split, why, sizeof why)) {
 		snprintf(err, errlen, "cannot run %s here: %s", path, why);
 		bpf_object__close(obj);
 		return NULL;
@@ -202,9 +216,9 @@ uint64_t object_mem(struct bpf_object *obj)
 	return total;
 }
 
-static int map_fd(struct version *v, const char *name, char *err, size_t errlen)
+int find_map(struct bpf_object *obj, const char *name, char *err, size_t errlen)
 {
-	int fd = bpf_object__find_map_fd_by_name(v->obj, name);
+	int fd = bpf_object__find_map_fd_by_name(obj, name);
 	if (fd < 0)
 		snprintf(err, errlen, "object has no map %s", name);
 	return fd;
@@ -239,103 +253,31 @@ fail:
  * of a reload), then fill what its programs read before the first request: JWT keys and clock,
  * caller identities, rule tables, the tail-call chain of a split program. On failure *obj may
  * be set: the caller's unload closes it. */
-int version_open(const struct policy_file *pf, const char *path, enum load_mode mode, struct config *cfg,
-		 struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen)
+int version_open(struct policy_env *env, const struct policy_file *pf, const char *path, enum load_mode mode,
+		 struct config *cfg, struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen)
 {
 	uint64_t t0 = now_us();
 
-	*obj = open_policy(pf, path, mode, cfg, err, errlen);
+	*obj = open_policy(env, pf, path, mode, cfg, err, errlen);
 	if (!*obj)
 		return -1;
 	*load_us = now_us() - t0;
-	if (jwt_setup(*obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
-	    ident_setup(*obj, cfg, err, errlen) ||
+	if (jwt_setup(env, *obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
+	    ident_setup(&env->ident, *obj, cfg, err, errlen) ||
 	    fill_rule_tables(*obj, cfg->mf, err, errlen) ||   /* before anything is attached */
 	    fill_tail_calls(*obj, mode == LOAD_MESH, err, errlen) < 0)
 		return -1;
 	return 0;
 }
 
-/* Load a gateway version: everything but publication (drain.c). NULL with err set on failure,
- * and then nothing of it is left loaded. */
-struct version *version_load(const char *path, char *err, size_t errlen)
-{
-	struct version *v = calloc(1, sizeof *v);
-	struct policy_file pf;
-
-	v->clock_fd = -1;
-	snprintf(v->path, sizeof v->path, "%s", path);
-	if (version_config(path, rt.cur ? &rt.cur->cfg : NULL, &rt.ov, &pf, &v->cfg, err, errlen)) {
-		free(v);
-		return NULL;
-	}
-	if (version_open(&pf, path, LOAD_GATEWAY, &v->cfg, &v->obj, &v->clock_fd, &v->load_us, err, errlen))
-		goto fail;
-	if ((v->map_clients = map_fd(v, "l7_clients", err, errlen)) < 0 ||
-	    (v->map_upstreams = map_fd(v, "l7_upstreams", err, errlen)) < 0 ||
-	    (v->map_conns = map_fd(v, "l7_conns", err, errlen)) < 0 ||
-	    (v->map_ctl = map_fd(v, "l7_ctl", err, errlen)) < 0 ||
-	    (v->map_pass = map_fd(v, "l7_pass", err, errlen)) < 0 ||
-	    (v->map_txq = map_fd(v, "l7_txq", err, errlen)) < 0 ||
-	    (v->map_txport = map_fd(v, "l7_txport", err, errlen)) < 0 ||
-	    (v->map_stats = map_fd(v, "l7_stats", err, errlen)) < 0)
-		goto fail;
-	v->map_counters = bpf_object__find_map_fd_by_name(v->obj, "l7_counters");
-	v->map_upstat = bpf_object__find_map_fd_by_name(v->obj, "l7_upstat");
-	v->map_rxq = v->cfg.resp_mut ? map_fd(v, "l7_rxq", err, errlen) : -1;
-	v->map_rxport = v->cfg.resp_mut ? map_fd(v, "l7_rxport", err, errlen) : -1;
-	if (v->cfg.resp_mut && (v->map_rxq < 0 || v->map_rxport < 0))
-		goto fail;
-	for (size_t i = 0; i < N_PROGS; i++) {
-		if (is_mesh(progs[i].map))
-			continue;   /* mesh-mode programs: not loaded in gateway mode */
-		if (!strcmp(progs[i].name, "l7_client_msg") && !v->cfg.resp_mut)
-			continue;   /* not loaded: no rule edits responses (client sends stay plain TCP) */
-		struct bpf_program *p = bpf_object__find_program_by_name(v->obj, progs[i].name);
-		int type = l7_attach_type(progs[i].section);
-		int mfd = bpf_object__find_map_fd_by_name(v->obj, progs[i].map);
-		if (!p || type < 0 || mfd < 0) {
-			snprintf(err, errlen, "object lacks program %s or its map %s", progs[i].name, progs[i].map);
-			goto fail;
-		}
-		/* the version's own SOCKHASH, empty until the version is published */
-		int fd = bpf_program__fd(p);
-		if (bpf_prog_attach(fd, mfd, type, 0)) {
-			snprintf(err, errlen, "attach %s to %s: %s (the kernel refused it although its probes passed: "
-				 "`l7run --probe` lists what this kernel supports)", progs[i].name, progs[i].map,
-				 strerror(errno));
-			goto fail;
-		}
-		v->prog_fd[v->n_progs] = fd;
-		v->prog_map[v->n_progs] = mfd;
-		v->prog_type[v->n_progs] = type;
-		v->n_progs++;
-	}
-	v->mem = object_mem(v->obj);
-	policy_free(&pf);
-	return v;
-fail:
-	policy_free(&pf);
-	version_unload(v);
-	return NULL;
-}
-
 /* Undo what version_config and version_open set up (both modes; the programs are detached). */
-void version_close(struct config *cfg, int clock_fd, struct bpf_object *obj)
+void version_close(struct policy_env *env, struct config *cfg, int clock_fd, struct bpf_object *obj)
 {
 	if (clock_fd >= 0)
-		jwt_clock_watch(clock_fd, 0);
+		jwt_clock_watch(&env->jwt, clock_fd, 0);
 	config_free(cfg);
 	if (obj)
 		bpf_object__close(obj);
-}
-
-void version_unload(struct version *v)
-{
-	for (int i = 0; i < v->n_progs; i++)
-		bpf_prog_detach2(v->prog_fd[i], v->prog_map[i], v->prog_type[i]);
-	version_close(&v->cfg, v->clock_fd, v->obj);
-	free(v);
 }
 
 /* Pin fd as DIR/NAME, replacing an older version's pin in one step (rename), so that
@@ -360,9 +302,10 @@ void pin_programs(const char *dir, struct bpf_object *obj, int mesh)
 {
 	char n[64], p[512];
 
-	for (size_t i = 0; i < N_PROGS; i++) {
-		struct bpf_program *bp = is_mesh(progs[i].map) != mesh ? NULL : bpf_object__find_program_by_name(obj, progs[i].name);
-		snprintf(n, sizeof n, "prog_%s", progs[i].name);
+	for (int i = 0; i < l7_n_progs; i++) {
+		const struct prog_desc *d = &l7_progs[i];
+		struct bpf_program *bp = prog_is_mesh(d) != mesh ? NULL : bpf_object__find_program_by_name(obj, d->name);
+		snprintf(n, sizeof n, "prog_%s", d->name);
 		if (bp)
 			pin_replace(dir, bpf_program__fd(bp), n);
 	}
@@ -388,8 +331,8 @@ void unpin_programs(const char *dir)
 {
 	char p[512];
 
-	for (size_t i = 0; i < N_PROGS; i++) {
-		snprintf(p, sizeof p, "%s/prog_%s", dir, progs[i].name);
+	for (int i = 0; i < l7_n_progs; i++) {
+		snprintf(p, sizeof p, "%s/prog_%s", dir, l7_progs[i].name);
 		unlink(p);
 	}
 	for (int i = 0; i < tail_chain_count(); i++)
@@ -397,42 +340,6 @@ void unpin_programs(const char *dir)
 			snprintf(p, sizeof p, "%s/prog_%s_%d", dir, tail_chain_name(i, NULL), k);
 			unlink(p);
 		}
-}
-
-static const char *const pinned_maps[] = { "l7_stats", "l7_clients", "l7_upstreams", "l7_counters", "l7_upstat",
-					    "l7_entry_hits", "l7_tail_gw" };
-
-/* The pins name the serving version (l7run --stats, --metrics; tests empty a slot of the
- * decide chain, map_l7_tail_gw). */
-void version_pin(struct version *v)
-{
-	char n[64];
-
-	if (!rt.pin_dir[0])
-		return;
-	mkdir(rt.pin_dir, 0700);
-	pin_programs(rt.pin_dir, v->obj, 0);
-	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
-		snprintf(n, sizeof n, "map_%s", pinned_maps[i]);
-		pin_replace(rt.pin_dir, bpf_object__find_map_fd_by_name(v->obj, pinned_maps[i]), n);
-	}
-}
-
-void version_unpin(void)
-{
-	char p[512];
-
-	if (!rt.pin_dir[0])
-		return;
-	unpin_programs(rt.pin_dir);
-	/* every map pinned here: a missed one keeps the directory (rmdir fails) */
-	for (size_t i = 0; i < sizeof pinned_maps / sizeof pinned_maps[0]; i++) {
-		snprintf(p, sizeof p, "%s/map_%s", rt.pin_dir, pinned_maps[i]);
-		unlink(p);
-	}
-	snprintf(p, sizeof p, "%s/map_l7_reload", rt.pin_dir);
-	unlink(p);
-	rmdir(rt.pin_dir);
 }
 
 int parse_addr(const char *s, struct sockaddr_in *a)

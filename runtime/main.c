@@ -1,24 +1,14 @@
-/* l7run: run a compiled policy (gateway mode here, mesh mode in mesh.c), or one of its
- * commands (--stats, --metrics, --reload, --help). Every option is a row of options.def.
+/* l7run: run a compiled policy in gateway or mesh mode (the core: core.c, the modes: modes.h),
+ * or one of its commands (--stats, --metrics, --reload, --probe, --help). Every option is a row
+ * of options.def.
  *   l7run [options] POLICY.o [-- CMD [ARGS]]
  *   l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]
  *   l7run --stats PIN_DIR | --metrics PIN_DIR POLICY.o | --manifest POLICY.o | --reload PID|PIDFILE [--pin DIR]
  *   l7run --probe */
-#include <errno.h>
 #include <getopt.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <bpf/bpf.h>
-#include "l7run.h"
-
-struct runtime rt = { .stats_fd = -1, .pool_max = 1024, .drain_ms = 5000,
-		      .ov = { .fallback = -2 }, .lock = PTHREAD_MUTEX_INITIALIZER };
-static volatile sig_atomic_t stop;   /* SIGTERM, SIGINT, or the -- CMD ended (child.c) */
+#include "modes.h"
 
 enum { OPT_GW = 1, OPT_MESH = 2, OPT_CMD = 4 };
 enum opt_id {
@@ -104,10 +94,12 @@ static int seconds_arg(const char *v, double *out)
 	return end == v || *end || *out < 0 ? -1 : 0;
 }
 
-/* Parse argv into a and the runtime's settings; 0, or the exit code of a usage error. The
- * policy object is the one argument that is not an option; what follows `--` is the command. */
-static int parse_args(int argc, char **argv, struct l7run_args *a)
+/* Parse argv into L's settings; 0, or the exit code of a usage error. The policy object is
+ * the one argument that is not an option; what follows `--` is the command. */
+static int parse_args(int argc, char **argv, struct l7run *L)
 {
+	struct l7run_args *a = &L->args;
+	struct overrides *ov = &L->env.ov;
 	struct option lo[N_OPTS + 1];
 	char shorts[N_OPTS + 2] = "-";   /* '-': non-options in order (the object); `--` ends */
 	int seen[N_OPTS] = { 0 };
@@ -147,35 +139,35 @@ static int parse_args(int argc, char **argv, struct l7run_args *a)
 		case O_CREATE_CGROUP: a->create_cgroup = 1; break;
 		case O_POOL: a->pool_n = atoi(v); break;
 		case O_LISTEN:
-			if (rt.ov.n_listen == MAX_SERVICES)
+			if (ov->n_listen == MAX_SERVICES)
 				return usage_error("too many --listen: ", v);
-			rt.ov.listen[rt.ov.n_listen++] = v;
+			ov->listen[ov->n_listen++] = v;
 			break;
 		case O_UPSTREAM:
-			if (rt.ov.n_up == L7_MAX_UPSTREAMS)
+			if (ov->n_up == L7_MAX_UPSTREAMS)
 				return usage_error("too many --upstream: ", v);
-			rt.ov.up[rt.ov.n_up++] = v;
+			ov->up[ov->n_up++] = v;
 			break;
-		case O_FALLBACK: rt.ov.fallback = atoi(v); break;
-		case O_POOL_MAX: rt.pool_max = atoi(v); break;
+		case O_FALLBACK: ov->fallback = atoi(v); break;
+		case O_POOL_MAX: a->pool_max = atoi(v); break;
 		case O_DRAIN_TIMEOUT:
 			if (seconds_arg(v, &d))
 				return usage_error("--drain-timeout expects seconds, not ", v);
-			rt.drain_ms = (uint64_t)(d * 1000);
+			a->drain_ms = (uint64_t)(d * 1000);
 			break;
-		case O_PIN: snprintf(rt.pin_dir, sizeof rt.pin_dir, "%s", v); break;
+		case O_PIN: snprintf(L->pin_dir, sizeof L->pin_dir, "%s", v); break;
 		case O_PIDFILE: a->pidfile = v; break;
 		case O_JWT_KEY:
-			if (jwt_key_arg(v))
+			if (jwt_key_arg(&L->env.jwt, v))
 				return usage_error("--jwt-key expects IDX=PATH, not ", v);
 			break;
 		case O_IDENTITIES:
-			if (ident_file_arg(v))
+			if (ident_file_arg(&L->env.ident, v))
 				return usage_error("--identities: not a usable path: ", v);
 			break;
 		case O_METRICS_LISTEN: a->metrics_addr = v; break;
 		case O_BPF_STATS: a->bpf_stats = 1; break;
-		case O_VERBOSE: rt.verbose = 1; break;
+		case O_VERBOSE: L->env.verbose = 1; break;
 		case O_STATS: a->stats_dir = v; break;
 		case O_METRICS: a->metrics_dir = v; break;
 		case O_MANIFEST: a->manifest = v; break;
@@ -205,122 +197,32 @@ static int parse_args(int argc, char **argv, struct l7run_args *a)
 	return 0;
 }
 
-/* --metrics-listen: the serving version's counters (its maps stay open while the lock is held) */
-static int gateway_metrics(FILE *out)
-{
-	pthread_mutex_lock(&rt.lock);
-	struct version *v = rt.cur;
-	int rc = v ? write_metrics(out, v->map_counters, bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->map_stats, v->map_upstat, state_map_fd(), &v->cfg)
-		   : -1;
-	pthread_mutex_unlock(&rt.lock);
-	return rc;
-}
-
 int main(int argc, char **argv)
 {
-	struct l7run_args a = { 0 };
-	int rc = parse_args(argc, argv, &a);
+	struct l7run *L = malloc(sizeof *L);   /* the context, passed down: l7run has no other state */
 
+	if (!L)
+		return 1;
+	l7run_init(L, &gateway_mode);
+	int rc = parse_args(argc, argv, L);
 	if (rc)
 		return rc;
-	if (a.help) {
+	if (L->args.help) {
 		help();
 		return 0;
 	}
-	if (a.probe)   /* what this kernel supports, for both modes */
-		return probe_print(stdout, &rt.probe, PM_GW | PM_MESH);
-	if (a.stats_dir)
-		return print_stats(a.stats_dir);
-	if (a.metrics_dir)
-		return print_metrics(a.metrics_dir, a.obj);
-	if (a.manifest)
-		return print_manifest(a.manifest);
-	if (a.reload)
-		return reload_command(a.reload, rt.pin_dir);
-	if (a.mesh)
-		return mesh_main(&a);   /* runtime/mesh.c */
-	snprintf(rt.obj_path, sizeof rt.obj_path, "%s", a.obj);
-	if (!rt.pin_dir[0])
-		snprintf(rt.pin_dir, sizeof rt.pin_dir, "/sys/fs/bpf/l7run-%d", (int)getpid());
-
-	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
-	setrlimit(RLIMIT_MEMLOCK, &rl);
-	struct rlimit nf = { MAX_FDS, MAX_FDS };
-	setrlimit(RLIMIT_NOFILE, &nf);
-	fds = calloc(MAX_FDS, sizeof *fds);
-	signals_init(&stop);
-
-	char err[1024];
-	struct version *first = version_load(a.obj, err, sizeof err);
-	if (!first) {
-		fprintf(stderr, "l7run: %s\n", err);
-		return 1;
-	}
-	if (a.bpf_stats)
-		rt.stats_fd = bpf_stats_on();
-	rt.epfd = epoll_create1(EPOLL_CLOEXEC);
-	int efd = reload_init(a.obj, gateway_load);
-	fds[efd].kind = FD_RELOAD;
-	struct epoll_event rev = { .events = EPOLLIN, .data.fd = efd };
-	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, efd, &rev);
-	mkdir(rt.pin_dir, 0700);
-	state_map_create(rt.pin_dir);
-	gateway_publish(first, 0);
-	rc = listen_services();
-	if (!rc && a.pidfile)
-		rc = pidfile_write(a.pidfile);
-	if (!rc && a.metrics_addr)
-		rc = metrics_http_start(a.metrics_addr, gateway_metrics);
-	if (!rc) {
-		fprintf(stderr, "l7run: policy %s loaded, %d service(s), pins in %s\n", rt.cur->cfg.policy,
-			rt.cur->cfg.n_services, rt.pin_dir);
-		if (a.cmd)
-			rc = child_start(a.cmd);
-	}
-	if (!rc)
-		rc = gateway_run_loop(&stop);
-	metrics_http_stop();   /* before the maps it reads go */
-	reload_fini(gateway_discard);
-	client_close_all();
-	pool_close_all();
-	gateway_unload_all();
-	version_unpin();
-	if (a.pidfile)
-		unlink(a.pidfile);
-	if (rt.stats_fd >= 0)
-		close(rt.stats_fd);
-	vlog("stopped");
-	return child_finish(rc ? 1 : 0);
-}
-
-/* One thread, readiness-driven; the 1 ms tick runs only while something waits or drains. */
-int gateway_run_loop(volatile sig_atomic_t *stopping)
-{
-	struct epoll_event ev[256];
-
-	while (!*stopping) {
-		reload_poll();
-		int timeout = clients_waiting() || gateway_draining() ? 1 : 200;
-		int n = epoll_wait(rt.epfd, ev, 256, timeout);
-		if (n < 0 && errno != EINTR)
-			return -1;
-		for (int i = 0; i < n; i++) {
-			int fd = ev[i].data.fd;
-			struct fd_ent *e = &fds[fd];
-			if (e->kind == FD_LISTENER)
-				accept_clients(fd, e->service);
-			else if (e->kind == FD_CLIENT)
-				client_event(e->p, ev[i].events);
-			else if (e->kind == FD_POOL)
-				pool_event(e->p, ev[i].events);
-			else if (e->kind == FD_RELOAD)
-				reload_done(gateway_publish);
-		}
-		client_tick();
-		client_watch();
-		gateway_retire_tick();
-		jwt_tick();
-		ident_tick();
-	}
-	return 0;
+	if (L->args.probe)   /* what this kernel supports, for both modes */
+		return probe_print(stdout, &L->env.probe, PM_GW | PM_MESH);
+	if (L->args.stats_dir)
+		return print_stats(L->args.stats_dir);
+	if (L->args.metrics_dir)
+		return print_metrics(L->args.metrics_dir, L->args.obj);
+	if (L->args.manifest)
+		return print_manifest(L->args.manifest);
+	if (L->args.reload)
+		return reload_command(L->args.reload, L->pin_dir);
+	if (L->args.mesh)
+		L->mode = &mesh_mode;
+	policy_env_ready(&L->env);
+	return l7run_serve(L);
 }

@@ -1,12 +1,25 @@
-/* l7run --mesh --cgroup PATH [--create-cgroup] [--pool N] [options] prog.o [-- CMD [ARGS]]
+/* Mesh mode's operations (struct mode_ops): l7run --mesh --cgroup PATH [--create-cgroup]
+ * [--pool N] [options] prog.o [-- CMD [ARGS]].
  *
- * Loads only the mesh programs of the object, moves itself into the cgroup (its listener and
- * pool sockets must be enrolled like the applications'), attaches sock_ops to the cgroup with a
- * bpf_link and SK_MSG to l7_mesh_socks, fills the pool, and serves the slow path until SIGINT or
- * SIGTERM (or until CMD ends: child.c); SIGHUP loads the object again as a new version
- * (mesh_reload.c). Shutdown: stop
- * enrolling, let in-flight responses finish on the kernel path, detach SK_MSG, relay what is
- * left on pool connections to their clients, close, unpin. */
+ * l7run loads only the mesh programs of the object and moves itself into the cgroup (its
+ * listener and pool sockets must be enrolled like the applications'). Each version is an
+ * object with its own sock_ops (a bpf_link of its own on the cgroup), its own SK_MSG on its own
+ * l7_mesh_socks and its own pool. Several sock_ops run on the cgroup, oldest first, and a
+ * socket goes into exactly one version (l7/mesh.h, enum l7_mesh_addr_kind): the one in
+ * L7_MESH_ENROLL mode takes new sockets, l7run's end of a service connection joins the
+ * client's end, pool connections are claimed by address (mesh_pool.c). Publishing version n:
+ *   1. attach its sock_ops, mode RETIRED: it takes only what is claimed for it;
+ *   2. open its pool, each connection claimed for it (the ENROLL version leaves them);
+ *   3. n's mode ENROLL, then the previous version's RETIRED. In between both would take a
+ *      new socket: the older runs first and wins, the newer's insert fails (EBUSY: a socket
+ *      has one SK_MSG program) and it keeps no state. No moment where nobody takes it.
+ * A socket keeps the SK_MSG program it got for its whole life, so each connection is judged
+ * by one version from its first request to its last. Application sockets cannot be closed by
+ * l7run, and taking one out of its map would let its requests pass unjudged: a retired
+ * version stays loaded until no application socket is left in it (its CLIENT entries: its own
+ * sock_ops deletes them when they close; count), then its pool is closed and it is unloaded.
+ * Stopping: stop enrolling, let in-flight responses finish on the kernel path, detach SK_MSG,
+ * relay what is left on pool connections to their clients, close, unpin, leave the cgroup. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,19 +27,15 @@
 #include <string.h>
 #include <unistd.h>
 #include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/epoll.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
-#include <bpf/libbpf.h>
 #include "mesh.h"
 
 #define CGROUP2_ROOT "/sys/fs/cgroup/unified"
-
-struct mesh M;
-static volatile sig_atomic_t stop;   /* SIGTERM, SIGINT, or the -- CMD ended (child.c) */
+#define LOOK_MS 50               /* clients over their bound, pools, retired versions */
+/* A sock_ops run that read the previous mode may still be enrolling a socket into a version
+ * just retired: it is not counted before this long. */
+#define RETIRE_GRACE_MS 100
 
 static int write_file(const char *path, const char *text)
 {
@@ -39,228 +48,257 @@ static int write_file(const char *path, const char *text)
 }
 
 /* Only a child of the cgroup2 mount: attaching to the root would cover the whole machine. */
-static int enter_cgroup(void)
+static int enter_cgroup(struct l7run *L, struct mesh *M)
 {
 	char real[PATH_MAX], procs[PATH_MAX + 16], pid[32];
 
-	if (M.created_cgroup && mkdir(M.cgroup, 0755) && errno != EEXIST) {
-		fprintf(stderr, "l7run[mesh]: mkdir %s: %s\n", M.cgroup, strerror(errno));
+	if (M->created_cgroup && mkdir(M->cgroup, 0755) && errno != EEXIST) {
+		say(L, "mkdir %s: %s", M->cgroup, strerror(errno));
 		return -1;
 	}
-	if (!realpath(M.cgroup, real) || strncmp(real, CGROUP2_ROOT "/", strlen(CGROUP2_ROOT) + 1) ||
+	if (!realpath(M->cgroup, real) || strncmp(real, CGROUP2_ROOT "/", strlen(CGROUP2_ROOT) + 1) ||
 	    !real[strlen(CGROUP2_ROOT) + 1]) {
-		fprintf(stderr, "l7run[mesh]: %s is not a child cgroup under %s\n", M.cgroup, CGROUP2_ROOT);
+		say(L, "%s is not a child cgroup under %s", M->cgroup, CGROUP2_ROOT);
 		return -1;
 	}
-	snprintf(M.cgroup, sizeof M.cgroup, "%s", real);
-	M.cgfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	snprintf(M->cgroup, sizeof M->cgroup, "%s", real);
+	M->cgfd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	snprintf(procs, sizeof procs, "%s/cgroup.procs", real);
 	snprintf(pid, sizeof pid, "%d\n", (int)getpid());
-	if (M.cgfd < 0 || write_file(procs, pid)) {
-		fprintf(stderr, "l7run[mesh]: cannot enter %s: %s\n", real, strerror(errno));
+	if (M->cgfd < 0 || write_file(procs, pid)) {
+		say(L, "cannot enter %s: %s", real, strerror(errno));
 		return -1;
 	}
+	say(L, "in cgroup %s", real);
 	return 0;
 }
 
-static void leave_cgroup(void)
+static void leave_cgroup(struct l7run *L, struct mesh *M)
 {
 	char pid[32];
 
-	if (M.cgfd >= 0)
-		close(M.cgfd);
-	if (!M.created_cgroup)
+	if (M->cgfd >= 0)
+		close(M->cgfd);
+	if (!M->created_cgroup)
 		return;
 	/* leave it so that it can be removed (moving ourselves back attaches nothing) */
 	snprintf(pid, sizeof pid, "%d\n", (int)getpid());
 	write_file(CGROUP2_ROOT "/cgroup.procs", pid);
-	if (rmdir(M.cgroup))
-		fprintf(stderr, "l7run[mesh]: rmdir %s: %s (processes still in it?)\n", M.cgroup, strerror(errno));
+	if (rmdir(M->cgroup))
+		say(L, "rmdir %s: %s (processes still in it?)", M->cgroup, strerror(errno));
 }
 
-static int mesh_listen(void)
+static int mesh_init(struct l7run *L)
 {
-	/* the first version's addresses: a reload that changes them is refused (mesh_reload.c) */
-	for (int i = 0; i < M.cur->cfg.n_services; i++) {
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, (struct sockaddr *)&M.cur->cfg.service[i].addr, sizeof(struct sockaddr_in)) || listen(fd, 4096)) {
-			fprintf(stderr, "l7run[mesh]: listen on service %s: %s\n", M.cur->cfg.service[i].name, strerror(errno));
-			close(fd);
-			return -1;
-		}
-		M.listen_fd[i] = fd;
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = MESH_EV_LISTEN | (uint64_t)i };
-		epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+	struct mesh *M = calloc(1, sizeof *M);
+
+	if (!M)
+		return 1;
+	L->m = M;
+	M->cgfd = -1;
+	if (!L->args.pool_n)
+		L->args.pool_n = 32;
+	if (L->args.pool_n < 1 || L->args.pool_n > L7_MESH_SLOTS) {
+		say(L, "--pool %d: 1 to %d connections per upstream", L->args.pool_n, L7_MESH_SLOTS);
+		return 2;
 	}
+	M->created_cgroup = L->args.create_cgroup;
+	snprintf(M->cgroup, sizeof M->cgroup, "%s", L->args.cgroup);
+	return enter_cgroup(L, M) ? 1 : 0;
+}
+
+static void mesh_fini(struct l7run *L)
+{
+	struct mesh *M = mesh_of(L);
+
+	if (!M)
+		return;
+	leave_cgroup(L, M);
+	free(M);
+	L->m = NULL;
+}
+
+/* ---- versions -------------------------------------------------------------------------------- */
+
+/* l7run's ends of v's connections (the applications' are gone), its pool, its attachments. */
+static void mesh_unload(struct l7run *L, struct version *ver)
+{
+	struct mesh_ver *v = mv(ver);
+	struct mesh *M = mesh_of(L);
+
+	/* (a version never published has none, and may be dropped by the loader thread, which must
+	 * not look at the loop's clients) */
+	for (int i = v->v.published_at && M ? M->n_clients - 1 : -1; i >= 0; i--)
+		if (M->client[i]->v == v)
+			mesh_client_close(L, M->client[i]);
+	pool_fini(&v->pool);
+	if (v->sockops_link)
+		bpf_link__destroy(v->sockops_link);
+	if (v->msg_attached)
+		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
+}
+
+static void addr_kind(struct mesh_ver *v, const struct sockaddr_in *a, uint32_t kind, uint32_t index)
+{
+	struct l7_mesh_addr_key k = { a ? a->sin_addr.s_addr : 0, a ? ntohs(a->sin_port) : 0 };
+	struct l7_mesh_addr val = { kind, index };
+
+	bpf_map_update_elem(v->addrs, &k, &val, BPF_ANY);
+}
+
+/* The mesh's part of loading (the loader thread): its maps, its pool (opened when it is
+ * published), the endpoints that matter, mode RETIRED, SK_MSG attached to its own (empty)
+ * sockhash. Its sock_ops is attached when it is published. */
+static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t errlen)
+{
+	struct mesh_ver *v = mv(ver);
+	struct bpf_object *o = ver->obj;
+	const struct config *cfg = &ver->cfg;
+
+	pool_init(&v->pool, L, &mesh_pool_ops, v, cfg->upstream, L->args.pool_n);
+	if ((v->socks = find_map(o, "l7_mesh_socks", err, errlen)) < 0 ||
+	    (v->conns = find_map(o, "l7_mesh_conns", err, errlen)) < 0 ||
+	    (v->addrs = find_map(o, "l7_mesh_addrs", err, errlen)) < 0 ||
+	    (v->pool_map = find_map(o, "l7_mesh_pool", err, errlen)) < 0 ||
+	    (v->pass = find_map(o, "l7_mesh_pass", err, errlen)) < 0 || (v->ctl = find_map(o, "l7_mesh_ctl", err, errlen)) < 0)
+		return -1;
+	/* which endpoints matter, before anything can be enrolled */
+	mesh_set_mode(v, L7_MESH_RETIRED);
+	for (int i = 0; i < cfg->n_services; i++)
+		addr_kind(v, &cfg->service[i].addr, L7_MA_SERVICE, (uint32_t)i);
+	for (int i = 0; i < L7_MESH_UPSTREAMS; i++)
+		if (cfg->upstream[i].set)
+			addr_kind(v, &cfg->upstream[i].addr, L7_MA_UPSTREAM, (uint32_t)i);
+	if (cfg->fallback >= 0)
+		addr_kind(v, NULL, L7_MA_UPSTREAM, (uint32_t)cfg->fallback);   /* key 0: the fallback proxy's */
+
+	struct bpf_program *msg = bpf_object__find_program_by_name(o, L7_MESH_PROG_MSG);
+	if (!msg || !bpf_object__find_program_by_name(o, L7_MESH_PROG_SOCKOPS)) {
+		snprintf(err, errlen, "%s has no mesh programs (built by an older l7c?)", ver->path);
+		return -1;
+	}
+	v->msg_prog = bpf_program__fd(msg);
+	if (bpf_prog_attach(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT, 0)) {
+		snprintf(err, errlen, "attach sk_msg: %s", strerror(errno));
+		return -1;
+	}
+	v->msg_attached = 1;
 	return 0;
 }
 
-static void run_loop(void)
+/* Steps 1-3 of the top of this file. */
+static int mesh_publish(struct l7run *L, struct version *ver, struct version *old, char *err, size_t errlen)
 {
-	struct epoll_event evs[256];
-	uint64_t last_fill = 0;
+	struct mesh_ver *v = mv(ver);
+	struct mesh *M = mesh_of(L);
 
-	while (!stop) {
-		reload_poll();
-		int n = epoll_wait(M.epfd, evs, 256, 5);
-		jwt_tick();
-		ident_tick();
-		for (int i = 0; i < n; i++) {
-			uint64_t d = evs[i].data.u64;
-			if (d & MESH_EV_LISTEN) {
-				mesh_accept(M.listen_fd[d & 0xffff]);
-			} else if (d & MESH_EV_POOL) {
-				struct mesh_ver *v = M.vtab[(d >> 16) & 0xff];
-				if (v)
-					mesh_pool_event(v, (int)(d & 0xffff), evs[i].events);
-			} else if (d & MESH_EV_RELOAD) {
-				reload_done(mesh_publish);
-			} else if (d & MESH_EV_RELAY) {
-				mesh_relay_event(d, evs[i].events);
-			} else {
-				mesh_client_event(evs[i].data.ptr, evs[i].events);
-			}
-		}
-		mesh_clients_tick();
-		mesh_relays_tick();
-		if (mesh_now_ms() - last_fill >= 50) {
-			mesh_clients_check_over();
-			for (struct mesh_ver *v = M.cur; v; v = v->older) {
-				mesh_pool_reap(v);
-				mesh_pool_fill(v, 0);
-			}
-			mesh_retire_tick();
-			last_fill = mesh_now_ms();
-		}
+	v->sockops_link = bpf_program__attach_cgroup(bpf_object__find_program_by_name(v->v.obj, L7_MESH_PROG_SOCKOPS),
+						     M->cgfd);
+	if (!v->sockops_link) {
+		snprintf(err, errlen, "attach sock_ops to %s: %s", M->cgroup, strerror(errno));
+		return -1;
 	}
+	uint64_t t0 = now_us();
+	pool_fill(&v->pool, 1);   /* claimed for v: enrolled into v whatever the modes are */
+	v->v.publish_us = now_us() - t0;
+	mesh_set_mode(v, L7_MESH_ENROLL);
+	if (old)
+		mesh_set_mode(mv(old), L7_MESH_RETIRED);
+	return 0;
+}
+
+/* Application sockets in v: its CLIENT entries (its sock_ops deletes them when they close). */
+static int mesh_count(struct l7run *L, struct version *ver)
+{
+	struct mesh_ver *v = mv(ver);
+	struct l7_mesh_key k, next;
+	struct l7_mesh_conn c;
+	void *prev = NULL;
+	int n = 0;
+
+	(void)L;
+	if (v->v.retired && now_ms() - v->v.retired_at < RETIRE_GRACE_MS)
+		return -1;
+	while (bpf_map_get_next_key(v->conns, prev, &next) == 0) {
+		k = next;
+		prev = &k;
+		if (!bpf_map_lookup_elem(v->conns, &k, &c) && c.role == L7_MR_CLIENT)
+			n++;
+	}
+	return n;
+}
+
+/* ---- traffic ------------------------------------------------------------------------------------ */
+
+static void mesh_tick(struct l7run *L, uint64_t now)
+{
+	struct mesh *M = mesh_of(L);
+
+	mesh_clients_tick(L, now);
+	mesh_relays_tick(L, now);
+	if (now - M->looked_at < LOOK_MS)
+		return;
+	M->looked_at = now;
+	mesh_clients_check_over(L);
+	for (struct version *v = L->cur; v; v = v->older)
+		pool_tick(&mv(v)->pool, now);
+}
+
+/* Records wait for earlier responses, which the kernel delivers without telling l7run. */
+static int mesh_poll_ms(struct l7run *L)
+{
+	(void)L;
+	return 5;
 }
 
 /* In-flight responses finish on the kernel path while sock_ops no longer enrolls anything;
  * what still arrives on pool connections after SK_MSG is detached goes to the bound client. */
-static void drain(void)
+static void mesh_stop(struct l7run *L)
 {
-	uint64_t until = mesh_now_ms() + 1000;
+	uint64_t until = now_ms() + 1000;
 
-	for (struct mesh_ver *v = M.cur; v; v = v->older) {
-		bpf_link__destroy(v->sockops_link);
-		v->sockops_link = NULL;
+	for (struct version *v = L->cur; v; v = v->older) {
+		bpf_link__destroy(mv(v)->sockops_link);
+		mv(v)->sockops_link = NULL;
 	}
 	for (;;) {
-		int owed = 0;
-		for (struct mesh_ver *v = M.cur; v; v = v->older)
-			for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
-				struct l7_mesh_slot s;
-				if (v->slot[k].fd >= 0 && !bpf_map_lookup_elem(v->pool, &k, &s) && s.state == L7_MS_BUSY &&
-				    s.req_cnt != s.resp_cnt)
-					owed++;
-			}
-		if (!owed || mesh_now_ms() >= until)
+		uint64_t owed = 0;
+		for (struct version *v = L->cur; v; v = v->older)
+			owed += mesh_pool_owed(mv(v));
+		if (!owed || now_ms() >= until)
 			break;
 		usleep(5000);
 	}
-	char buf[65536];
-	for (struct mesh_ver *v = M.cur; v; v = v->older) {
-		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
-		v->msg_attached = 0;
-		for (uint32_t k = 0; k < L7_MESH_POOL_SIZE; k++) {
-			struct l7_mesh_slot s;
-			if (v->slot[k].fd < 0 || bpf_map_lookup_elem(v->pool, &k, &s) || s.state != L7_MS_BUSY)
-				continue;
-			struct mesh_client *c = mesh_client_by_key(v, &s.owner);
-			ssize_t r;
-			while ((r = recv(v->slot[k].fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
-				if (c)
-					(void)!send(c->fd, buf, (size_t)r, MSG_NOSIGNAL);
-		}
+	for (struct version *v = L->cur; v; v = v->older) {
+		bpf_prog_detach2(mv(v)->msg_prog, mv(v)->socks, BPF_SK_MSG_VERDICT);
+		mv(v)->msg_attached = 0;
+		mesh_pool_flush(L, mv(v));
 	}
 }
 
-/* --metrics-listen: the serving version's counters (its maps stay open while the lock is held) */
-static int mesh_metrics(FILE *out)
+static void mesh_close(struct l7run *L)
 {
-	pthread_mutex_lock(&rt.lock);
-	struct mesh_ver *v = M.cur;
-	int rc = v ? write_metrics(out, bpf_object__find_map_fd_by_name(v->obj, "l7_counters"),
-				   bpf_object__find_map_fd_by_name(v->obj, "l7_entry_hits"), v->stats, v->upstat,
-				   state_map_fd(), &v->cfg)
-		   : -1;   /* not loaded yet: 503 */
-	pthread_mutex_unlock(&rt.lock);
-	return rc;
+	if (!L->m)
+		return;   /* init failed */
+	mesh_relays_close_all(L);
+	while (mesh_of(L)->n_clients)
+		mesh_client_close(L, mesh_of(L)->client[0]);
 }
 
-int mesh_main(const struct l7run_args *a)
-{
-	const char *obj = a->obj;
+/* The mesh maps for tests and bpftool and --stats, the chain of a split SK_MSG program (tests
+ * empty a slot), the heads clients left unfinished (tests check none stays). */
+static const struct pin_name mesh_pins[] = {
+	{ "l7_mesh_socks", "l7_mesh_socks" }, { "l7_mesh_conns", "l7_mesh_conns" }, { "l7_mesh_pool", "l7_mesh_pool" },
+	{ "l7_tail_mesh", "l7_tail_mesh" }, { "l7_mesh_hold", "l7_mesh_hold" }, { NULL, NULL },
+};
 
-	memset(&M, 0, sizeof M);
-	M.cgfd = -1;
-	M.pool_n = a->pool_n ? a->pool_n : 32;
-	M.verbose = rt.verbose;
-	M.created_cgroup = a->create_cgroup;
-	snprintf(M.cgroup, sizeof M.cgroup, "%s", a->cgroup);
-	snprintf(M.pin_dir, sizeof M.pin_dir, "%s", rt.pin_dir);
-	if (M.pool_n < 1 || M.pool_n > L7_MESH_SLOTS) {
-		fprintf(stderr, "l7run: --pool %d: 1 to %d connections per upstream\n", M.pool_n, L7_MESH_SLOTS);
-		return 2;
-	}
-	snprintf(M.obj_path, sizeof M.obj_path, "%s", obj);
-	if (!M.pin_dir[0])
-		snprintf(M.pin_dir, sizeof M.pin_dir, "/sys/fs/bpf/l7mesh-%d", (int)getpid());
-
-	struct rlimit rl = { RLIM_INFINITY, RLIM_INFINITY };
-	setrlimit(RLIMIT_MEMLOCK, &rl);
-	struct rlimit nf = { 65536, 65536 };
-	setrlimit(RLIMIT_NOFILE, &nf);
-	signals_init(&stop);
-	M.epfd = epoll_create1(EPOLL_CLOEXEC);
-
-	int rc = 1;
-	char err[1024];
-	void *first = NULL;
-	/* the metrics listener outside the cgroup: its sockets are not the mesh's to enroll */
-	if (a->metrics_addr && metrics_http_start(a->metrics_addr, mesh_metrics))
-		return 1;
-	if (a->bpf_stats)
-		rt.stats_fd = bpf_stats_on();
-	if (enter_cgroup() == 0) {
-		if (mesh_load(obj, err, sizeof err, &first))
-			fprintf(stderr, "l7run[mesh]: %s\n", err);
-	}
-	if (first) {
-		int efd = reload_init(obj, mesh_load);
-		struct epoll_event ev = { .events = EPOLLIN, .data.u64 = MESH_EV_RELOAD };
-		epoll_ctl(M.epfd, EPOLL_CTL_ADD, efd, &ev);
-		mkdir(M.pin_dir, 0700);
-		state_map_create(M.pin_dir);
-		mesh_publish(first, 0);
-	}
-	if (M.cur && mesh_listen() == 0 && (!a->pidfile || pidfile_write(a->pidfile) == 0)) {
-		fprintf(stderr, "l7run[mesh]: policy %s, %d service(s), cgroup %s, pins in %s\n", M.cur->cfg.policy,
-			M.cur->cfg.n_services, M.cgroup, M.pin_dir);
-		/* in the cgroup, the programs attached and the pool filled: its sockets are enrolled */
-		if (!a->cmd || child_start(a->cmd) == 0) {
-			run_loop();
-			drain();
-			rc = 0;
-		}
-	}
-	metrics_http_stop();   /* before the maps it reads go */
-	reload_fini(mesh_discard);
-	mesh_relays_close_all();
-	while (M.n_clients)
-		mesh_client_close(M.client[0]);
-	for (int i = 0; i < MAX_SERVICES; i++)
-		if (M.listen_fd[i] > 0)
-			close(M.listen_fd[i]);
-	mesh_unload_all();
-	mesh_pin(NULL, 0);
-	if (a->pidfile)
-		unlink(a->pidfile);
-	if (rt.stats_fd >= 0)
-		close(rt.stats_fd);
-	rc = child_finish(rc);   /* reaped: out of the cgroup, which can then go */
-	leave_cgroup();
-	mlog("stopped");
-	return rc;
-}
+const struct mode_ops mesh_mode = {
+	.name = "mesh", .tag = "l7run[mesh]", .pin_prefix = "l7mesh", .pins = mesh_pins,
+	.load_mode = LOAD_MESH, .version_size = sizeof(struct mesh_ver),
+	.init = mesh_init, .stop = mesh_stop, .close = mesh_close, .fini = mesh_fini,
+	/* versions: sock_ops attached and pool filled at publication; retired ones stay until no
+	 * application socket is left in them (count), looked at every LOOK_MS */
+	.load = mesh_load, .publish = mesh_publish, .publish_step = "pool", .unload = mesh_unload,
+	.count = mesh_count, .look_ms = LOOK_MS,
+	.accept = mesh_accept, .tick = mesh_tick, .poll_ms = mesh_poll_ms,
+};

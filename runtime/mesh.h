@@ -1,29 +1,42 @@
-/* l7run --mesh: the runtime of mesh mode (data plane: stdlib/bpf/mesh.h, types: l7/mesh.h).
- * It attaches the programs, keeps the pool of pre-opened connections to each upstream, listens
- * on the service addresses so that clients' connections establish, and handles the slow path:
- * requests the kernel could not send in order, answers (deny, 502/503), bad requests. */
+/* mesh.h: mesh mode (data plane: stdlib/bpf/mesh.h, types: l7/mesh.h). l7run moves itself
+ * into the cgroup, attaches each version's sock_ops to it and SK_MSG to the version's
+ * l7_mesh_socks, keeps a pool of pre-opened connections to each upstream, listens on the
+ * service addresses so that clients' connections establish, and handles the slow path:
+ * requests the kernel could not send in order, answers (deny, 502/503), bad requests, clients
+ * outside the cgroup. Files: mesh.c (the mode's operations: cgroup, versions, stopping),
+ * mesh_client.c (l7run's end of a client connection), mesh_pool.c (what a pool connection is
+ * to the data plane), mesh_outside.c (clients outside the cgroup, relayed). */
 #ifndef L7RUN_MESH_H
 #define L7RUN_MESH_H
 
-#include <signal.h>
 #include <stdint.h>
-#include <bpf/libbpf.h>
 #include "l7/mesh.h"
-#include "l7run.h"
+#include "pool.h"
 
 #define MESH_MAX_CLIENTS 8192
 #define MESH_MAX_RELAYS  1024   /* connections from outside the cgroup relayed at once */
 
-struct mesh_pool_conn {
-	int fd;                  /* l7run's end; -1 = none */
-	uint32_t gen;
-	uint64_t retry_at;       /* ms: next connect attempt while empty */
-	uint64_t orphan_since;   /* ms: first seen ORPHAN (0: not) */
+/* One loaded object: its sock_ops on the cgroup (a bpf_link of its own), its SK_MSG on its own
+ * l7_mesh_socks, its own pool. A socket is judged by the version that enrolled it for its
+ * whole life, so a retired version stays loaded until the last application socket in it is
+ * gone (l7run cannot close them; taking one out of the map would let its requests pass
+ * unjudged). */
+struct mesh_ver {
+	struct version v;        /* first: the core's */
+	struct bpf_link *sockops_link;
+	int msg_prog, socks, conns, addrs, pool_map, pass, ctl;
+	int msg_attached;
+	uint32_t gen[L7_MESH_POOL_SIZE];   /* each slot's generation, as the data plane sees it */
+	struct pool pool;        /* place p of upstream u: slot u * L7_MESH_SLOTS + p of l7_mesh_pool */
 };
 
-struct mesh_ver;
+static inline struct mesh_ver *mv(struct version *v)
+{
+	return (struct mesh_ver *)v;
+}
 
 struct mesh_client {
+	struct io io;
 	int fd;
 	struct mesh_ver *v;      /* the version its application end (and so this end) is in */
 	struct l7_mesh_key key;  /* the application's socket (responses and answers go there) */
@@ -44,93 +57,48 @@ struct mesh_client {
 	int chunk_state;         /* 0 size line, 1 data, 2 CRLF after data */
 };
 
-/* One loaded policy object (mesh_reload.c): its sock_ops on the cgroup (a bpf_link of its
- * own), its SK_MSG on its own l7_mesh_socks, its own pool. A socket is judged by the version
- * that enrolled it for its whole life, so a retired version stays loaded until the last
- * application socket in it is gone (l7run cannot close them; taking one out of the map would
- * let its requests pass unjudged). */
-struct mesh_ver {
-	int id;
-	int tix;                 /* index in M.vtab: epoll data of its pool connections */
-	char path[512];
-	struct config cfg;
-	struct bpf_object *obj;
-	struct bpf_link *sockops_link;
-	int msg_prog, socks, conns, addrs, pool, pass, ctl, stats;
-	int upstat;              /* l7_upstat: per-upstream telemetry, and l7run's own answers */
-	int msg_attached;
-	int clock_fd;
-	uint64_t mem;            /* kernel memory of its maps (bytes) */
-	uint64_t load_us;        /* open + verify */
-	int retired;
-	uint64_t retired_at, published_at;   /* ms */
-	int n_app;               /* application sockets it judges (CLIENT entries), last count */
-	struct mesh_pool_conn slot[L7_MESH_POOL_SIZE];
-	struct mesh_ver *older;
-};
+struct relay;
 
+/* The mode's state (L->m). */
 struct mesh {
-	struct mesh_ver *cur;    /* the newest: new sockets enroll into it */
-	struct mesh_ver *vtab[MAX_VERSIONS];
-	int n_versions, next_id;
-	char obj_path[512];
 	int cgfd;
 	char cgroup[4096];
 	int created_cgroup;
-	char pin_dir[256];
-	int pool_n;              /* connections per upstream */
-	int verbose;
-	int epfd;
-	int listen_fd[MAX_SERVICES];
 	struct mesh_client *client[MESH_MAX_CLIENTS];
 	int n_clients;
+	struct relay *relay[MESH_MAX_RELAYS];
+	uint64_t looked_at;      /* ms: the last look at clients over their bound and at the pools */
+	struct rate_note exhausted, outside;
 };
 
-extern struct mesh M;
-
-#define mlog(...) do { if (M.verbose) { fprintf(stderr, "l7run[mesh]: " __VA_ARGS__); fputc('\n', stderr); } } while (0)
-
-
-/* mesh_reload.c: versions */
-int mesh_load(const char *path, char *err, size_t errlen, void **out);
-void mesh_discard(void *v);
-void mesh_publish(void *v, uint64_t t_signal);
-void mesh_retire_tick(void);
-void mesh_unload_all(void);
-void mesh_pin(struct mesh_ver *v, int on);
-void mesh_set_mode(struct mesh_ver *v, uint32_t mode);
+static inline struct mesh *mesh_of(struct l7run *L)
+{
+	return L->m;
+}
 
 /* mesh_pool.c */
-uint64_t mesh_now_ms(void);
+extern const struct pool_ops mesh_pool_ops;
 struct l7_mesh_key mesh_key_of(int fd);
-void mesh_pool_fill(struct mesh_ver *v, int force);
-void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev);
-void mesh_pool_drop(struct mesh_ver *v, int idx);
-void mesh_pool_close_all(struct mesh_ver *v);
-void mesh_pool_reap(struct mesh_ver *v);
+void mesh_set_mode(struct mesh_ver *v, uint32_t mode);
 int mesh_upstream_live(struct mesh_ver *v, int up);
-void mesh_pool_exhausted(struct mesh_ver *v, int up);
+void mesh_pool_exhausted(struct l7run *L, struct mesh_ver *v, int up);
+int mesh_slot_fd(struct mesh_ver *v, uint32_t idx, const struct l7_mesh_key *owner);
+void mesh_pool_drop(struct mesh_ver *v, uint32_t idx);
+uint64_t mesh_pool_owed(struct mesh_ver *v);
+void mesh_pool_flush(struct l7run *L, struct mesh_ver *v);
 
 /* mesh_client.c */
-void mesh_accept(int lfd);
-void mesh_client_event(struct mesh_client *c, uint32_t ev);
-void mesh_clients_tick(void);
-void mesh_client_close(struct mesh_client *c);
-struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_key *k);
+void mesh_accept(struct l7run *L, int lfd, int service);
+void mesh_clients_tick(struct l7run *L, uint64_t now);
+void mesh_client_close(struct l7run *L, struct mesh_client *c);
+struct mesh_client *mesh_client_by_key(struct l7run *L, struct mesh_ver *v, const struct l7_mesh_key *k);
 void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after);
-void mesh_clients_check_over(void);
+void mesh_clients_check_over(struct l7run *L);
 
 /* mesh_outside.c: clients outside the cgroup, relayed through a connection of l7run's own */
-int mesh_enrolled(int fd);
-void mesh_outside_accept(int fd);
-void mesh_relay_event(uint64_t data, uint32_t ev);
-void mesh_relays_tick(void);
-void mesh_relays_close_all(void);
-
-/* epoll data: what an event's fd is */
-#define MESH_EV_LISTEN  (1ull << 62)
-#define MESH_EV_POOL    (1ull << 61)   /* | version tix << 16 | slot index */
-#define MESH_EV_RELOAD  (1ull << 60)
-#define MESH_EV_RELAY   (1ull << 59)   /* | side << 32 | relay index */
+int mesh_enrolled(struct l7run *L, int fd);
+void mesh_outside_accept(struct l7run *L, int fd);
+void mesh_relays_tick(struct l7run *L, uint64_t now);
+void mesh_relays_close_all(struct l7run *L);
 
 #endif

@@ -37,12 +37,12 @@ void mesh_client_answer(struct mesh_client *c, int up, int status, int close_aft
 	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_after, head_only);
-	upstat_answer(c->v->upstat, up, status, (size_t)n);   /* before the client can read it */
+	upstat_answer(c->v->v.upstat, up, status, (size_t)n);   /* before the client can read it */
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {
 		c->closing = 1;
-		c->close_at = mesh_now_ms() + 100;   /* let the answer drain before the FIN */
+		c->close_at = now_ms() + 100;   /* let the answer drain before the FIN */
 	}
 }
 
@@ -53,54 +53,67 @@ static void publish(struct mesh_client *c)
 	bpf_map_update_elem(c->v->ctl, &c->key, &v, BPF_ANY);
 }
 
-struct mesh_client *mesh_client_by_key(struct mesh_ver *v, const struct l7_mesh_key *k)
+struct mesh_client *mesh_client_by_key(struct l7run *L, struct mesh_ver *v, const struct l7_mesh_key *k)
 {
-	for (int i = 0; i < M.n_clients; i++)
-		if (M.client[i]->v == v && !memcmp(&M.client[i]->key, k, sizeof *k))
-			return M.client[i];
+	struct mesh *M = mesh_of(L);
+
+	for (int i = 0; i < M->n_clients; i++)
+		if (M->client[i]->v == v && !memcmp(&M->client[i]->key, k, sizeof *k))
+			return M->client[i];
 	return NULL;
 }
 
 /* The version the application's end of this connection is in (l7run's end joined it, see
  * l7/mesh.h); the newest when it is in none (not in the cgroup, or already gone). */
-static struct mesh_ver *version_of(const struct l7_mesh_key *k)
+static struct mesh_ver *version_of(struct l7run *L, const struct l7_mesh_key *k)
 {
-	for (struct mesh_ver *v = M.cur; v; v = v->older) {
+	for (struct version *v = L->cur; v; v = v->older) {
 		struct l7_mesh_conn cc;
-		if (!bpf_map_lookup_elem(v->conns, k, &cc) && cc.role == L7_MR_CLIENT)
-			return v;
+		if (!bpf_map_lookup_elem(mv(v)->conns, k, &cc) && cc.role == L7_MR_CLIENT)
+			return mv(v);
 	}
-	return M.cur;
+	return mv(L->cur);
 }
 
-void mesh_accept(int lfd)
+static void client_event(struct l7run *L, struct io *io, uint32_t ev);
+
+void mesh_accept(struct l7run *L, int lfd, int service)
 {
+	struct mesh *M = mesh_of(L);
+
+	(void)service;   /* the data plane knows it by address */
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
 		if (fd < 0)
 			return;
-		if (M.n_clients >= MESH_MAX_CLIENTS) {
+		if (M->n_clients >= MESH_MAX_CLIENTS) {
 			close(fd);
 			continue;
 		}
-		if (!mesh_enrolled(fd)) {   /* the client is outside the cgroup */
-			mesh_outside_accept(fd);
+		if (!mesh_enrolled(L, fd)) {   /* the client is outside the cgroup */
+			mesh_outside_accept(L, fd);
 			continue;
 		}
 		struct mesh_client *c = calloc(1, sizeof *c);
+		if (!c) {
+			close(fd);
+			continue;
+		}
 		struct l7_mesh_key mine = mesh_key_of(fd);
+		c->io.ready = client_event;
 		c->fd = fd;
 		c->key = (struct l7_mesh_key){ mine.rip, mine.lip, mine.rport, mine.lport };
-		c->v = version_of(&c->key);
+		c->v = version_of(L, &c->key);
 		c->next_seq = 1;
-		M.client[M.n_clients++] = c;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.ptr = c };
-		epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+		M->client[M->n_clients++] = c;
+		loop_watch(L, fd, &c->io, EPOLLIN | EPOLLRDHUP);
 	}
 }
 
-void mesh_client_close(struct mesh_client *c)
+void mesh_client_close(struct l7run *L, struct mesh_client *c)
 {
+	struct mesh *M = mesh_of(L);
+
 	/* records and the catch-up entry of this connection go with it */
 	for (uint64_t s = c->next_seq;; s++) {
 		struct l7_mesh_pass_key pk = { c->key, s };
@@ -108,12 +121,10 @@ void mesh_client_close(struct mesh_client *c)
 			break;
 	}
 	bpf_map_delete_elem(c->v->ctl, &c->key);
-	if (!c->eof)
-		epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	close(c->fd);
-	for (int i = 0; i < M.n_clients; i++)
-		if (M.client[i] == c) {
-			M.client[i] = M.client[--M.n_clients];
+	loop_close(L, c->fd);
+	for (int i = 0; i < M->n_clients; i++)
+		if (M->client[i] == c) {
+			M->client[i] = M->client[--M->n_clients];
 			break;
 		}
 	free(c->in);
@@ -134,19 +145,6 @@ static void consume(struct mesh_client *c, size_t n)
 {
 	memmove(c->in, c->in + n, c->in_len - n);
 	c->in_len -= n;
-}
-
-/* The pool connection of slot idx when this client still owns it, else -1. */
-static int owned_slot_fd(struct mesh_client *c, uint32_t idx)
-{
-	struct mesh_pool_conn *pc = &c->v->slot[idx % L7_MESH_POOL_SIZE];
-	struct l7_mesh_slot s;
-	uint32_t k = idx % L7_MESH_POOL_SIZE;
-
-	if (pc->fd >= 0 && !bpf_map_lookup_elem(c->v->pool, &k, &s) && s.state == L7_MS_BUSY &&
-	    !memcmp(&s.owner, &c->key, sizeof c->key))
-		return pc->fd;
-	return -1;
 }
 
 static int tchar(unsigned char c)
@@ -232,7 +230,7 @@ static int scan_chunk_line(const unsigned char *p, size_t n, uint64_t *size)
  * it is bad (l7_http_trailers: as the gateway's kernel path frames it). */
 static int trailers(const char *p, size_t n)
 {
-	static __u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];   /* with the slack the framer reads past len */
+	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];   /* with the slack the framer reads past len */
 	struct l7_chunked st;
 
 	if (n > L7_MAX_HEAD)
@@ -249,8 +247,8 @@ static int trailers(const char *p, size_t n)
 static void chunk_refuse(struct mesh_client *c, int status)
 {
 	mesh_client_answer(c, -1, status, 1);   /* l7run's own answer */
-	if (owned_slot_fd(c, c->chunk_slot) >= 0)
-		mesh_pool_drop(c->v, (int)(c->chunk_slot % L7_MESH_POOL_SIZE));
+	if (mesh_slot_fd(c->v, c->chunk_slot, &c->key) >= 0)
+		mesh_pool_drop(c->v, c->chunk_slot % L7_MESH_POOL_SIZE);
 	c->chunk = 0;
 	c->in_len = 0;
 }
@@ -303,7 +301,7 @@ static void chunk_pump(struct mesh_client *c)
 			if (t == 0)
 				return;
 			c->chunk_pos += (size_t)ln + (size_t)t;
-			int fd = owned_slot_fd(c, c->chunk_slot);
+			int fd = mesh_slot_fd(c->v, c->chunk_slot, &c->key);
 			if (fd >= 0) {
 				send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */
 				c->close_when = c->chunk_req + 1;
@@ -328,10 +326,10 @@ bad:
 /* The kernel found no live pool connection to upstream `up`: with none connected at all it
  * cannot be reached (502, its failure); with some, every one is another client's (503, the
  * pool's bound: l7run's answer, and said). Or its backend's socket was gone (502). */
-static void answer_for(struct mesh_client *c, int up, int status)
+static void answer_for(struct l7run *L, struct mesh_client *c, int up, int status)
 {
 	if (status == 503 && up < L7_MESH_UPSTREAMS && mesh_upstream_live(c->v, up)) {
-		mesh_pool_exhausted(c->v, up);
+		mesh_pool_exhausted(L, c->v, up);
 		mesh_client_answer(c, -1, 503, 0);
 	} else {
 		mesh_client_answer(c, up, 502, 0);
@@ -339,7 +337,7 @@ static void answer_for(struct mesh_client *c, int up, int status)
 }
 
 /* Handle the records whose bytes have arrived, in order; stop at one that must wait. */
-static void pump(struct mesh_client *c)
+static void pump(struct l7run *L, struct mesh_client *c)
 {
 	while (!c->closing) {
 		if (c->chunk) {
@@ -374,7 +372,7 @@ static void pump(struct mesh_client *c)
 				mesh_client_answer(c, -1, (int)r.status, 1);
 			} else {
 				c->closing = 1;
-				c->close_at = mesh_now_ms() + 20;
+				c->close_at = now_ms() + 20;
 			}
 			bpf_map_delete_elem(c->v->pass, &pk);
 			c->next_seq++;
@@ -393,13 +391,13 @@ static void pump(struct mesh_client *c)
 			continue;
 		}
 		if (r.kind == L7_MP_FORWARD) {
-			int fd = owned_slot_fd(c, r.slot);
+			int fd = mesh_slot_fd(c->v, r.slot, &c->key);
 			if (fd >= 0)
 				send_all(fd, c->in, r.len);   /* SK_MSG moves it into the backend */
 			else
 				mesh_client_answer(c, (int)(r.slot / L7_MESH_SLOTS), 502, 0);
 		} else if (r.slot) {
-			answer_for(c, (int)r.slot - 1, (int)r.status);
+			answer_for(L, c, (int)r.slot - 1, (int)r.status);
 		} else {
 			mesh_client_answer(c, -1, (int)r.status, 0);
 		}
@@ -424,8 +422,9 @@ static int finished(struct mesh_client *c)
 	return cc.resp_done + c->local_done >= cc.req_seq;
 }
 
-void mesh_client_event(struct mesh_client *c, uint32_t ev)
+static void client_event(struct l7run *L, struct io *io, uint32_t ev)
 {
+	struct mesh_client *c = (struct mesh_client *)io;
 	int eof = 0;
 
 	for (;;) {
@@ -443,18 +442,18 @@ void mesh_client_event(struct mesh_client *c, uint32_t ev)
 			eof = 1;
 		break;
 	}
-	pump(c);
+	pump(L, c);
 	if (ev & EPOLLERR) {
-		mesh_client_close(c);
+		mesh_client_close(L, c);
 	} else if (eof) {
 		if (finished(c)) {
-			mesh_client_close(c);
+			mesh_client_close(L, c);
 			return;
 		}
 		/* half-closed with answers owed: the tick finishes it */
-		epoll_ctl(M.epfd, EPOLL_CTL_DEL, c->fd, NULL);
+		loop_unwatch(L, c->fd);
 		c->eof = 1;
-		c->close_at = mesh_now_ms() + 2000;
+		c->close_at = now_ms() + 2000;
 	}
 }
 
@@ -462,10 +461,12 @@ void mesh_client_event(struct mesh_client *c, uint32_t ev)
  * queued: it stopped reading): reset them. The RST moves the client's socket to CLOSE, which
  * takes it out of the sockhash and frees what is queued in it; a FIN would leave the queue
  * held until the application closes. */
-void mesh_clients_check_over(void)
+void mesh_clients_check_over(struct l7run *L)
 {
-	for (int i = M.n_clients - 1; i >= 0; i--) {
-		struct mesh_client *c = M.client[i];
+	struct mesh *M = mesh_of(L);
+
+	for (int i = M->n_clients - 1; i >= 0; i--) {
+		struct mesh_client *c = M->client[i];
 		struct l7_mesh_conn cc;
 		if (bpf_map_lookup_elem(c->v->conns, &c->key, &cc))
 			continue;
@@ -477,27 +478,26 @@ void mesh_clients_check_over(void)
 			if (bpf_map_lookup_elem(c->v->pass, &pk, &r) && cc.resp_done + c->local_done >= cc.req_seq) {
 				c->in_len = 0;
 				c->closing = 1;
-				c->close_at = mesh_now_ms() + 20;
+				c->close_at = now_ms() + 20;
 			}
 		}
 		if (!(cc.flags & L7_MC_OVER))
 			continue;
 		struct linger lg = { .l_onoff = 1, .l_linger = 0 };
 		setsockopt(c->fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
-		mlog("client port %u stopped reading (over %u bytes queued): reset", c->key.lport,
-		     L7_MESH_CLIENT_QMAX);
-		mesh_client_close(c);
+		vlog(L, "client port %u stopped reading (over %u bytes queued): reset", c->key.lport, L7_MESH_CLIENT_QMAX);
+		mesh_client_close(L, c);
 	}
 }
 
 /* Records waiting for earlier responses, and connections waiting to close. */
-void mesh_clients_tick(void)
+void mesh_clients_tick(struct l7run *L, uint64_t now)
 {
-	uint64_t now = mesh_now_ms();
+	struct mesh *M = mesh_of(L);
 
-	for (int i = M.n_clients - 1; i >= 0; i--) {
-		struct mesh_client *c = M.client[i];
-		pump(c);
+	for (int i = M->n_clients - 1; i >= 0; i--) {
+		struct mesh_client *c = M->client[i];
+		pump(L, c);
 		if (c->close_when && !c->closing) {
 			uint64_t got = answered(c);
 			if (got == UINT64_MAX || got >= c->close_when) {
@@ -506,6 +506,6 @@ void mesh_clients_tick(void)
 			}
 		}
 		if ((c->closing || c->eof) && (now >= c->close_at || (c->eof && !c->closing && finished(c))))
-			mesh_client_close(c);
+			mesh_client_close(L, c);
 	}
 }

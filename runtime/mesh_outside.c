@@ -27,6 +27,8 @@ struct buf {
 };
 
 struct relay {
+	struct io io[2];          /* io[s]: events of fd[s] */
+	int idx;                  /* in the mode's table of relays */
 	int fd[2];                /* RELAY_OUT: the client's connection (l7run's end); RELAY_IN: l7run's own */
 	struct buf q[2];          /* q[s]: bytes read from fd[s], to be written to fd[!s] */
 	int eof[2];               /* fd[s] sent its FIN */
@@ -38,54 +40,45 @@ struct relay {
 };
 enum { RELAY_OUT, RELAY_IN };
 
-static struct relay *R[MESH_MAX_RELAYS];
-
-static void relay_close(int i)
+static void relay_close(struct l7run *L, struct relay *r)
 {
-	struct relay *r = R[i];
-
 	for (int s = 0; s < 2; s++) {
-		if (r->fd[s] >= 0)
-			close(r->fd[s]);   /* leaves the epoll set with it */
+		loop_close(L, r->fd[s]);
 		free(r->q[s].p);
 	}
+	mesh_of(L)->relay[r->idx] = NULL;
 	free(r);
-	R[i] = NULL;
 }
 
 /* Say once (and then at most every 10 s) that clients outside the cgroup come, and what that
  * costs them. */
-static void said(const struct sockaddr_in *peer, const char *how)
+static void said(struct l7run *L, const struct sockaddr_in *peer, const char *how)
 {
-	static uint64_t at;
-	static unsigned long long n;
+	struct mesh *M = mesh_of(L);
+	unsigned long long n = rate_note(&M->outside);
 	char a[INET_ADDRSTRLEN];
 
-	n++;
-	if (at && mesh_now_ms() - at < 10000)
+	if (!n)
 		return;
 	inet_ntop(AF_INET, &peer->sin_addr, a, sizeof a);
-	fprintf(stderr, "l7run[mesh]: %llu connection(s) from outside the cgroup %s (last from %s:%d): %s\n", n, M.cgroup,
-		a, ntohs(peer->sin_port), how);
-	n = 0;
-	at = mesh_now_ms();
+	say(L, "%llu connection(s) from outside the cgroup %s (last from %s:%d): %s", n, M->cgroup, a, ntohs(peer->sin_port),
+	    how);
 }
 
 /* The socket of fd is in some version's l7_mesh_socks (key: its own 4-tuple). */
-int mesh_enrolled(int fd)
+int mesh_enrolled(struct l7run *L, int fd)
 {
 	struct l7_mesh_key k = mesh_key_of(fd);
 	uint64_t cookie;
 
-	for (struct mesh_ver *v = M.cur; v; v = v->older)
-		if (!bpf_map_lookup_elem(v->socks, &k, &cookie))
+	for (struct version *v = L->cur; v; v = v->older)
+		if (!bpf_map_lookup_elem(mv(v)->socks, &k, &cookie))
 			return 1;
 	return 0;
 }
 
-static void watch(int i, int s, int op)
+static void watch(struct l7run *L, struct relay *r, int s)
 {
-	struct relay *r = R[i];
 	struct buf *toward = &r->q[!s];   /* what waits to be written to fd[s] */
 	uint32_t ev = 0;
 
@@ -93,8 +86,7 @@ static void watch(int i, int s, int op)
 		ev |= EPOLLIN | EPOLLRDHUP;
 	if ((s == RELAY_IN && r->connecting) || toward->len)
 		ev |= EPOLLOUT;
-	struct epoll_event e = { .events = ev, .data.u64 = MESH_EV_RELAY | (uint64_t)s << 32 | (uint64_t)i };
-	epoll_ctl(M.epfd, op, r->fd[s], &e);
+	loop_watch(L, r->fd[s], &r->io[s], ev);
 }
 
 static int buf_put(struct buf *b, const char *p, size_t n)
@@ -134,22 +126,21 @@ static int flush(struct relay *r, int s)
 }
 
 /* The refused client's first bytes are in: its answer (HEAD: the head only), then FIN. */
-static void refuse(struct relay *r)
+static void refuse(struct l7run *L, struct relay *r)
 {
 	char msg[768];
 	int head = r->q[RELAY_OUT].len >= 5 && !memcmp(r->q[RELAY_OUT].p, "HEAD ", 5);
 	int n = http_answer_why(msg, sizeof msg, 503, 1, head, r->refuse);
 
-	upstat_answer(M.cur ? M.cur->upstat : -1, -1, 503, (size_t)n);
+	upstat_answer(L->cur ? L->cur->upstat : -1, -1, 503, (size_t)n);
 	buf_put(&r->q[RELAY_IN], msg, (size_t)n);
 	r->refuse = NULL;
 	r->eof[RELAY_IN] = 1;   /* nothing else comes for the client: FIN once the answer is out */
 }
 
 /* Move what can be moved, in both directions; close when both sides are done. */
-static void pump(int i)
+static void pump(struct l7run *L, struct relay *r)
 {
-	struct relay *r = R[i];
 	char buf[65536];
 
 	for (int s = 0; s < 2; s++) {
@@ -170,7 +161,7 @@ static void pump(int i)
 		}
 	}
 	if (r->refuse && (r->q[RELAY_OUT].len || r->eof[RELAY_OUT]))
-		refuse(r);
+		refuse(L, r);
 	if (r->fd[RELAY_IN] < 0)
 		r->q[RELAY_OUT].len = 0;   /* refused: what the client sends goes nowhere */
 	for (int s = 0; s < 2; s++) {
@@ -182,33 +173,32 @@ static void pump(int i)
 			shutdown(r->fd[s], SHUT_WR);   /* the other side's FIN, passed on */
 			r->shut[s] = 1;
 			if (s == RELAY_OUT)   /* the client has everything: its FIN is awaited this long */
-				r->close_at = mesh_now_ms() + RELAY_LINGER_MS;
+				r->close_at = now_ms() + RELAY_LINGER_MS;
 		}
 	}
 	/* done when each side has sent its FIN and had ours (closing before the client's FIN
 	 * would answer bytes it still sends with a reset, which can cost it our last bytes) */
 	if (r->eof[RELAY_OUT] && r->shut[RELAY_OUT] && (r->fd[RELAY_IN] < 0 || (r->eof[RELAY_IN] && r->shut[RELAY_IN]))) {
-		relay_close(i);
+		relay_close(L, r);
 		return;
 	}
 	for (int s = 0; s < 2; s++)
 		if (r->fd[s] >= 0)
-			watch(i, s, EPOLL_CTL_MOD);
+			watch(L, r, s);
 	return;
 fail:
-	relay_close(i);
+	relay_close(L, r);
 }
 
 /* fd[RELAY_IN]'s connect finished: relay only through a socket the data plane judges. */
-static void connected(int i)
+static void connected(struct l7run *L, struct relay *r)
 {
-	struct relay *r = R[i];
 	int err = 0;
 	socklen_t l = sizeof err;
 
 	r->connecting = 0;
-	if (getsockopt(r->fd[RELAY_IN], SOL_SOCKET, SO_ERROR, &err, &l) || err || !mesh_enrolled(r->fd[RELAY_IN])) {
-		close(r->fd[RELAY_IN]);
+	if (getsockopt(r->fd[RELAY_IN], SOL_SOCKET, SO_ERROR, &err, &l) || err || !mesh_enrolled(L, r->fd[RELAY_IN])) {
+		loop_close(L, r->fd[RELAY_IN]);
 		r->fd[RELAY_IN] = -1;
 		r->refuse = err ? "l7run cannot connect to the service inside the cgroup"
 				: "l7run's connection for it is not enrolled (no policy version takes new sockets)";
@@ -216,8 +206,31 @@ static void connected(int i)
 	}
 }
 
-void mesh_outside_accept(int fd)
+static void relay_event(struct l7run *L, struct relay *r, int s, uint32_t ev)
 {
+	if (s == RELAY_IN && r->connecting)
+		connected(L, r);
+	if (ev & EPOLLERR) {
+		relay_close(L, r);
+		return;
+	}
+	pump(L, r);
+}
+
+static void on_out(struct l7run *L, struct io *io, uint32_t ev)
+{
+	relay_event(L, (struct relay *)io, RELAY_OUT, ev);
+}
+
+static void on_in(struct l7run *L, struct io *io, uint32_t ev)
+{
+	relay_event(L, (struct relay *)(io - RELAY_IN), RELAY_IN, ev);
+}
+
+void mesh_outside_accept(struct l7run *L, int fd)
+{
+	struct mesh *M = mesh_of(L);
+	struct relay **R = M->relay;
 	struct sockaddr_in peer, svc;
 	socklen_t pl = sizeof peer, sl = sizeof svc;
 	int i = 0;
@@ -235,9 +248,12 @@ void mesh_outside_accept(int fd)
 		return;
 	}
 	R[i] = r;
+	r->idx = i;
+	r->io[RELAY_OUT].ready = on_out;
+	r->io[RELAY_IN].ready = on_in;
 	r->fd[RELAY_OUT] = fd;
 	r->fd[RELAY_IN] = -1;
-	stat_bump(M.cur ? M.cur->stats : -1, L7_STAT_OUTSIDE);
+	stat_bump(L->cur ? L->cur->stats : -1, L7_STAT_OUTSIDE);
 	/* one of our own relay connections that no version enrolled: never relayed again */
 	struct l7_mesh_key pk = { peer.sin_addr.s_addr, svc.sin_addr.s_addr, ntohs(peer.sin_port), ntohs(svc.sin_port) };
 	for (int j = 0; j < MESH_MAX_RELAYS; j++)
@@ -269,43 +285,29 @@ void mesh_outside_accept(int fd)
 	}
 	r->fd[RELAY_IN] = in;
 	r->connecting = in >= 0;
-	said(&peer, in >= 0 ? "relayed through l7run inside the cgroup, judged by the policy like the mesh's own "
+	said(L, &peer, in >= 0 ? "relayed through l7run inside the cgroup, judged by the policy like the mesh's own "
 			      "(slower: run clients inside the cgroup for the kernel path)"
 			    : r->refuse);
-	watch(i, RELAY_OUT, EPOLL_CTL_ADD);
+	watch(L, r, RELAY_OUT);
 	if (in >= 0)
-		watch(i, RELAY_IN, EPOLL_CTL_ADD);
-}
-
-void mesh_relay_event(uint64_t data, uint32_t ev)
-{
-	int i = (int)(data & 0xffff), s = (int)((data >> 32) & 1);
-	struct relay *r = i < MESH_MAX_RELAYS ? R[i] : NULL;
-
-	if (!r)
-		return;
-	if (s == RELAY_IN && r->connecting)
-		connected(i);
-	if (ev & EPOLLERR) {
-		relay_close(i);
-		return;
-	}
-	pump(i);
+		watch(L, r, RELAY_IN);
 }
 
 /* From the run loop: relays whose other side never sent its FIN. */
-void mesh_relays_tick(void)
+void mesh_relays_tick(struct l7run *L, uint64_t now)
 {
-	uint64_t now = mesh_now_ms();
+	struct mesh *M = mesh_of(L);
 
 	for (int i = 0; i < MESH_MAX_RELAYS; i++)
-		if (R[i] && R[i]->close_at && now >= R[i]->close_at)
-			relay_close(i);
+		if (M->relay[i] && M->relay[i]->close_at && now >= M->relay[i]->close_at)
+			relay_close(L, M->relay[i]);
 }
 
-void mesh_relays_close_all(void)
+void mesh_relays_close_all(struct l7run *L)
 {
+	struct mesh *M = mesh_of(L);
+
 	for (int i = 0; i < MESH_MAX_RELAYS; i++)
-		if (R[i])
-			relay_close(i);
+		if (M->relay[i])
+			relay_close(L, M->relay[i]);
 }

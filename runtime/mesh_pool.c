@@ -1,26 +1,29 @@
-/* The mesh pool: pre-opened connections from l7run (inside the cgroup) to each upstream, one
- * pool per policy version. A slot is handed to the data plane by writing the backend's socket
- * key into l7_mesh_pool once both ends are in the version's l7_mesh_socks; dead slots are
- * refilled (rate-limited) from the loop. Both ends enroll into the right version because
- * l7run claims the connection's local address for it in every loaded version before
- * connecting (l7/mesh.h, L7_MA_CLAIM): a retired version refills its pool the same way. */
+/* Mesh mode's pool connections (the machinery is pool.c): pre-opened from l7run, inside the
+ * cgroup, to each upstream, --pool of them per upstream and version, refilled from the loop. A
+ * connection is handed to the data plane by writing the backend's socket key into its slot of
+ * l7_mesh_pool once both ends are in the version's l7_mesh_socks. Both ends enroll into the
+ * right version because l7run claims the connection's local address for it in every loaded
+ * version before connecting (l7/mesh.h, L7_MA_CLAIM): a retired version refills its pool the
+ * same way. */
 #include <errno.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include "mesh.h"
 
-uint64_t mesh_now_ms(void)
-{
-	struct timespec ts;
+#define ORPHAN_GRACE_MS 200
+_Static_assert(POOL_MAX_PLACES >= L7_MESH_SLOTS, "a place for every slot of an upstream");
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+static struct mesh_ver *ver_of(struct pool_sock *ps)
+{
+	return ps->pool->ctx;
+}
+
+static uint32_t slot_of(struct pool_sock *ps)
+{
+	return (uint32_t)(ps->up * L7_MESH_SLOTS + ps->place);
 }
 
 /* The key the data plane uses for this socket: its own 4-tuple (ports in host order). */
@@ -52,221 +55,237 @@ static int in_sockhash(struct mesh_ver *v, const struct l7_mesh_key *k)
 	return bpf_map_lookup_elem(v->socks, k, &cookie) == 0;
 }
 
+void mesh_set_mode(struct mesh_ver *v, uint32_t mode)
+{
+	struct l7_mesh_addr_key k = { 0, L7_MESH_MODE_PORT };
+	struct l7_mesh_addr val = { L7_MA_MODE, mode };
+
+	bpf_map_update_elem(v->addrs, &k, &val, BPF_ANY);
+}
+
+static void mark(struct mesh_ver *w, const struct l7_mesh_addr_key *k, uint32_t kind, int on)
+{
+	struct l7_mesh_addr val = { kind, 0 };
+
+	if (on)
+		bpf_map_update_elem(w->addrs, k, &val, BPF_ANY);
+	else
+		bpf_map_delete_elem(w->addrs, k);
+}
+
 /* Claim (or release) the local address a of a pool connection for version v in every loaded
- * version: v's sock_ops takes both of its ends, every other version's leaves them. */
-static void claim(struct mesh_ver *v, const struct sockaddr_in *a, int on)
+ * version (v itself may not be published yet): v's sock_ops takes both of its ends, every
+ * other version's leaves them. */
+static void claim(struct l7run *L, struct mesh_ver *v, const struct sockaddr_in *a, int on)
 {
 	struct l7_mesh_addr_key k = { a->sin_addr.s_addr, ntohs(a->sin_port) };
 
-	for (int i = 0; i < MAX_VERSIONS; i++) {
-		struct mesh_ver *w = M.vtab[i];
-		if (!w)
-			continue;
-		struct l7_mesh_addr val = { w == v ? L7_MA_CLAIM : L7_MA_CLAIM_OTHER, 0 };
-		if (on)
-			bpf_map_update_elem(w->addrs, &k, &val, BPF_ANY);
-		else
-			bpf_map_delete_elem(w->addrs, &k);
-	}
+	mark(v, &k, L7_MA_CLAIM, on);
+	for (struct version *w = L->cur; w; w = w->older)
+		if (mv(w) != v)
+			mark(mv(w), &k, L7_MA_CLAIM_OTHER, on);
 }
 
-/* Connect slot idx of version v and publish it. Returns 0 on success. */
-static int pool_open(struct mesh_ver *v, int idx)
+/* Bind the local address first, to claim it before the handshake enrolls the ends; sock_ops
+ * enrolls the backend's end when its handshake completes: on loopback almost always before
+ * connect returns, but wait for it rather than assume. */
+static int mesh_connect(struct pool_sock *ps, const struct sockaddr_in *to, const char **why)
 {
-	int up = idx / L7_MESH_SLOTS;
-	struct mesh_pool_conn *pc = &v->slot[idx];
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	int one = 1;
-
-	if (fd < 0)
-		return -1;
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	struct timeval tv = { 0, 200000 };
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	/* the local address first, to claim it before the handshake enrolls the ends */
-	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr = v->cfg.upstream[up].addr.sin_addr };
+	struct mesh_ver *v = ver_of(ps);
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr = to->sin_addr };
 	socklen_t ll = sizeof la;
+
 	if (la.sin_addr.s_addr == htonl(INADDR_ANY))
 		la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(fd, (struct sockaddr *)&la, sizeof la) || getsockname(fd, (struct sockaddr *)&la, &ll)) {
-		close(fd);
+	if (bind(ps->fd, (struct sockaddr *)&la, sizeof la) || getsockname(ps->fd, (struct sockaddr *)&la, &ll))
 		return -1;
-	}
-	claim(v, &la, 1);
-	int r = connect(fd, (struct sockaddr *)&v->cfg.upstream[up].addr, sizeof(struct sockaddr_in));
+	claim(ps->pool->L, v, &la, 1);
+	int r = connect(ps->fd, (const struct sockaddr *)to, sizeof *to);
 	int e = errno;
-	struct l7_mesh_key mine = mesh_key_of(fd), be = rev(mine);
-	/* sock_ops enrolls the backend's end when its handshake completes; on loopback that is
-	 * almost always before connect returns, but wait for it rather than assume */
+	struct l7_mesh_key mine = mesh_key_of(ps->fd), be = rev(mine);
 	for (int i = 0; !r && i < 200 && !(in_sockhash(v, &mine) && in_sockhash(v, &be)); i++)
 		usleep(1000);
-	claim(v, &la, 0);
+	claim(ps->pool->L, v, &la, 0);
 	if (r) {
-		upstream_seen(&v->cfg.upstream[up], 0, strerror(e));
-		close(fd);
+		*why = strerror(e);
 		errno = e;
 		return -1;
 	}
 	if (!in_sockhash(v, &mine) || !in_sockhash(v, &be)) {
-		upstream_seen(&v->cfg.upstream[up], 0, "its connections are not enrolled (is the backend in the cgroup?)");
-		close(fd);
+		*why = "its connections are not enrolled (is the backend in the cgroup?)";
 		return -1;
 	}
-	upstream_seen(&v->cfg.upstream[up], 1, NULL);
-	uint32_t gen = pc->gen + 1;
-	struct l7_mesh_conn c = { .role = L7_MR_RT_POOL, .index = (uint32_t)idx, .gen = gen };
+	return 0;
+}
+
+/* Both ends known to the data plane, then the slot usable. */
+static int enroll(struct pool_sock *ps)
+{
+	struct mesh_ver *v = ver_of(ps);
+	uint32_t k = slot_of(ps), gen = ++v->gen[k];
+	struct l7_mesh_key mine = mesh_key_of(ps->fd), be = rev(mine);
+	struct l7_mesh_conn c = { .role = L7_MR_RT_POOL, .index = k, .gen = gen };
+
 	bpf_map_update_elem(v->conns, &mine, &c, BPF_ANY);
 	c.role = L7_MR_BACKEND;
 	bpf_map_update_elem(v->conns, &be, &c, BPF_ANY);
 	struct l7_mesh_slot s = { .state = L7_MS_IDLE, .gen = gen, .backend = be };
-	uint32_t k = (uint32_t)idx;
-	bpf_map_update_elem(v->pool, &k, &s, BPF_ANY);   /* the slot is usable from here on */
-	pc->fd = fd;
-	pc->gen = gen;
-	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP,
-				  .data.u64 = MESH_EV_POOL | (uint64_t)v->tix << 16 | (uint64_t)idx };
-	epoll_ctl(M.epfd, EPOLL_CTL_ADD, fd, &ev);
+	bpf_map_update_elem(v->pool_map, &k, &s, BPF_ANY);   /* the slot is usable from here on */
 	return 0;
 }
 
-/* Open missing connections; after a failure to an upstream, retry it 200 ms later. */
-void mesh_pool_fill(struct mesh_ver *v, int force)
-{
-	uint64_t now = mesh_now_ms();
-
-	for (int up = 0; up < L7_MESH_UPSTREAMS; up++) {
-		if (!v->cfg.upstream[up].set)
-			continue;
-		for (int i = 0; i < M.pool_n && i < L7_MESH_SLOTS; i++) {
-			int idx = up * L7_MESH_SLOTS + i;
-			struct mesh_pool_conn *pc = &v->slot[idx];
-			if (pc->fd >= 0 || (!force && pc->retry_at > now))
-				continue;
-			if (pool_open(v, idx)) {
-				for (int j = i; j < M.pool_n && j < L7_MESH_SLOTS; j++)
-					v->slot[up * L7_MESH_SLOTS + j].retry_at = now + 200;
-				mlog("upstream %s: cannot connect (%s), retrying", v->cfg.upstream[up].name, strerror(errno));
-				break;
-			}
-		}
-	}
-}
-
-/* Upstream up has a pool connection the data plane can use or is using. */
-int mesh_upstream_live(struct mesh_ver *v, int up)
-{
-	for (int i = 0; i < M.pool_n && i < L7_MESH_SLOTS; i++) {
-		uint32_t k = (uint32_t)(up * L7_MESH_SLOTS + i);
-		struct l7_mesh_slot s;
-		if (v->slot[k].fd >= 0 && !bpf_map_lookup_elem(v->pool, &k, &s) && s.gen == v->slot[k].gen &&
-		    (s.state == L7_MS_IDLE || s.state == L7_MS_BUSY || s.state == L7_MS_ORPHAN))
-			return 1;
-	}
-	return 0;
-}
-
-/* A request to upstream up was answered 503 because every pool connection of it was held by
- * another client: say so, at most every 10 s, with what to change. */
-void mesh_pool_exhausted(struct mesh_ver *v, int up)
-{
-	static unsigned long long n;
-	static uint64_t said_at;
-
-	n++;
-	if (said_at && mesh_now_ms() - said_at < 10000)
-		return;
-	fprintf(stderr, "l7run[mesh]: pool exhausted: %llu request(s) answered 503 because every pool connection "
-		"of their upstream (%s) was held by another client; --pool is %d (at most %d)\n", n, v->cfg.upstream[up].name,
-		M.pool_n, L7_MESH_SLOTS);
-	n = 0;
-	said_at = mesh_now_ms();
-}
-
-/* A pool connection ended (or l7run ends it, mesh_pool_drop): the client bound to it with
- * responses owed gets a 502, unless it already has its last answer (it is closing). */
-void mesh_pool_drop(struct mesh_ver *v, int idx)
-{
-	struct mesh_pool_conn *pc = &v->slot[idx];
-	struct l7_mesh_slot s;
-	uint32_t k = (uint32_t)idx;
-
-	if (pc->fd < 0)
-		return;
-	epoll_ctl(M.epfd, EPOLL_CTL_DEL, pc->fd, NULL);
-	close(pc->fd);
-	pc->fd = -1;
-	pc->retry_at = mesh_now_ms() + 50;
-	if (bpf_map_lookup_elem(v->pool, &k, &s) || s.gen != pc->gen)
-		return;
-	uint32_t was = s.state;
-	s.state = L7_MS_DEAD;
-	bpf_map_update_elem(v->pool, &k, &s, BPF_ANY);
-	mlog("pool slot %d (%s) of version %d closed, state %u, owed %llu", idx,
-	     v->cfg.upstream[idx / L7_MESH_SLOTS].name, v->id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
-	if (was == L7_MS_BUSY && s.req_cnt != s.resp_cnt) {
-		struct mesh_client *c = mesh_client_by_key(v, &s.owner);
-		if (c && !c->closing)
-			mesh_client_answer(c, idx / L7_MESH_SLOTS, 502, 1);
-	}
-}
-
-void mesh_pool_event(struct mesh_ver *v, int idx, uint32_t ev)
+/* Data here is a response nobody waits for any more (orphaned): discard it. */
+static int readable(struct pool_sock *ps)
 {
 	char buf[65536];
 
-	/* data here is a response nobody waits for any more (orphaned): discard it */
 	for (;;) {
-		ssize_t n = recv(v->slot[idx].fd, buf, sizeof buf, MSG_DONTWAIT);
+		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (n > 0)
 			continue;
-		if (n == 0 || (errno != EAGAIN && errno != EINTR))
-			ev |= EPOLLHUP;
-		break;
+		return n == 0 || (errno != EAGAIN && errno != EINTR) ? -1 : 0;
 	}
-	if (ev & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))
-		mesh_pool_drop(v, idx);
 }
 
 /* A slot whose client left with responses owed (ORPHAN) frees itself when they arrive; when
  * they do not (the client sent part of a request, or the backend is slow), the connection
  * carries a half request or a late answer: close it after a grace time and refill, rather
  * than lose the slot for good (the pool ran dry after a few such clients). */
-#define ORPHAN_GRACE_MS 200
-
-void mesh_pool_reap(struct mesh_ver *v)
+static int stale(struct pool_sock *ps, uint64_t now)
 {
-	uint64_t now = mesh_now_ms();
+	struct mesh_ver *v = ver_of(ps);
+	uint32_t k = slot_of(ps);
+	struct l7_mesh_slot s;
 
-	for (int up = 0; up < L7_MESH_UPSTREAMS; up++) {
-		if (!v->cfg.upstream[up].set)
-			continue;
-		for (int i = 0; i < M.pool_n && i < L7_MESH_SLOTS; i++) {
-			uint32_t k = (uint32_t)(up * L7_MESH_SLOTS + i);
-			struct mesh_pool_conn *pc = &v->slot[k];
-			struct l7_mesh_slot s;
-			if (pc->fd < 0 || bpf_map_lookup_elem(v->pool, &k, &s) || s.gen != pc->gen ||
-			    s.state != L7_MS_ORPHAN) {
-				pc->orphan_since = 0;
-				continue;
-			}
-			if (!pc->orphan_since)
-				pc->orphan_since = now;
-			else if (now - pc->orphan_since >= ORPHAN_GRACE_MS) {
-				mlog("pool slot %u orphaned with %llu response(s) owed: closing it", k,
-				     (unsigned long long)(s.req_cnt - s.resp_cnt));
-				pc->orphan_since = 0;
-				mesh_pool_drop(v, (int)k);
-			}
-		}
+	if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k] || s.state != L7_MS_ORPHAN) {
+		ps->since = 0;
+		return 0;
+	}
+	if (!ps->since) {
+		ps->since = now;
+		return 0;
+	}
+	if (now - ps->since < ORPHAN_GRACE_MS)
+		return 0;
+	vlog(ps->pool->L, "pool slot %u orphaned with %llu response(s) owed: closing it", k,
+	     (unsigned long long)(s.req_cnt - s.resp_cnt));
+	return 1;
+}
+
+/* A pool connection ended (or l7run ends it, mesh_pool_drop): its slot is dead for the data
+ * plane, and the client bound to it with responses owed gets a 502, unless it already has its
+ * last answer (it is closing). */
+static void lost(struct pool *p, void *owner, struct pool_sock *ps, enum pool_loss why, uint64_t owed)
+{
+	struct mesh_ver *v = p->ctx;
+	uint32_t k = slot_of(ps);
+	struct l7_mesh_slot s;
+
+	(void)owner;
+	(void)why;
+	(void)owed;
+	if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k])
+		return;
+	uint32_t was = s.state;
+	s.state = L7_MS_DEAD;
+	bpf_map_update_elem(v->pool_map, &k, &s, BPF_ANY);
+	vlog(p->L, "pool slot %u (%s) of version %d closed, state %u, owed %llu", k, v->v.cfg.upstream[ps->up].name,
+	     v->v.id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
+	if (was == L7_MS_BUSY && s.req_cnt != s.resp_cnt) {
+		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
+		if (c && !c->closing)
+			mesh_client_answer(c, ps->up, 502, 1);
 	}
 }
 
-void mesh_pool_close_all(struct mesh_ver *v)
+const struct pool_ops mesh_pool_ops = {
+	.eager = 1, .blocking = 1, .watch_input = 1, .send_timeout_ms = 200,
+	.connect = mesh_connect,
+	.enroll = enroll,
+	.readable = readable,
+	.stale = stale,
+	.lost = lost,
+};
+
+/* The slot's state as the data plane has it, for the connection now at slot idx; -1 if none. */
+static int slot_state(struct mesh_ver *v, uint32_t idx, struct l7_mesh_slot *s)
 {
-	for (int i = 0; i < L7_MESH_POOL_SIZE; i++)
-		if (v->slot[i].fd >= 0) {
-			epoll_ctl(M.epfd, EPOLL_CTL_DEL, v->slot[i].fd, NULL);
-			close(v->slot[i].fd);
-			v->slot[i].fd = -1;
-		}
+	struct pool_sock *ps = pool_at(&v->pool, (int)(idx / L7_MESH_SLOTS), (int)(idx % L7_MESH_SLOTS));
+
+	if (!ps || bpf_map_lookup_elem(v->pool_map, &idx, s) || s->gen != v->gen[idx])
+		return -1;
+	return ps->fd;
+}
+
+/* Upstream up has a pool connection the data plane can use or is using. */
+int mesh_upstream_live(struct mesh_ver *v, int up)
+{
+	for (int i = 0; i < v->pool.want; i++) {
+		struct l7_mesh_slot s;
+		if (slot_state(v, (uint32_t)(up * L7_MESH_SLOTS + i), &s) >= 0 &&
+		    (s.state == L7_MS_IDLE || s.state == L7_MS_BUSY || s.state == L7_MS_ORPHAN))
+			return 1;
+	}
+	return 0;
+}
+
+/* Close the pool connection of slot idx now (refilled at once). */
+void mesh_pool_drop(struct mesh_ver *v, uint32_t idx)
+{
+	struct pool_sock *ps = pool_at(&v->pool, (int)(idx / L7_MESH_SLOTS), (int)(idx % L7_MESH_SLOTS));
+
+	if (ps)
+		pool_drop(ps);
+}
+
+/* The pool connection of slot idx when the client `owner` still holds it, else -1. */
+int mesh_slot_fd(struct mesh_ver *v, uint32_t idx, const struct l7_mesh_key *owner)
+{
+	struct l7_mesh_slot s;
+	int fd = slot_state(v, idx % L7_MESH_POOL_SIZE, &s);
+
+	return fd >= 0 && s.state == L7_MS_BUSY && !memcmp(&s.owner, owner, sizeof *owner) ? fd : -1;
+}
+
+/* A request to upstream up was answered 503 because every pool connection of it was held by
+ * another client: say so, at most every 10 s, with what to change. */
+void mesh_pool_exhausted(struct l7run *L, struct mesh_ver *v, int up)
+{
+	unsigned long long n = rate_note(&mesh_of(L)->exhausted);
+
+	if (n)
+		say(L, "pool exhausted: %llu request(s) answered 503 because every pool connection of their upstream "
+		    "(%s) was held by another client; --pool is %d (at most %d)", n, v->v.cfg.upstream[up].name,
+		    v->pool.want, L7_MESH_SLOTS);
+}
+
+/* Responses owed on v's busy pool connections. */
+uint64_t mesh_pool_owed(struct mesh_ver *v)
+{
+	uint64_t owed = 0;
+
+	pool_for_each(&v->pool, ps) {
+		struct l7_mesh_slot s;
+		if (slot_state(v, slot_of(ps), &s) >= 0 && s.state == L7_MS_BUSY)
+			owed += s.req_cnt - s.resp_cnt;
+	}
+	return owed;
+}
+
+/* Stopping, SK_MSG detached: what still arrives on a busy pool connection goes to the client
+ * it is bound to. */
+void mesh_pool_flush(struct l7run *L, struct mesh_ver *v)
+{
+	char buf[65536];
+
+	pool_for_each(&v->pool, ps) {
+		struct l7_mesh_slot s;
+		if (slot_state(v, slot_of(ps), &s) < 0 || s.state != L7_MS_BUSY)
+			continue;
+		struct mesh_client *c = mesh_client_by_key(L, v, &s.owner);
+		ssize_t r;
+		while ((r = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+			if (c)
+				(void)!send(c->fd, buf, (size_t)r, MSG_NOSIGNAL);
+	}
 }

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "l7run.h"
+#include "telemetry.h"
 
 /* Sum of a per-CPU u64 slot. */
 static unsigned long long percpu_sum(int fd, uint32_t key, int ncpu, uint64_t *buf)
@@ -155,23 +155,16 @@ static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
  * plane never touches them). On CPU 0's value: the sum is what is read. */
 void upstat_answer(int fd, int up, int status, size_t bytes)
 {
-	static struct l7_upstat *rows;
-	static int ncpu;
 	uint32_t key = up >= 0 && up < L7_MAX_UPSTREAMS ? L7_UPSTAT_FAIL + (uint32_t)up : L7_UPSTAT_LOCAL;
+	int ncpu = libbpf_num_possible_cpus();
+	struct l7_upstat *rows = fd >= 0 && ncpu > 0 ? calloc((size_t)ncpu, sizeof *rows) : NULL;
 
-	if (fd < 0)
-		return;
-	if (!rows) {
-		ncpu = libbpf_num_possible_cpus();
-		rows = ncpu > 0 ? calloc((size_t)ncpu, sizeof *rows) : NULL;
-		if (!rows)
-			return;
+	if (rows && !bpf_map_lookup_elem(fd, &key, rows)) {
+		rows[0].status[status >= 100 && status < 600 ? status / 100 : 0]++;
+		rows[0].resp_bytes += bytes;
+		bpf_map_update_elem(fd, &key, rows, BPF_ANY);
 	}
-	if (bpf_map_lookup_elem(fd, &key, rows))
-		return;
-	rows[0].status[status >= 100 && status < 600 ? status / 100 : 0]++;
-	rows[0].resp_bytes += bytes;
-	bpf_map_update_elem(fd, &key, rows, BPF_ANY);
+	free(rows);
 }
 
 /* The rule hits (the manifest's RULE records): a rule of its own has a slot of l7_counters,

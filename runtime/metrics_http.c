@@ -9,15 +9,9 @@
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
-#include "l7run.h"
+#include "telemetry.h"
 
-static struct {
-	int fd;
-	pthread_t thread;
-	metrics_writer write;
-} H = { .fd = -1 };
-
-static void answer(int c)
+static void answer(struct metrics_http *H, int c)
 {
 	char req[4096];
 	size_t n = 0;
@@ -44,7 +38,7 @@ static void answer(int c)
 		status = "404 Not Found";
 	} else {
 		FILE *m = open_memstream(&body, &len);
-		if (!m || H.write(m) != 0)
+		if (!m || H->write(H->arg, m) != 0)
 			status = "503 Service Unavailable";
 		if (m)
 			fclose(m);
@@ -61,20 +55,21 @@ static void answer(int c)
 
 static void *serve(void *arg)
 {
-	(void)arg;
+	struct metrics_http *H = arg;
+
 	for (;;) {
-		int c = accept4(H.fd, NULL, NULL, SOCK_CLOEXEC);
+		int c = accept4(H->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (c < 0) {
 			if (errno == EINTR || errno == ECONNABORTED)
 				continue;
 			return NULL;   /* metrics_http_stop shut the listener down */
 		}
-		answer(c);
+		answer(H, c);
 		close(c);
 	}
 }
 
-int metrics_http_start(const char *addr, metrics_writer write)
+int metrics_http_start(struct metrics_http *H, const char *addr, metrics_writer write, void *arg)
 {
 	struct sockaddr_in a;
 	int one = 1;
@@ -83,26 +78,27 @@ int metrics_http_start(const char *addr, metrics_writer write)
 		fprintf(stderr, "l7run: bad --metrics-listen %s (expected A.B.C.D:PORT)\n", addr);
 		return -1;
 	}
-	H.write = write;
-	H.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	setsockopt(H.fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-	if (H.fd < 0 || bind(H.fd, (struct sockaddr *)&a, sizeof a) || listen(H.fd, 16) ||
-	    pthread_create(&H.thread, NULL, serve, NULL)) {
+	H->write = write;
+	H->arg = arg;
+	H->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	setsockopt(H->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (H->fd < 0 || bind(H->fd, (struct sockaddr *)&a, sizeof a) || listen(H->fd, 16) ||
+	    pthread_create(&H->thread, NULL, serve, H)) {
 		fprintf(stderr, "l7run: --metrics-listen %s: %s\n", addr, strerror(errno));
-		if (H.fd >= 0)
-			close(H.fd);
-		H.fd = -1;
+		if (H->fd >= 0)
+			close(H->fd);
+		H->fd = -1;
 		return -1;
 	}
 	return 0;
 }
 
-void metrics_http_stop(void)
+void metrics_http_stop(struct metrics_http *H)
 {
-	if (H.fd < 0)
+	if (H->fd < 0)
 		return;
-	shutdown(H.fd, SHUT_RDWR);   /* wakes the blocked accept */
-	pthread_join(H.thread, NULL);
-	close(H.fd);
-	H.fd = -1;
+	shutdown(H->fd, SHUT_RDWR);   /* wakes the blocked accept */
+	pthread_join(H->thread, NULL);
+	close(H->fd);
+	H->fd = -1;
 }

@@ -1,339 +1,327 @@
-/* The connection pool: upstream sockets in l7_upstreams, filled lazily on a pool miss,
- * bounded per upstream, bound to one client at a time and reused when it leaves. Each policy
- * version has its own pool (its programs redirect only within its own maps). */
+/* The pools of every mode (pool.h): connecting, enrolling, lending, taking back, refilling and
+ * losing sockets to the upstreams, with each connect's outcome as the upstream's health. What
+ * a socket means to the data plane, and to whoever it is lent to, is the mode's (pool_ops). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
-#include <arpa/inet.h>
-#include <bpf/bpf.h>
-#include "l7run.h"
+#include "pool.h"
 
-uint64_t now_ms(void)
+#define REFILL_AFTER_LOSS_MS  50    /* eager: a lost socket's place is refilled no sooner */
+#define REFILL_AFTER_FAIL_MS  200   /* eager: after a failed connect to an upstream */
+
+void pool_init(struct pool *p, struct l7run *L, const struct pool_ops *ops, void *ctx, const struct cfg_endpoint *upstream,
+	       int want)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	*p = (struct pool){ .L = L, .ops = ops, .ctx = ctx, .upstream = upstream,
+			    .want = ops->eager && want > POOL_MAX_PLACES ? POOL_MAX_PLACES : want };
 }
 
-uint64_t sock_cookie(int fd)
+static void idle_unlink(struct pool_sock *ps)
 {
-	uint64_t c = 0;
-	socklen_t l = sizeof c;
-	if (getsockopt(fd, SOL_SOCKET, SO_COOKIE, &c, &l))
-		return 0;
-	return c;
-}
-
-/* Requests on this socket whose final response the kernel has not framed yet. */
-uint64_t pool_inflight(struct pool_sock *ps)
-{
-	struct l7_txq q;
-	struct l7_conn u;
-
-	if (ps->connecting || ps->dead)
-		return 0;
-	if (bpf_map_lookup_elem(ps->v->map_txq, &ps->cookie, &q) || bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u))
-		return 0;
-	return q.sent - u.done;
-}
-
-/* Publish this client's bindings and progress to the data plane. */
-void ctl_publish(struct client *c)
-{
-	struct l7_ctl ctl;
-
-	memset(&ctl, 0, sizeof ctl);
-	/* frozen (draining, drain.c; a stalled client, conn.c): never equal to the data plane's
-	 * pass_seq, so every new head is handed to l7run instead of being forwarded */
-	ctl.done_seq = c->drain != DRAIN_NONE || c->stalled ? UINT64_MAX : c->next_seq - 1;
-	ctl.own_bytes = c->own_bytes;
-	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
-		if (c->bind[i] && !c->bind[i]->connecting && !c->bind[i]->dead)
-			ctl.bind[i] = c->bind[i]->cookie;
-	bpf_map_update_elem(c->v->map_ctl, &c->cookie, &ctl, BPF_ANY);
-}
-
-static void set_peer(struct pool_sock *ps, uint64_t peer)
-{
-	struct l7_conn u;
-
-	/* only while the socket is quiet: the data plane writes this value otherwise */
-	if (bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u))
-		return;
-	u.peer = peer;
-	bpf_map_update_elem(ps->v->map_conns, &ps->cookie, &u, BPF_EXIST);
-}
-
-static int pool_ready(struct pool_sock *ps)
-{
-	struct version *v = ps->v;
-	int one = 1, err = 0;
-	socklen_t l = sizeof err;
-
-	if (getsockopt(ps->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err) {
-		upstream_seen(&v->cfg.upstream[ps->up], 0, strerror(err ? err : errno));
-		return -1;
-	}
-	upstream_seen(&v->cfg.upstream[ps->up], 1, NULL);
-	setsockopt(ps->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	/* blocking sends from here on, bounded by a timeout: l7run writes only slow-path requests */
-	fcntl(ps->fd, F_SETFL, fcntl(ps->fd, F_GETFL) & ~O_NONBLOCK);
-	struct timeval tv = { .tv_sec = 2 };
-	setsockopt(ps->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-	ps->cookie = sock_cookie(ps->fd);
-	struct sockaddr_in la;
-	socklen_t ll = sizeof la;
-	if (getsockname(ps->fd, (struct sockaddr *)&la, &ll))
-		return -1;
-	ps->port = ntohs(la.sin_port);
-	/* the SK_MSG program finds the socket by local port: it must be unique among pool sockets */
-	if (bpf_map_update_elem(v->map_txport, &ps->port, &ps->cookie, BPF_NOEXIST)) {
-		ps->port = 0;
-		return -2;   /* another pool socket (to another backend) has this port: reconnect */
-	}
-
-	struct l7_conn u;
-	struct l7_txq q;
-	memset(&u, 0, sizeof u);
-	memset(&q, 0, sizeof q);
-	u.role = L7_ROLE_UPSTREAM;
-	u.upstream = ps->up;
-	u.peer = ps->owner ? ps->owner->cookie : 0;
-	bpf_map_update_elem(v->map_conns, &ps->cookie, &u, BPF_ANY);
-	bpf_map_update_elem(v->map_txq, &ps->cookie, &q, BPF_ANY);
-	uint64_t val = ps->fd;
-	if (bpf_map_update_elem(v->map_upstreams, &ps->cookie, &val, BPF_ANY)) {
-		fprintf(stderr, "l7run: pool insert: %s\n", strerror(errno));
-		return -1;
-	}
-	ps->connecting = 0;
-	vlog("pool: connected upstream %d (%s) fd %d, version %d", ps->up, v->cfg.upstream[ps->up].name, ps->fd, v->id);
-	return 0;
-}
-
-static void pool_forget(struct pool_sock *ps)
-{
-	struct version *v = ps->v;
-
-	for (struct pool_sock **pp = &v->idle[ps->up]; *pp; pp = &(*pp)->next_idle)
+	for (struct pool_sock **pp = &ps->pool->idle[ps->up]; *pp; pp = &(*pp)->next_idle)
 		if (*pp == ps) {
 			*pp = ps->next_idle;
 			break;
 		}
-	if (ps->owner && ps->owner->bind[ps->up] == ps) {
-		ps->owner->bind[ps->up] = NULL;
-		ctl_publish(ps->owner);
-	}
-	if (ps->port)
-		bpf_map_delete_elem(v->map_txport, &ps->port);
-	if (ps->cookie) {
-		bpf_map_delete_elem(v->map_conns, &ps->cookie);
-		bpf_map_delete_elem(v->map_txq, &ps->cookie);
-	}
-	v->pool_count[ps->up]--;
-	if (ps->fd >= 0) {
-		fds[ps->fd].kind = FD_NONE;
-		close(ps->fd);   /* closing the fd is what removes it from the SOCKHASH */
-	}
-	vlog("pool: closed upstream %d socket", ps->up);
+	ps->next_idle = NULL;
+}
+
+/* Out of the pool's accounting: no longer counted, idle, placed or lent. */
+static void detach(struct pool_sock *ps)
+{
+	struct pool *p = ps->pool;
+
+	if (ps->dead)
+		return;   /* already */
+	ps->dead = 1;
+	ps->owner = NULL;
+	idle_unlink(ps);
+	p->count[ps->up]--;
+	if (ps->place >= 0)
+		p->places[ps->up][ps->place] = NULL;
+}
+
+/* Gone: out of the data plane's maps, its fd closed (which takes it out of its SOCKHASH). */
+static void sock_free(struct pool_sock *ps)
+{
+	struct pool *p = ps->pool;
+
+	detach(ps);
+	if (p->ops->leave)
+		p->ops->leave(ps);
+	if (ps->prev)
+		ps->prev->next = ps->next;
+	else
+		p->all = ps->next;
+	if (ps->next)
+		ps->next->prev = ps->prev;
+	loop_close(p->L, ps->fd);
+	vlog(p->L, "pool: closed upstream %d socket", ps->up);
 	free(ps);
 }
 
-/* Start a non-blocking connect for ps (a new socket). Returns 0 or an errno. */
-static int pool_connect(struct pool_sock *ps)
+/* Lost while in use: the mode hears it (and through it the owner), then it goes. */
+static void lose(struct pool_sock *ps, enum pool_loss why)
 {
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct pool *p = ps->pool;
+	uint64_t owed = why != POOL_CONNECT_FAILED && p->ops->owed ? p->ops->owed(ps) : 0;
+	void *owner = ps->owner;
 
+	if (why == POOL_HUNG_UP)
+		vlog(p->L, "pool: upstream %d closed the connection%s", ps->up, owed ? " with a response owed" : "");
+	detach(ps);
+	if (p->ops->lost)
+		p->ops->lost(p, owner, ps, why, owed);
+	uint64_t again = now_ms() + REFILL_AFTER_LOSS_MS;
+	if (p->ops->eager && p->retry_at[ps->up] < again)
+		p->retry_at[ps->up] = again;
+	sock_free(ps);
+}
+
+static void send_timeout(int fd, int ms)
+{
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+}
+
+/* Start connecting ps on a new socket: 0 (connected, or in progress), else an errno (the fd is
+ * closed then) and *why when the upstream is to blame. */
+static int sock_connect(struct pool_sock *ps, const char **why)
+{
+	const struct pool_ops *o = ps->pool->ops;
+	const struct sockaddr_in *to = &ps->pool->upstream[ps->up].addr;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (o->blocking ? 0 : SOCK_NONBLOCK), 0), one = 1;
+
+	*why = NULL;
 	ps->fd = fd;
 	ps->connecting = 1;
+	ps->cookie = 0;
+	ps->port = 0;
 	if (fd < 0 || fd >= MAX_FDS) {
 		if (fd >= 0)
 			close(fd);
 		ps->fd = -1;
 		return EMFILE;
 	}
-	fds[fd].kind = FD_POOL;
-	fds[fd].p = ps;
-	int r = connect(fd, (struct sockaddr *)&ps->v->cfg.upstream[ps->up].addr, sizeof ps->v->cfg.upstream[ps->up].addr);
-	if (r && errno != EINPROGRESS) {
-		int e = errno;
-		upstream_seen(&ps->v->cfg.upstream[ps->up], 0, strerror(e));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (o->blocking)
+		send_timeout(fd, o->send_timeout_ms);   /* bounds the connect too */
+	errno = 0;
+	int r = o->connect ? o->connect(ps, to, why) : connect(fd, (const struct sockaddr *)to, sizeof *to);
+	if (r && (o->connect || errno != EINPROGRESS)) {
+		int e = errno ? errno : EIO;
+		if (!o->connect)
+			*why = strerror(e);
+		close(fd);
+		ps->fd = -1;
 		return e;
 	}
-	struct epoll_event ev = { .events = EPOLLOUT | EPOLLRDHUP, .data.fd = fd };
-	epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
+	if (!o->blocking)
+		loop_watch(ps->pool->L, fd, &ps->io, EPOLLOUT | EPOLLRDHUP);
 	return 0;
 }
 
-/* A pool socket for upstream `up` for client c: an idle one, or a new connection (returned
- * while still connecting). NULL with *err = EAGAIN when the pool is at its bound. */
-struct pool_sock *pool_get(struct client *c, int up, int *err)
+/* Its connect finished: 0 enrolled and watched, -1 failed, -2 the mode wants a new socket. */
+static int sock_connected(struct pool_sock *ps)
 {
-	struct version *v = c->v;
+	struct pool *p = ps->pool;
+	const struct cfg_endpoint *e = &p->upstream[ps->up];
+	int err = 0;
+	socklen_t l = sizeof err;
 
-	*err = 0;
-	while (v->idle[up]) {
-		struct pool_sock *ps = v->idle[up];
-		v->idle[up] = ps->next_idle;
-		ps->next_idle = NULL;
-		if (ps->dead)
-			continue;
-		ps->owner = c;
-		vlog("pool: reuse upstream %d socket fd %d", up, ps->fd);
-		return ps;
+	if (!p->ops->blocking && (getsockopt(ps->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err)) {
+		upstream_seen(&p->L->health, e, 0, strerror(err ? err : errno));
+		return -1;
 	}
-	if (v->pool_count[up] >= rt.pool_max) {
-		*err = EAGAIN;
-		return NULL;
+	upstream_seen(&p->L->health, e, 1, NULL);
+	if (!p->ops->blocking) {
+		/* blocking sends from here on, bounded by a timeout: l7run writes only the slow path */
+		fcntl(ps->fd, F_SETFL, fcntl(ps->fd, F_GETFL) & ~O_NONBLOCK);
+		send_timeout(ps->fd, p->ops->send_timeout_ms);
 	}
-	if (!v->cfg.upstream[up].set) {
-		*err = EINVAL;
-		return NULL;
+	ps->cookie = sock_cookie(ps->fd);
+	struct sockaddr_in la;
+	socklen_t ll = sizeof la;
+	if (getsockname(ps->fd, (struct sockaddr *)&la, &ll))
+		return -1;
+	ps->port = ntohs(la.sin_port);
+	int r = p->ops->enroll ? p->ops->enroll(ps) : 0;
+	if (r)
+		return r;
+	ps->connecting = 0;
+	loop_watch(p->L, ps->fd, &ps->io, p->ops->watch_input ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP);
+	vlog(p->L, "pool: connected upstream %d (%s) fd %d", ps->up, e->name, ps->fd);
+	return 0;
+}
+
+/* Finish a connect, again on a new socket where the mode asks: 0 enrolled, 1 connecting again,
+ * -1 failed (and the health said). */
+static int sock_finish(struct pool_sock *ps)
+{
+	for (;;) {
+		int r = sock_connected(ps);
+		if (r != -2)
+			return r;
+		loop_close(ps->pool->L, ps->fd);
+		const char *why;
+		if (sock_connect(ps, &why)) {
+			if (why)
+				upstream_seen(&ps->pool->L->health, &ps->pool->upstream[ps->up], 0, why);
+			return -1;
+		}
+		if (!ps->pool->ops->blocking)
+			return 1;
 	}
+}
+
+static void on_sock(struct l7run *L, struct io *io, uint32_t ev)
+{
+	struct pool_sock *ps = (struct pool_sock *)io;
+	struct pool *p = ps->pool;
+
+	if (ps->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
+		int r = sock_finish(ps);
+		if (r == 1)
+			return;
+		if (r) {
+			vlog(L, "pool: connect to upstream %d failed", ps->up);
+			lose(ps, POOL_CONNECT_FAILED);
+		} else if (p->ops->ready) {
+			p->ops->ready(p, ps->owner, ps);
+		}
+		return;
+	}
+	if (p->ops->watch_input && p->ops->readable && p->ops->readable(ps) < 0)
+		ev |= EPOLLHUP;
+	if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+		lose(ps, POOL_HUNG_UP);
+}
+
+/* A new socket (lent to owner; at `place` of an eager pool, else -1), connecting or, for a
+ * blocking pool, connected and enrolled. NULL and *err on failure. */
+static struct pool_sock *sock_open(struct pool *p, int up, void *owner, int place, int *err)
+{
 	struct pool_sock *ps = calloc(1, sizeof *ps);
-	ps->up = up;
-	ps->v = v;
-	ps->owner = c;
-	v->pool_count[up]++;
-	*err = pool_connect(ps);
-	if (*err) {
-		ps->owner = NULL;
-		pool_forget(ps);
+	const char *why;
+
+	if (!ps) {
+		*err = ENOMEM;
 		return NULL;
 	}
-	vlog("pool: miss on upstream %d, connecting", up);
+	ps->io.ready = on_sock;
+	ps->pool = p;
+	ps->up = up;
+	ps->place = place;
+	ps->owner = owner;
+	ps->fd = -1;
+	ps->next = p->all;
+	if (p->all)
+		p->all->prev = ps;
+	p->all = ps;
+	p->count[up]++;
+	if (place >= 0)
+		p->places[up][place] = ps;
+	*err = sock_connect(ps, &why);
+	if (*err && why)
+		upstream_seen(&p->L->health, &p->upstream[up], 0, why);
+	if (!*err && p->ops->blocking && sock_finish(ps))
+		*err = errno ? errno : EIO;
+	if (*err) {
+		sock_free(ps);
+		return NULL;
+	}
 	return ps;
 }
 
-void pool_bind(struct client *c, struct pool_sock *ps)
+struct pool_sock *pool_take(struct pool *p, int up, void *owner, int *err)
 {
-	c->bind[ps->up] = ps;
-	ps->owner = c;
-	if (!ps->connecting)
-		set_peer(ps, c->cookie);   /* before the binding is published */
+	*err = 0;
+	if (p->idle[up]) {
+		struct pool_sock *ps = p->idle[up];
+		p->idle[up] = ps->next_idle;
+		ps->next_idle = NULL;
+		ps->owner = owner;
+		vlog(p->L, "pool: reuse upstream %d socket fd %d", up, ps->fd);
+		return ps;
+	}
+	if (p->count[up] >= p->want) {
+		*err = EAGAIN;
+		return NULL;
+	}
+	if (!p->upstream[up].set) {
+		*err = EINVAL;
+		return NULL;
+	}
+	struct pool_sock *ps = sock_open(p, up, owner, -1, err);
+	if (ps)
+		vlog(p->L, "pool: miss on upstream %d, connecting", up);
+	return ps;
 }
 
-/* The owner is gone: back to the idle list if the socket is clean, else close it. */
-void pool_release(struct pool_sock *ps)
+/* The owner is gone: back to the idle list if the mode can reuse it, else closed. */
+void pool_give_back(struct pool_sock *ps)
 {
-	struct l7_conn u;
+	struct pool *p = ps->pool;
 
 	ps->owner = NULL;
-	int unusable = ps->dead || ps->connecting || pool_inflight(ps) ||
-		       bpf_map_lookup_elem(ps->v->map_conns, &ps->cookie, &u) ||
-		       (u.flags & (L7_CONN_NOREUSE | L7_CONN_CLOSE | L7_CONN_BROKEN)) || u.body != L7_BODY_NONE;
-	if (unusable) {
-		pool_forget(ps);
+	if (ps->dead || ps->connecting || !p->ops->recycle || p->ops->recycle(ps)) {
+		sock_free(ps);
 		return;
 	}
-	set_peer(ps, 0);
-	ps->next_idle = ps->v->idle[ps->up];
-	ps->v->idle[ps->up] = ps;
-	vlog("pool: upstream %d socket fd %d idle", ps->up, ps->fd);
+	ps->next_idle = p->idle[ps->up];
+	p->idle[ps->up] = ps;
+	vlog(p->L, "pool: upstream %d socket fd %d idle", ps->up, ps->fd);
 }
 
-void pool_event(struct pool_sock *ps, uint32_t ev)
+void pool_fill(struct pool *p, int force)
 {
-	if (ps->connecting && (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP))) {
-		struct client *c = ps->owner;
-		int r = pool_ready(ps);
-		if (r == -2) {
-			epoll_ctl(rt.epfd, EPOLL_CTL_DEL, ps->fd, NULL);
-			fds[ps->fd].kind = FD_NONE;
-			close(ps->fd);
-			ps->cookie = 0;
-			if (!pool_connect(ps))
-				return;
-			r = -1;
-		}
-		if (r) {
-			vlog("pool: connect to upstream %d failed", ps->up);
-			if (c) {
-				c->conn_err[ps->up] = 1;   /* the waiting request gets 502 */
-				c->bind[ps->up] = NULL;
-				ps->owner = NULL;
-			}
-			pool_forget(ps);
-		} else {
-			struct epoll_event e = { .events = EPOLLRDHUP, .data.fd = ps->fd };
-			epoll_ctl(rt.epfd, EPOLL_CTL_MOD, ps->fd, &e);
-			if (c)
-				pool_bind(c, ps);
-		}
-		if (c)
-			client_pump(c);
+	uint64_t now = now_ms();
+
+	if (!p->ops->eager)
 		return;
-	}
-	if (ev & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-		/* backend closed: a client still owed a response cannot get it any more */
-		struct client *c = ps->owner;
-		int owed = pool_inflight(ps) > 0;
-		ps->dead = 1;
-		vlog("pool: upstream %d closed the connection%s", ps->up, owed ? " with a response owed" : "");
-		if (c && owed && !c->closing) {
-			c->closing = 1;
-			c->deadline = now_ms();
-		}
-		pool_forget(ps);
-		if (c)
-			client_pump(c);
-	}
-}
-
-/* Send one slow-path piece. The l7_txq record (written while the socket is quiet) lets the
- * SK_MSG program apply the request's header mutations and the response parser know HEAD and
- * the response's mutations. */
-int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7_pass *rec)
-{
-	if (rec && rec->kind == L7_PASS_HEAD) {
-		struct l7_txq q;
-		if (bpf_map_lookup_elem(ps->v->map_txq, &ps->cookie, &q))
-			return -1;
-		struct l7_tx_rec *r = &q.rec[q.sent & (L7_TXQ_DEPTH - 1)];
-		memset(r, 0, sizeof *r);
-		r->len = rec->head_len;   /* body pieces pass SK_MSG without a record */
-		r->ins_off = rec->head_len - 2;
-		r->n_set = rec->n_set;
-		memcpy(r->set, rec->set, sizeof r->set);
-		r->n_del = rec->n_del;
-		memcpy(r->del, rec->del, sizeof r->del);
-		r->n_rset = rec->n_rset;
-		r->rdel = rec->rdel;
-		memcpy(r->rset, rec->rset, sizeof r->rset);
-		r->no_body = !!(rec->flags & L7_PASSF_HEADM);
-		q.sent++;
-		if (bpf_map_update_elem(ps->v->map_txq, &ps->cookie, &q, BPF_EXIST))
-			return -1;
-	}
-	while (len) {
-		ssize_t n = send(ps->fd, buf, len, MSG_NOSIGNAL);
-		if (n < 0 && errno == EINTR)
+	for (int up = 0; up < L7_MAX_UPSTREAMS; up++) {
+		if (!p->upstream[up].set || (!force && p->retry_at[up] > now))
 			continue;
-		if (n <= 0)
-			return -1;
-		buf += n;
-		len -= (size_t)n;
+		for (int i = 0; i < p->want; i++) {
+			int err;
+			if (p->places[up][i] || sock_open(p, up, NULL, i, &err))
+				continue;
+			p->retry_at[up] = now + REFILL_AFTER_FAIL_MS;
+			vlog(p->L, "upstream %s: cannot connect (%s), retrying", p->upstream[up].name, strerror(err));
+			break;
+		}
 	}
-	return 0;
 }
 
-void pool_close_all(void)
+void pool_tick(struct pool *p, uint64_t now)
 {
-	for (int i = 0; i < MAX_FDS; i++)
-		if (fds[i].kind == FD_POOL)
-			pool_forget(fds[i].p);
+	for (struct pool_sock *ps = p->all, *next; ps && p->ops->stale; ps = next) {
+		next = ps->next;
+		if (!ps->connecting && p->ops->stale(ps, now))
+			lose(ps, POOL_DROPPED);
+	}
+	pool_fill(p, 0);
 }
 
-/* A version is unloaded: its pool sockets (all idle by then) go with it. */
-void pool_close_version(struct version *v)
+void pool_drop(struct pool_sock *ps)
 {
-	for (int i = 0; i < MAX_FDS; i++)
-		if (fds[i].kind == FD_POOL && ((struct pool_sock *)fds[i].p)->v == v)
-			pool_forget(fds[i].p);
+	lose(ps, POOL_DROPPED);
+}
+
+struct pool_sock *pool_at(struct pool *p, int up, int place)
+{
+	if (!p->ops->eager || up < 0 || up >= L7_MAX_UPSTREAMS || place < 0 || place >= p->want)
+		return NULL;
+	return p->places[up][place];
+}
+
+void pool_fini(struct pool *p)
+{
+	while (p->all)
+		sock_free(p->all);
 }

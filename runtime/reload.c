@@ -1,8 +1,8 @@
 /* Hot reload, the mode-independent part: SIGHUP (or `l7run --reload`) asks for the object at
  * the same path to be loaded again; a loader thread opens, verifies and fills the new version
  * while the run loop keeps serving with the current one (the verifier can take seconds), and
- * hands it back through an eventfd; the run loop then publishes it (drain.c in gateway mode,
- * mesh_reload.c in mesh mode). A load that fails leaves nothing loaded and changes nothing.
+ * hands it back through an eventfd; the run loop then publishes it (version.c, with the mode's
+ * part). A load that fails leaves nothing loaded and changes nothing.
  * The l7_reload map, pinned next to the other pins, tells `--stats`, `--metrics` and
  * `--reload` which version serves, how many reloads were done or refused, what is draining. */
 #include <errno.h>
@@ -10,175 +10,147 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <bpf/bpf.h>
 #include "l7run.h"
 
-struct reload_counters RC;
-
-static volatile sig_atomic_t pending;
-static volatile uint64_t pending_at;   /* us, CLOCK_MONOTONIC, of the first unserved SIGHUP */
-
-static struct {
-	int (*load)(const char *path, char *err, size_t errlen, void **out);
-	char path[512];
-	pthread_t th;
-	int busy;
-	int efd;
-	char err[1024];
-	void *result;
-	uint64_t t_signal;
-} J = { .efd = -1 };
-
-static int state_fd = -1;
-
-uint64_t now_us(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
-
-static void on_hup(int sig)
-{
-	(void)sig;
-	if (!pending)
-		pending_at = now_us();   /* clock_gettime is async-signal-safe */
-	pending = 1;
-}
-
-/* SIGHUP handling and the eventfd the run loop watches (returned). */
-int reload_init(const char *path, int (*load)(const char *path, char *err, size_t errlen, void **out))
-{
-	struct sigaction sa = { .sa_handler = on_hup };
-
-	J.load = load;
-	snprintf(J.path, sizeof J.path, "%s", path);
-	J.efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	sigaction(SIGHUP, &sa, NULL);
-	return J.efd;
-}
-
 static void *loader(void *arg)
 {
-	(void)arg;
-	J.result = NULL;
-	if (J.load(J.path, J.err, sizeof J.err, &J.result) && !J.err[0])
-		snprintf(J.err, sizeof J.err, "unknown error");
+	struct l7run *L = arg;
+	struct reloader *R = &L->reload;
+
+	R->result = version_load(L, L->args.obj, R->serving, R->err, sizeof R->err);
+	if (!R->result && !R->err[0])
+		snprintf(R->err, sizeof R->err, "unknown error");
 	uint64_t one = 1;
-	(void)!write(J.efd, &one, sizeof one);
+	(void)!write(R->efd, &one, sizeof one);
 	return NULL;
 }
 
-/* From the run loop: a SIGHUP came and no load runs: start one. */
-void reload_poll(void)
-{
-	if (!pending || J.busy)
-		return;
-	J.t_signal = pending_at;
-	pending = 0;
-	J.busy = 1;
-	J.err[0] = 0;
-	/* SIGHUP must reach the run loop (its epoll_wait returns EINTR), not the loader */
-	sigset_t all, old;
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	int e = pthread_create(&J.th, NULL, loader, NULL);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (e) {
-		J.th = pthread_self();
-		loader(NULL);   /* no thread: load in the run loop instead */
-	}
-}
-
 /* The loader's eventfd fired: publish what it loaded, or report why it could not. */
-void reload_done(void (*publish)(void *v, uint64_t t_signal))
+static void loaded(struct l7run *L, struct io *io, uint32_t events)
 {
+	struct reloader *R = &L->reload;
 	uint64_t n;
 
-	if (read(J.efd, &n, sizeof n) != sizeof n || !J.busy)
+	(void)io;
+	(void)events;
+	if (read(R->efd, &n, sizeof n) != sizeof n || !R->busy)
 		return;
-	if (!pthread_equal(J.th, pthread_self()))
-		pthread_join(J.th, NULL);
-	J.busy = 0;
-	if (J.result) {
-		RC.reloads++;
-		publish(J.result, J.t_signal);
+	if (!pthread_equal(R->th, pthread_self()))
+		pthread_join(R->th, NULL);
+	R->busy = 0;
+	if (R->result) {
+		R->reloads++;
+		version_publish(L, R->result, R->t_signal);
 	} else {
-		RC.failed++;
-		fprintf(stderr, "l7run: reload of %s refused, the serving version is unchanged: %s\n", J.path, J.err);
+		R->failed++;
+		say(L, "reload of %s refused, the serving version is unchanged: %s", L->args.obj, R->err);
 	}
+	R->result = NULL;
 }
 
-int reload_busy(void)
+/* The eventfd the loop watches; SIGHUP arrives through the loop's signalfd (core.c). */
+void reload_init(struct l7run *L)
 {
-	return J.busy || pending;
+	struct reloader *R = &L->reload;
+
+	R->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	R->io.ready = loaded;
+	loop_watch(L, R->efd, &R->io, EPOLLIN);
+}
+
+void reload_request(struct l7run *L)
+{
+	if (!L->reload.pending)
+		L->reload.pending_at = now_us();
+	L->reload.pending = 1;
+}
+
+/* From the run loop: a SIGHUP came and no load runs: start one. */
+void reload_poll(struct l7run *L)
+{
+	struct reloader *R = &L->reload;
+
+	if (!R->pending || R->busy || R->efd < 0)
+		return;
+	R->t_signal = R->pending_at;
+	R->pending = 0;
+	R->busy = 1;
+	R->err[0] = 0;
+	R->serving = L->cur ? &L->cur->cfg : NULL;   /* not unloaded while it serves */
+	if (pthread_create(&R->th, NULL, loader, L)) {
+		R->th = pthread_self();
+		loader(L);   /* no thread: load in the run loop instead */
+	}
 }
 
 /* Stopping: wait for a load in progress and unload what it loaded (never published). */
-void reload_fini(void (*discard)(void *v))
+void reload_fini(struct l7run *L)
 {
-	if (J.busy && !pthread_equal(J.th, pthread_self())) {
-		pthread_join(J.th, NULL);
-		J.busy = 0;
-		if (J.result)
-			discard(J.result);
+	struct reloader *R = &L->reload;
+
+	if (R->busy && !pthread_equal(R->th, pthread_self())) {
+		pthread_join(R->th, NULL);
+		R->busy = 0;
+		if (R->result)
+			version_drop(L, R->result);
+		R->result = NULL;
 	}
-	if (J.efd >= 0)
-		close(J.efd);
-	if (state_fd >= 0)
-		close(state_fd);
+	if (R->efd >= 0)
+		loop_close(L, R->efd);
+	R->efd = -1;
+	if (R->state_fd >= 0)
+		close(R->state_fd);
+	R->state_fd = -1;
 }
 
 /* ---- the l7_reload map ------------------------------------------------------------------ */
 
-int state_map_create(const char *pin_dir)
+int state_map_create(struct l7run *L)
 {
 	char p[512];
+	int fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "l7_reload", sizeof(uint32_t), sizeof(struct reload_state),
+				1 + MAX_VERSIONS, NULL);
 
-	state_fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "l7_reload", sizeof(uint32_t), sizeof(struct reload_state),
-				  1 + MAX_VERSIONS, NULL);
-	if (state_fd < 0) {
-		fprintf(stderr, "l7run: cannot create the l7_reload map: %s\n", strerror(errno));
+	L->reload.state_fd = fd;
+	if (fd < 0) {
+		say(L, "cannot create the l7_reload map: %s", strerror(errno));
 		return -1;
 	}
-	if (pin_dir[0]) {
-		snprintf(p, sizeof p, "%s/map_l7_reload", pin_dir);
+	if (L->pin_dir[0]) {
+		snprintf(p, sizeof p, "%s/map_l7_reload", L->pin_dir);
 		unlink(p);
-		if (bpf_obj_pin(state_fd, p))
-			fprintf(stderr, "l7run: pin %s: %s\n", p, strerror(errno));
+		if (bpf_obj_pin(fd, p))
+			say(L, "pin %s: %s", p, strerror(errno));
 	}
 	return 0;
 }
 
-int state_map_fd(void)
+/* rows: the loaded versions, the serving one first. */
+void state_write(struct l7run *L, const struct reload_version *rows, int n)
 {
-	return state_fd;
-}
-
-/* rows: the loaded versions, the serving one first (both modes list theirs the same way). */
-void state_write(const struct reload_version *rows, int n)
-{
+	const struct reloader *R = &L->reload;
 	struct reload_version zero;
 	struct reload_state s;
 
-	if (state_fd < 0)
+	if (R->state_fd < 0)
 		return;
 	memset(&zero, 0, sizeof zero);
 	memset(&s, 0, sizeof s);
 	s.version = n ? rows[0].id : 0;
-	s.reloads = RC.reloads;
-	s.failed = RC.failed;
-	s.last_us = RC.last_us;
+	s.reloads = R->reloads;
+	s.failed = R->failed;
+	s.last_us = R->last_us;
 	s.live = (uint64_t)n;
 	for (int i = 0; i < n; i++)
 		s.draining += rows[i].draining;
 	uint32_t k = 0;
-	bpf_map_update_elem(state_fd, &k, &s, BPF_ANY);
+	bpf_map_update_elem(R->state_fd, &k, &s, BPF_ANY);
 	for (k = 1; k <= MAX_VERSIONS; k++)
-		bpf_map_update_elem(state_fd, &k, (int)k <= n ? &rows[k - 1] : &zero, BPF_ANY);
+		bpf_map_update_elem(R->state_fd, &k, (int)k <= n ? &rows[k - 1] : &zero, BPF_ANY);
 }
 
 static int read_state(const char *pin_dir, struct reload_state *s)

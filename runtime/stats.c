@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include "l7/mesh.h"
-#include "l7run.h"
+#include "telemetry.h"
 
 const struct stat_desc l7_stat_desc[L7_STAT_MAX] = {
 #define L7_STAT(id, name, kind, help) [L7_STAT_##id] = { #name, #kind, help },

@@ -10,7 +10,7 @@
 #include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "l7run.h"
+#include "policy.h"
 
 int fill_rule_tables(struct bpf_object *obj, const struct manifest *mf, char *err, size_t errlen)
 {

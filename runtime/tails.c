@@ -8,7 +8,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "l7/abi.h"
-#include "l7run.h"
+#include "policy.h"
 
 static const struct {
 	const char *name, *prog_array, *host;

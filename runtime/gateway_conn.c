@@ -13,50 +13,31 @@
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include "l7run.h"
-
-struct fd_ent *fds;
-static struct client **clients;
-static int n_clients, cap_clients;
+#include "gateway.h"
 
 #define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
 #define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
-#define STALL_MS        1000  /* received, not parsed, nothing moving: stuck (client_watch) */
+#define STALL_MS        1000  /* received, not parsed, nothing moving: stuck (client_check_stall) */
 #define STALL_LOOK_MS   500   /* one TCP_INFO and one map lookup per client per look */
 #define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
 #define HOLD_MAX        (1u << 20)  /* a held chunked request larger than this gets 413 */
 
-int listen_services(void)
+static int client_add(struct gateway *g, struct client *c)
 {
-	/* the first version's addresses: a reload that changes them is refused (load.c) */
-	for (int i = 0; i < rt.cur->cfg.n_services; i++) {
-		struct cfg_endpoint *s = &rt.cur->cfg.service[i];
-		if (!s->set)
-			continue;
-		int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0), one = 1;
-		setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-		if (bind(fd, (struct sockaddr *)&s->addr, sizeof s->addr) || listen(fd, 4096)) {
-			fprintf(stderr, "l7run: listen on service %s: %s\n", s->name, strerror(errno));
+	if (g->n_clients == g->cap_clients) {
+		int cap = g->cap_clients ? g->cap_clients * 2 : 256;
+		struct client **cl = realloc(g->clients, sizeof *cl * (size_t)cap);
+		if (!cl)
 			return -1;
-		}
-		fds[fd].kind = FD_LISTENER;
-		fds[fd].service = i;
-		struct epoll_event ev = { .events = EPOLLIN, .data.fd = fd };
-		epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
-		vlog("listening for service %s", s->name);
+		g->clients = cl;
+		g->cap_clients = cap;
 	}
+	c->idx = g->n_clients;
+	g->clients[g->n_clients++] = c;
 	return 0;
 }
 
-static void client_add(struct client *c)
-{
-	if (n_clients == cap_clients) {
-		cap_clients = cap_clients ? cap_clients * 2 : 256;
-		clients = realloc(clients, sizeof *clients * cap_clients);
-	}
-	c->idx = n_clients;
-	clients[n_clients++] = c;
-}
+static void client_event(struct l7run *L, struct io *io, uint32_t ev);
 
 /* What the client's SK_MSG needs to edit responses (rules mutate them): its l7_rxq, and its
  * 4-tuple -> cookie (SK_MSG programs cannot read a socket's cookie). Before the socket enters
@@ -87,9 +68,10 @@ static void client_forget_maps(struct client *c)
 }
 
 /* New clients go into the newest version and stay with it. */
-void accept_clients(int lfd, int service)
+void gw_accept(struct l7run *L, int lfd, int service)
 {
-	struct version *ver = rt.cur;
+	struct gw_version *ver = gwv(L->cur);
+	struct gateway *g = gw_of(L);
 
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC), one = 1;
@@ -103,6 +85,11 @@ void accept_clients(int lfd, int service)
 		struct timeval tv = { .tv_sec = 2 };
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 		struct client *c = calloc(1, sizeof *c);
+		if (!c) {
+			close(fd);
+			continue;
+		}
+		c->io.ready = client_event;
 		c->fd = fd;
 		c->cookie = sock_cookie(fd);
 		c->service = service;
@@ -114,8 +101,8 @@ void accept_clients(int lfd, int service)
 		st.service = (uint32_t)service;
 		bpf_map_update_elem(ver->map_conns, &c->cookie, &st, BPF_ANY);
 		ctl_publish(c);
-		if (ver->cfg.resp_mut && rx_setup(c)) {
-			vlog("client response-edit state: %s", strerror(errno));
+		if (ver->v.cfg.resp_mut && rx_setup(c)) {
+			vlog(L, "client response-edit state: %s", strerror(errno));
 			client_forget_maps(c);
 			close(fd);
 			free(c);
@@ -124,7 +111,7 @@ void accept_clients(int lfd, int service)
 		uint64_t v = (uint64_t)fd;
 		if (bpf_map_update_elem(ver->map_clients, &c->cookie, &v, BPF_NOEXIST)) {
 			/* e.g. EOPNOTSUPP: the client already closed (CLOSE_WAIT) */
-			vlog("client insert failed: %s", strerror(errno));
+			vlog(L, "client insert failed: %s", strerror(errno));
 			client_forget_maps(c);
 			close(fd);
 			free(c);
@@ -132,12 +119,14 @@ void accept_clients(int lfd, int service)
 		}
 		/* data that arrived before the insert was never seen by the parser: re-fire */
 		setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
-		fds[fd].kind = FD_CLIENT;
-		fds[fd].p = c;
-		client_add(c);
-		ver->n_clients++;
-		struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = fd };
-		epoll_ctl(rt.epfd, EPOLL_CTL_ADD, fd, &ev);
+		if (client_add(g, c)) {
+			client_forget_maps(c);
+			close(fd);   /* out of l7_clients with it */
+			free(c);
+			continue;
+		}
+		ver->v.n_conns++;
+		loop_watch(L, fd, &c->io, EPOLLIN | EPOLLRDHUP);
 	}
 }
 
@@ -147,7 +136,7 @@ static void respond_for(struct client *c, int up, int status, int close_conn, in
 {
 	char msg[320];
 	int n = http_answer(msg, sizeof msg, status, close_conn, head_only);
-	upstat_answer(c->v->map_upstat, up, status, (size_t)n);   /* before the client can read it */
+	upstat_answer(c->v->v.upstat, up, status, (size_t)n);   /* before the client can read it */
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
 	else
@@ -239,10 +228,10 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 		respond(c, rec->status ? (int)rec->status : 403, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
-	int up = rec->verdict == L7_FALLBACK ? c->v->cfg.fallback : (int)rec->upstream;
+	int up = rec->verdict == L7_FALLBACK ? c->v->v.cfg.fallback : (int)rec->upstream;
 	if (rec->verdict != L7_FORWARD && rec->verdict != L7_FALLBACK)
 		up = -1;
-	if (up < 0 || up >= L7_MAX_UPSTREAMS || !c->v->cfg.upstream[up].set) {
+	if (up < 0 || up >= L7_MAX_UPSTREAMS || !c->v->v.cfg.upstream[up].set) {
 		respond(c, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
 		return 0;
 	}
@@ -262,7 +251,7 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 static int send_request(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen,
 			const char *body, size_t blen)
 {
-	int up = rec->verdict == L7_FALLBACK ? c->v->cfg.fallback : (int)rec->upstream;
+	int up = rec->verdict == L7_FALLBACK ? c->v->v.cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
 		respond_for(c, up, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
@@ -271,7 +260,7 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 	struct pool_sock *ps = c->bind[up];
 	if (!ps) {
 		int err;
-		ps = pool_get(c, up, &err);
+		ps = pool_take(&c->v->pool, up, c, &err);
 		if (!ps) {
 			if (err == EAGAIN && now_ms() - c->wait_since < POOL_WAIT_MS)
 				return 1;   /* pool at its bound: wait for a socket to come back */
@@ -377,26 +366,25 @@ void client_pump(struct client *c)
 		c->deadline = now_ms() + DRAIN_LIMIT_MS;
 }
 
-void client_finish(struct client *c)
+void client_finish(struct l7run *L, struct client *c)
 {
+	struct gateway *g = gw_of(L);
+	struct gw_version *v = c->v;
 	struct l7_conn st;
-	struct version *v = c->v;
 
-	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	fds[c->fd].kind = FD_NONE;
-	close(c->fd);   /* leaves l7_clients with the fd */
+	loop_close(L, c->fd);   /* leaves l7_clients with the fd */
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i])
-			pool_release(c->bind[i]);
+			pool_give_back(c->bind[i]);
 	if (!bpf_map_lookup_elem(v->map_conns, &c->cookie, &st))
 		for (uint64_t s = c->next_seq; s <= st.pass_seq; s++) {
 			struct l7_pass_key k = { .cookie = c->cookie, .seq = s };
 			bpf_map_delete_elem(v->map_pass, &k);
 		}
 	client_forget_maps(c);
-	v->n_clients--;
-	clients[c->idx] = clients[--n_clients];
-	clients[c->idx]->idx = c->idx;
+	v->v.n_conns--;
+	g->clients[c->idx] = g->clients[--g->n_clients];
+	g->clients[c->idx]->idx = c->idx;
 	free(c->in);
 	free(c->held);
 	free(c);
@@ -416,7 +404,7 @@ static int peer_closed(struct client *c)
 }
 
 /* Close a closing client once nothing is owed and its queue has drained. */
-static void client_try_close(struct client *c)
+static void client_try_close(struct l7run *L, struct client *c)
 {
 	uint64_t now = now_ms();
 	int outq = 0;
@@ -424,7 +412,7 @@ static void client_try_close(struct client *c)
 	struct l7_pass_key k = { .cookie = c->cookie, .seq = c->next_seq };
 
 	if (now >= c->deadline) {
-		client_finish(c);
+		client_finish(L, c);
 		return;
 	}
 	if (c->drain == DRAIN_FIN && !peer_closed(c))
@@ -437,13 +425,15 @@ static void client_try_close(struct client *c)
 	if (!c->quiet_since)
 		c->quiet_since = now;
 	else if (now - c->quiet_since >= DRAIN_GRACE_MS)
-		client_finish(c);
+		client_finish(L, c);
 }
 
-void client_event(struct client *c, uint32_t ev)
+static void client_event(struct l7run *L, struct io *io, uint32_t ev)
 {
+	struct client *c = (struct client *)io;
+
 	if (ev & EPOLLERR) {
-		client_finish(c);
+		client_finish(L, c);
 		return;
 	}
 	if (ev & EPOLLIN)
@@ -452,42 +442,28 @@ void client_event(struct client *c, uint32_t ev)
 		c->closing = 1;
 		c->deadline = now_ms() + DRAIN_LIMIT_MS;
 	}
-	if (c->closing) {
-		/* level-triggered EOF would fire forever: the tick finishes the drain */
-		struct epoll_event e = { .events = 0, .data.fd = c->fd };
-		epoll_ctl(rt.epfd, EPOLL_CTL_MOD, c->fd, &e);
-	}
+	if (c->closing)
+		loop_watch(L, c->fd, &c->io, 0);   /* level-triggered EOF would fire forever: the tick finishes the drain */
 }
 
-int clients_waiting(void)
+int clients_waiting(struct l7run *L)
 {
-	for (int i = 0; i < n_clients; i++)
-		if (clients[i]->waiting || clients[i]->closing)
+	struct gateway *g = gw_of(L);
+
+	for (int i = 0; i < g->n_clients; i++)
+		if (g->clients[i]->waiting || g->clients[i]->closing)
 			return 1;
 	return 0;
-}
-
-void client_tick(void)
-{
-	for (int i = n_clients - 1; i >= 0; i--) {
-		struct client *c = clients[i];
-		if (c->waiting)
-			client_pump(c);
-		if (c->closing) {
-			client_pump(c);
-			client_try_close(c);
-		}
-	}
 }
 
 /* Close c where the client may send its request again: the kernel already hands every new
  * head to l7run (frozen l7_ctl), FIN; what still arrives is discarded (client_pump: it was sent
  * before the client saw the FIN and never reached a backend, RFC 9112 9.3.1), the socket is
  * closed at the client's FIN or after linger_ms. */
-void client_fin(struct client *c, uint64_t linger_ms)
+void client_fin(struct l7run *L, struct client *c, uint64_t linger_ms)
 {
 	shutdown(c->fd, SHUT_WR);
-	epoll_ctl(rt.epfd, EPOLL_CTL_DEL, c->fd, NULL);   /* the tick finishes it */
+	loop_unwatch(L, c->fd);   /* the tick finishes it */
 	c->drain = DRAIN_FIN;
 	c->closing = 1;
 	c->deadline = now_ms() + linger_ms;
@@ -500,7 +476,7 @@ void client_fin(struct client *c, uint64_t linger_ms)
  * from then on comes to l7run, which serves it and unfreezes), then, still stuck one look
  * later, close as client_fin does: the request never reached a backend, and HTTP clients send
  * it again on a fresh connection. */
-static void client_check_stall(struct client *c, uint64_t now)
+static void client_check_stall(struct l7run *L, struct client *c, uint64_t now)
 {
 	struct l7_conn st;
 	struct tcp_info ti;
@@ -529,43 +505,48 @@ static void client_check_stall(struct client *c, uint64_t now)
 			"closed so that it sends the request again\n", (unsigned long long)c->cookie,
 			(unsigned long long)(ti.tcpi_bytes_received - st.rx_done),
 			(unsigned long long)(now - c->stuck_since));
-		stat_bump(c->v->map_stats, L7_STAT_STALL_CLOSED);
-		client_fin(c, DRAIN_LIMIT_MS);
+		stat_bump(c->v->v.stats, L7_STAT_STALL_CLOSED);
+		client_fin(L, c, DRAIN_LIMIT_MS);
 	} else if (now - c->stuck_since >= STALL_MS) {
 		c->stalled = 1;
 		ctl_publish(c);
 	}
 }
 
-/* From the run loop: look for stuck clients every STALL_LOOK_MS. */
-void client_watch(void)
+/* From the run loop: requests waiting (for quiet, a connect or a pool socket), closing
+ * clients, and every STALL_LOOK_MS a look for stuck ones. */
+void clients_tick(struct l7run *L, uint64_t now)
 {
-	static uint64_t last;
-	uint64_t now = now_ms();
+	struct gateway *g = gw_of(L);
 
-	if (now - last < STALL_LOOK_MS)
+	for (int i = g->n_clients - 1; i >= 0; i--) {
+		struct client *c = g->clients[i];
+		if (c->waiting)
+			client_pump(c);
+		if (c->closing) {
+			client_pump(c);
+			client_try_close(L, c);
+		}
+	}
+	if (now - g->watched_at < STALL_LOOK_MS)
 		return;
-	last = now;
-	for (int i = n_clients - 1; i >= 0; i--)
-		client_check_stall(clients[i], now);
+	g->watched_at = now;
+	for (int i = g->n_clients - 1; i >= 0; i--)
+		client_check_stall(L, g->clients[i], now);
 }
 
-void client_close_all(void)
+void clients_close_all(struct l7run *L)
 {
-	while (n_clients)
-		client_finish(clients[n_clients - 1]);
-}
+	struct gateway *g = gw_of(L);
 
-struct client **client_list(int *n)
-{
-	*n = n_clients;
-	return clients;
+	while (g->n_clients)
+		client_finish(L, g->clients[g->n_clients - 1]);
 }
 
 /* No request of this client is anywhere between its socket and its response: l7run has
  * handled every record, no pool socket owes it a response, every response reached its
  * socket, and the data plane stands at a request boundary. *snap gets what a request arriving
- * later would change (reload.c compares two looks). */
+ * later would change (gateway.c client_drain compares two looks). */
 int client_idle(struct client *c, struct drain_snap *snap)
 {
 	struct l7_conn st;

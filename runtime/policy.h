@@ -1,0 +1,142 @@
+/* policy.h: a compiled policy object, from its file to a loaded, filled bpf_object, in either
+ * mode: read the object and its manifest (load.c, manifest.c), load its programs, fill what they read
+ * before the first request (JWT keys and clock: jwt.c; caller identities: identities.c; rule
+ * tables: tables.c; tail-call chains: tails.c), after asking the kernel what it can do
+ * (probe.c). Nothing here knows about connections, the event loop or the mode's runtime; what
+ * persists across loads is in struct policy_env, which the caller owns. */
+#ifndef L7RUN_POLICY_H
+#define L7RUN_POLICY_H
+
+#include <netinet/in.h>
+#include <stdint.h>
+#include <time.h>
+#include <bpf/libbpf.h>
+#include "l7/dataplane.h"
+#include "base.h"
+#include "manifest.h"
+#include "probe.h"
+
+#define MAX_SERVICES 16
+
+struct cfg_endpoint {
+	char name[L7M_NAME_MAX + 8];   /* an endpoint of a set: NAME#i */
+	struct sockaddr_in addr;
+	int set;
+};
+
+/* A version's configuration as run: its manifest with the command line's overrides. */
+struct config {
+	struct manifest *mf;     /* the object's manifest (owned): JWTs, tables, names, ... */
+	char policy[L7M_NAME_MAX + 1];   /* the last policy's name, for the log */
+	struct cfg_endpoint service[MAX_SERVICES];
+	int n_services;
+	struct cfg_endpoint upstream[L7_MAX_UPSTREAMS];
+	int fallback;            /* upstream index, -1 = none */
+	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
+	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
+};
+
+/* An object file read into memory once: its manifest and its programs are the same bytes. */
+struct policy_file {
+	char *buf;
+	size_t len;
+	struct manifest *mf;     /* its manifest, read and checked */
+};
+
+/* Command-line settings applied to every version's config (gateway mode). */
+struct overrides {
+	const char *listen[MAX_SERVICES];
+	int n_listen;
+	const char *up[L7_MAX_UPSTREAMS];
+	int n_up;
+	int fallback;            /* -2: not given */
+};
+
+/* jwt.c: --jwt-key, and the l7_jwt_clock maps of the published versions (run loop only). */
+#define JWT_MAX_CLOCKS 64
+struct jwt_env {
+	char key_override[L7_MAX_JWT][512];
+	int clock_fd[JWT_MAX_CLOCKS];
+	int n_clocks;
+	int64_t off;             /* the offset written, -1 before the first */
+	time_t at;               /* when it was last checked */
+	int64_t test_shift;      /* L7RUN_JWT_NOW: ns the JWT clock runs behind real time */
+	uint32_t gen;            /* key generations handed out (loader thread) */
+};
+
+/* identities.c: --identities, and the published versions it is applied to (run loop only). */
+struct ident_env {
+	char file[512];
+	time_t checked;
+	struct idents *watched;
+};
+
+/* What every load reads and what outlives versions: one per l7run, in its context. */
+struct policy_env {
+	int verbose;
+	struct kernel_probe probe;   /* what this kernel can do (probe.c), asked at the first load */
+	struct overrides ov;         /* --listen, --upstream, --fallback */
+	struct jwt_env jwt;
+	struct ident_env ident;
+};
+
+void policy_env_init(struct policy_env *env);    /* the defaults, before the command line */
+void policy_env_ready(struct policy_env *env);   /* after it: libbpf's log level, L7RUN_JWT_NOW */
+
+/* load.c */
+enum load_mode { LOAD_GATEWAY, LOAD_MESH };
+int policy_read(const char *path, struct policy_file *pf, char *err, size_t errlen);
+void policy_free(struct policy_file *pf);
+void config_from_manifest(struct manifest *mf, struct config *cfg);
+void config_free(struct config *cfg);
+int print_manifest(const char *object);   /* l7run --manifest */
+struct bpf_object *open_policy(struct policy_env *env, const struct policy_file *pf, const char *path,
+			       enum load_mode mode, const struct config *cfg, char *err, size_t errlen);
+int version_config(const char *path, const struct config *serving, const struct overrides *ov,
+		   struct policy_file *pf, struct config *cfg, char *err, size_t errlen);
+int version_open(struct policy_env *env, const struct policy_file *pf, const char *path, enum load_mode mode,
+		 struct config *cfg, struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen);
+void version_close(struct policy_env *env, struct config *cfg, int clock_fd, struct bpf_object *obj);
+int find_map(struct bpf_object *obj, const char *name, char *err, size_t errlen);   /* its fd, or -1 and err */
+void pin_replace(const char *dir, int fd, const char *name);
+void pin_programs(const char *dir, struct bpf_object *obj, int mesh);   /* DIR/prog_NAME */
+void unpin_programs(const char *dir);
+uint64_t object_mem(struct bpf_object *obj);
+int parse_addr(const char *s, struct sockaddr_in *a);
+int apply_overrides(struct config *cfg, const struct overrides *ov, char *err, size_t errlen);
+const char *services_differ(const struct config *a, const struct config *b);
+
+/* The programs of l7/progs.def, for the modes that attach and pin them. */
+struct prog_desc {
+	const char *name, *section, *map;
+};
+extern const struct prog_desc l7_progs[];
+extern const int l7_n_progs;
+int prog_is_mesh(const struct prog_desc *p);
+
+/* identities.c: l7_idents from the manifest / --identities FILE, re-read when it changes */
+struct idents;
+int ident_file_arg(struct ident_env *env, const char *path);
+int ident_setup(struct ident_env *env, struct bpf_object *obj, struct config *cfg, char *err, size_t errlen);
+void ident_watch(struct ident_env *env, struct config *cfg, int on);
+void ident_free(struct config *cfg);
+void ident_tick(struct ident_env *env);
+
+/* jwt.c: l7_jwt_keys from the manifest / --jwt-key, l7_jwt_clock */
+int jwt_key_arg(struct jwt_env *env, const char *arg);
+int jwt_setup(struct policy_env *env, struct bpf_object *obj, const struct config *cfg, int *clock_fd, char *err,
+	      size_t errlen);
+void jwt_clock_watch(struct jwt_env *env, int fd, int on);
+void jwt_tick(struct jwt_env *env);
+int64_t jwt_test_shift(void);   /* L7RUN_JWT_NOW, read once at start (policy_env_ready) */
+
+int fill_rule_tables(struct bpf_object *obj, const struct manifest *mf, char *err, size_t errlen);   /* tables.c */
+
+/* tails.c: fill the PROG_ARRAY of each split host of this mode (0 gateway, 1 mesh) before
+ * anything is attached; returns the decide programs put in, -1 with err set. The chains, for
+ * pins and --stats: */
+int fill_tail_calls(struct bpf_object *obj, int mesh, char *err, size_t errlen);
+int tail_chain_count(void);
+const char *tail_chain_name(int i, const char **prog_array);
+
+#endif
