@@ -34,7 +34,8 @@ UNCHECKED = {"tests", "bench", "docs", "scripts", "examples", "build"}
 # where #include "x.h" / <x.h> is looked for, after the including file's own folder
 INCLUDE_DIRS = ["support", "dsl/src", "frontend", "ir", "codegen", "import", "driver", "stdlib/include", "stdlib/bpf", "runtime"]
 SOURCE = re.compile(r"\.(c|h|def)$")
-INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]', re.M)
+INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^>"]+)[>"]', re.M)
+ANGLE_DIRS = ["stdlib/include"]   # <l7/abi.h>; any other <x.h> is the system's (<limits.h> is not driver/limits.h)
 TARGET = re.compile(r"^\s*add_(library|executable)\(\s*([A-Za-z0-9_]+)", re.M)
 LINK = re.compile(r"^\s*target_link_libraries\(\s*([A-Za-z0-9_]+)([^)]*)\)", re.M)
 
@@ -57,12 +58,14 @@ def check(ROOT):
                 if SOURCE.search(f):
                     yield os.path.join(dirpath, f)
 
-    def resolve(name, including):
-        """The file an #include names: beside the including file first, then the include dirs."""
+    def resolve(name, including, angle):
+        """The file an #include names: "x.h" beside the including file first, then the include
+        dirs; <x.h> only in the contract headers' dir (else a system header)."""
         own = os.path.normpath(os.path.join(os.path.dirname(including), name))
-        if os.path.isfile(own):
+        if not angle and os.path.isfile(own):
             return own
-        hits = [os.path.join(ROOT, d, name) for d in INCLUDE_DIRS if os.path.isfile(os.path.join(ROOT, d, name))]
+        dirs = ANGLE_DIRS if angle else INCLUDE_DIRS
+        hits = [os.path.join(ROOT, d, name) for d in dirs if os.path.isfile(os.path.join(ROOT, d, name))]
         if len(hits) > 1:
             failures.append("%s: '%s' could be any of %s" % (os.path.relpath(including, ROOT), name,
                                                            ", ".join(os.path.relpath(h, ROOT) for h in hits)))
@@ -85,8 +88,8 @@ def check(ROOT):
         a = top(path)
         folders.add(a)
         text = open(path, encoding="utf-8", errors="replace").read()
-        for name in INCLUDE.findall(text):
-            target = resolve(name, path)
+        for delim, name in INCLUDE.findall(text):
+            target = resolve(name, path, delim == "<")
             if not target:
                 continue
             b = top(target)
@@ -175,7 +178,7 @@ def self_test():
         ("a link upwards", {"frontend/CMakeLists.txt": "add_library(l7frontend STATIC x.c)\n"
                             "target_link_libraries(l7frontend PUBLIC l7support l7ir)\n"}, "links l7ir (ir/), which is not below"),
         ("an include without a link", {"ir/CMakeLists.txt": "add_library(l7ir STATIC x.c)\n"}, "nothing in ir/ links frontend/"),
-        ("an unplaced folder", {"import/x.c": '#include "ir.h"\n'}, "folder import/ has C sources but no place"),
+        ("an unplaced folder", {"newstage/x.c": '#include "ir.h"\n'}, "folder newstage/ has C sources but no place"),
     ]
     bad = []
     for what, change, want in cases:
