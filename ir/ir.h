@@ -22,6 +22,7 @@ struct l7_source;
 struct l7_arena;
 
 enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM, IR_F_TARGET };
+#define IR_F_LAST IR_F_TARGET     /* the verifier's range */
 
 /* The condition kinds and the operands each uses: conds.def. */
 enum ir_cond_kind {

@@ -54,7 +54,7 @@ static void check_prefix(struct vx *v, unsigned net, unsigned netmask, const cha
 static void check_field(struct vx *v, int field, int header, const char *what)
 {
 	const struct ir_program *p = v->p;
-	CHECK(v, field >= IR_F_PATH && field <= IR_F_CLAIM, "%s: field %d", what, field);
+	CHECK(v, field >= IR_F_PATH && field <= IR_F_LAST, "%s: field %d", what, field);
 	if (field == IR_F_HEADER)
 		CHECK(v, in(header, p->nheaders), "%s: header %d of %d", what, header, p->nheaders);
 	if (field == IR_F_CLAIM)
