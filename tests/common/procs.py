@@ -80,6 +80,24 @@ def cgroup_remove(path, tries=50):
     return False
 
 
+@contextlib.contextmanager
+def cgroup_run(cg, work):
+    """A test's run with its cgroup cg (made here) and scratch directory work: when the run ends,
+    however it ends, every process start() made is ended, cg removed and work deleted."""
+    os.mkdir(cg)
+    try:
+        yield cg
+    finally:
+        stop_all()
+        cgroup_remove(cg)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def cgroup_left(cg):
+    """The exit status a test adds for its cgroup: 1 if cg is still there (a process kept it)."""
+    return 1 if os.path.exists(cg) else 0
+
+
 def l7run_stats(l7run, pin):
     """`l7run --stats PIN`'s counters: {name: value} of its `stat NAME VALUE` lines."""
     out = subprocess.run([l7run, "--stats", pin], capture_output=True, text=True, timeout=10).stdout

@@ -14,12 +14,12 @@ The oracle is `l7c --eval --passes=none` (the policy as written, first match ove
 bug of its own). Prints the compile time, each program's verifier count and the chains.
 
 Usage: big_routes.py L7C L7RUN ECHO_BACKEND MESH_ECHO   (ROUTES_SEED=N: the random picks)"""
-import json, os, random, re, shutil, subprocess, sys, tempfile, time
+import json, os, random, re, subprocess, sys, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_remove, serving, stop_all  # noqa: E402
+from procs import CG_ROOT, cgroup_left, cgroup_run, serving  # noqa: E402
 from rawhttp import request  # noqa: E402
 import routegen  # noqa: E402
 
@@ -153,8 +153,7 @@ def main():
     check(len([k for k in tally if str(k).startswith("u")]) == NUP and 404 in tally and len(tally) >= NUP + 3,
           "the requests reach every backend, the default 404 and denies")
 
-    os.mkdir(CG)
-    try:
+    with cgroup_run(CG, WORK):
         for mode in ("gateway", "mesh"):
             pin = "/sys/fs/bpf/l7c-bigroutes-%d-%s" % (PID, mode)
             log = open(os.path.join(WORK, mode + ".log"), "w")
@@ -164,11 +163,7 @@ def main():
                 t0 = time.time()
                 drive(mode, todo)
                 print("%s: %d requests in %.1f s" % (mode, len(todo), time.time() - t0))
-    finally:
-        stop_all()
-        cgroup_remove(CG)
-        shutil.rmtree(WORK, ignore_errors=True)
-    return summary("big_routes") or (1 if os.path.exists(CG) else 0)
+    return summary("big_routes") or cgroup_left(CG)
 
 
 sys.exit(main())

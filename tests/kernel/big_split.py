@@ -20,11 +20,11 @@ Emptying a middle slot of the chain fails closed exactly the requests that need 
 Prints the compile time, the chain and the verifier's numbers per program.
 
 Usage: big_split.py L7C L7RUN ECHO_BACKEND MESH_ECHO [table | compact]"""
-import json, os, re, shutil, subprocess, sys, tempfile, time
+import json, os, re, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_remove, serving, stop_all  # noqa: E402
+from procs import CG_ROOT, cgroup_left, cgroup_run, serving  # noqa: E402
 from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
@@ -180,8 +180,7 @@ def main():
         line = tenant_line(src, t) if t and w[0] != 431 else None
         if line:
             hits_want[line] = hits_want.get(line, 0) + 1
-    os.mkdir(CG)
-    try:
+    with cgroup_run(CG, WORK):
         for mode in ("gateway", "mesh"):
             pin = "/sys/fs/bpf/l7c-bigsplit-%d-%s" % (PID, mode)
             log = open(os.path.join(WORK, mode + ".log"), "w")
@@ -190,11 +189,7 @@ def main():
             with serving(mode, L7RUN, obj, SVC, backends, log, CG, pin):
                 drive(mode, cases, pin, "l7_tail_mesh" if mode == "mesh" else "map_l7_tail_gw", 0 if TABLE else nchunks,
                       obj, hits_want)
-    finally:
-        stop_all()
-        cgroup_remove(CG)
-        shutil.rmtree(WORK, ignore_errors=True)
-    return summary("big_split") or (1 if os.path.exists(CG) else 0)
+    return summary("big_split") or cgroup_left(CG)
 
 
 sys.exit(main())

@@ -16,7 +16,6 @@ Usage: feature_mix.py L7C L7RUN ECHO_BACKEND MESH_ECHO KEY_FILE [SIZES...]"""
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_remove, serving, stop_all  # noqa: E402
+from procs import CG_ROOT, cgroup_left, cgroup_run, serving  # noqa: E402
 from rawhttp import request  # noqa: E402
 import featuregen  # noqa: E402
 
@@ -137,17 +136,12 @@ def one_size(n):
 
 
 def main():
-    os.mkdir(CG)
-    try:
+    with cgroup_run(CG, WORK):
         for n in SIZES:
             t0 = time.time()
             one_size(n)
             print("%d rules: %.0f s in all" % (n, time.time() - t0))
-    finally:
-        stop_all()
-        cgroup_remove(CG)
-        shutil.rmtree(WORK, ignore_errors=True)
-    return summary("feature_mix") or (1 if os.path.exists(CG) else 0)
+    return summary("feature_mix") or cgroup_left(CG)
 
 
 sys.exit(main())

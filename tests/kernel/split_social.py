@@ -18,8 +18,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import rawhttp  # noqa: E402
 from check import check, summary  # noqa: E402
 from jwtgen import token  # noqa: E402
-from procs import (CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, l7run_stats, start, stop,  # noqa: E402
-                   stop_all, wait_port)
+from procs import (CG_ROOT, cgroup_home, cgroup_join, cgroup_left, cgroup_run, l7run_stats, start, stop,  # noqa: E402
+                   wait_port)
 
 L7C, L7RUN, POLICY, ECHO, MESH_ECHO = sys.argv[1:6]
 PID = os.getpid()
@@ -214,8 +214,7 @@ def main():
             want = "== 1" if variant == "parse" else "> 1"
             check(eval("%d %s" % (CHUNKS[variant], want)), "%s: %d decide program(s) per chain" % (variant, CHUNKS[variant]))
         objs[variant] = obj
-    os.mkdir(CG)
-    try:
+    with cgroup_run(CG, WORK):
         for mode, run in (("gateway", run_gateway), ("mesh", run_mesh)):
             ref = None
             for variant, _ in VARIANTS:
@@ -229,11 +228,7 @@ def main():
                     continue
                 for a, b in zip(ref, got):
                     check(a == b, "%s %s: %s: %s (unsplit: %s)" % (mode, variant, a[0], b[1:], a[1:]))
-    finally:
-        stop_all()
-        cgroup_remove(CG)
-        shutil.rmtree(WORK, ignore_errors=True)
-    return summary("split_social") or (1 if os.path.exists(CG) else 0)
+    return summary("split_social") or cgroup_left(CG)
 
 
 sys.exit(main())

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
-from procs import CG_ROOT, cgroup_remove, serving, start, stop, stop_all, wait_port  # noqa: E402
+from procs import CG_ROOT, cgroup_left, cgroup_run, serving, start, stop, wait_port  # noqa: E402
 from rawhttp import request  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
@@ -211,8 +211,7 @@ def main():
     for t, w in cases:
         if w[2]:
             hits_want[w[2]] = hits_want.get(w[2], 0) + 1
-    os.mkdir(CG)
-    try:
+    with cgroup_run(CG, WORK):
         for mode in ("gateway", "mesh"):
             pin = "/sys/fs/bpf/l7manifest-%d-%s" % (PID, mode)
             log = open(os.path.join(WORK, mode + ".log"), "w")
@@ -229,11 +228,7 @@ def main():
                 got = rule_hits(pin, obj)
                 check(got == hits_want, "%s: --metrics counts each value's hits at its rule's line (%d lines; got %d)"
                       % (mode, len(hits_want), len(got)))
-    finally:
-        stop_all()
-        cgroup_remove(CG)
-        shutil.rmtree(WORK, ignore_errors=True)
-    return summary("test_manifest") or (1 if os.path.exists(CG) else 0)
+    return summary("test_manifest") or cgroup_left(CG)
 
 
 sys.exit(main())
