@@ -35,6 +35,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import procs  # noqa: E402
+from policy import policy  # noqa: E402
 from procs import CG_ROOT  # noqa: E402
 import rawhttp  # noqa: E402
 
@@ -49,23 +50,16 @@ PIN = "/sys/fs/bpf/l7lb-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7lb-")
 
 
-def policy():
-    port, decls = BASE + 1, []
+def lb_policy():
+    port, ups = BASE + 1, []
     for name, weights in SETS.items():
         eps = []
         for w in weights:
             eps.append("127.0.0.1:%d%s" % (port, " weight %d" % w if w != 1 else ""))
             port += 1
         how = {"users": 'hash(header "x-user")', "pages": "hash(path)", "peers": "hash(source)", "web": "round_robin"}
-        decls.append("upstream %s = [%s] balance %s;" % (name, ", ".join(eps), how[name]))
-    return """import "http.l7i";
-service front = 127.0.0.1:%d;
-%s
-policy lb (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
+        ups.append((name, "[%s] balance %s" % (", ".join(eps), how[name])))
+    return policy("lb", SVC, ups, """\
   if (starts_with(request.path, "/u/")) {
     Route(request, users);
   } else if (starts_with(request.path, "/p/")) {
@@ -74,8 +68,7 @@ policy lb (
     Route(request, peers);
   }
   Route(request, web);
-}
-""" % (SVC, "\n".join(decls))
+""")
 
 
 def start(args, **kw):
@@ -265,7 +258,7 @@ def main():
     try:
         POL = os.path.join(TMP, "lb.l7")
         with open(POL, "w") as f:
-            f.write(policy())
+            f.write(lb_policy())
         obj = os.path.join(TMP, "lb.o")
         subprocess.run([L7C, POL, "-o", obj], check=True, timeout=120)
         NAMES, SHARES = constants()

@@ -22,6 +22,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 from gw_client import Reader as FramedReader  # noqa: E402  (chunked framing, bytes per response)
 from telemetry import UpstreamTally, samples  # noqa: E402  (tests/common, on the path through gw_client)
+from policy import policy  # noqa: E402
 CG_ROOT = "/sys/fs/cgroup/unified"
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
@@ -33,15 +34,7 @@ CG = os.path.join(CG_ROOT, "l7mesh-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7mesh-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7mesh-")
 
-POLICY = """import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream a = 127.0.0.1:%d;
-upstream b = 127.0.0.1:%d;
-policy mesh (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
+POLICY = policy("mesh", SVC, [("a", PA), ("b", PB)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   } else if (starts_with(request.path, "/a")) {
@@ -52,8 +45,7 @@ policy mesh (
   } else {
     Route(request, a);
   }
-}
-""" % (SVC, PA, PB)
+""")
 
 procs = {}
 

@@ -17,6 +17,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import procs  # noqa: E402
+from policy import policy  # noqa: E402
 from procs import CG_ROOT  # noqa: E402
 from rawhttp import Reader as HttpReader, connect as connect_to  # noqa: E402
 
@@ -31,16 +32,7 @@ CG = os.path.join(CG_ROOT, "l7mut-test-%d" % PID)
 TMP = tempfile.mkdtemp(prefix="l7mut-")
 BLOG = os.path.join(TMP, "backend.log")
 
-POLICY = """import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream echo = 127.0.0.1:%d;
-
-policy edit (
-  act (HttpRequest request)
-  act (HttpResponse response)
-  context ('.*->front')
-) {
-  [Ingress]
+POLICY = policy("edit", SVC, [("echo", BE)], """\
   if (starts_with(request.path, "/deny")) {
     Deny(request, 403);
   }
@@ -58,8 +50,8 @@ policy edit (
     AddHeader(response, "x-l7", "resp");
   }
   Route(request, echo);
-}
-""" % (SVC, BE, "\n".join('    RemoveHeader(request, "x-c%d");' % i for i in range(8)))
+""" % "\n".join('    RemoveHeader(request, "x-c%d");' % i for i in range(8)),
+                acts=("HttpRequest request", "HttpResponse response"))
 
 failures = []
 

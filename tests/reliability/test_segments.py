@@ -25,7 +25,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import relcommon as rc  # noqa: E402
-from procs import serving  # noqa: E402  (tests/common, on the path through relcommon)
+from policy import policy  # noqa: E402  (tests/common, on the path through relcommon)
+from procs import serving  # noqa: E402
 from rawhttp import Reader, connect  # noqa: E402
 
 L7C, L7RUN, MODE = sys.argv[1:4]
@@ -38,15 +39,7 @@ ANSWER_S = 3.0       # every response of a connection within this (the bug left 
 PAUSE_S = 0.002      # between the writes of one connection
 SECOND_CUTS = (3, 11)   # three writes: the second cut this many bytes after the first
 
-POLICY = """import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream a = 127.0.0.1:%d;
-upstream b = 127.0.0.1:%d;
-policy seg (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
+POLICY = policy("seg", SVC, [("a", PA), ("b", PB)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   } else if (starts_with(request.path, "/b")) {
@@ -55,8 +48,7 @@ policy seg (
     SetHeader(request, "x-seg", "a");
     Route(request, a);
   }
-}
-""" % (SVC, PA, PB)
+""")
 
 
 class Req:

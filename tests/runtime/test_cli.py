@@ -22,6 +22,7 @@ import time
 L7C, L7RUN, SRC = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tests", "common"))
 import procs  # noqa: E402
+from policy import policy  # noqa: E402
 
 PID = os.getpid()
 BASE = 22000 + (PID % 500) * 10
@@ -32,21 +33,13 @@ failures = []
 OPTIONS_DEF = open(os.path.join(SRC, "runtime", "options.def")).read()
 OPTIONS = re.findall(r'^L7_OPT\(\s*\w+,\s*"([\w-]+)",\s*(?:\'(\w)\'|0),\s*(?:NULL|"([^"]*)")', OPTIONS_DEF, re.M)
 
-POLICY = """import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream a = 127.0.0.1:%d;
-policy cli (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
+POLICY = policy("cli", SVC, [("a", PA)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   }
   SetHeader(request, "x-l7-cli", "yes");
   Route(request, a);
-}
-""" % (SVC, PA)
+""")
 
 
 def check(cond, what):

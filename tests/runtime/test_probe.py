@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import procs  # noqa: E402
 from check import check, summary  # noqa: E402
+from policy import policy  # noqa: E402
 
 L7C, L7RUN, ECHO, MESH_ECHO = sys.argv[1:5]
 PID = os.getpid()
@@ -33,23 +34,14 @@ FRONT, API, WEB = BASE, BASE + 1, BASE + 2
 TMP = tempfile.mkdtemp(prefix="l7probe-")
 PROBE_DEF = os.path.join(HERE, "..", "..", "runtime", "probe.def")
 
-POLICY = """import "http.l7i";
-service frontend = 127.0.0.1:%d;
-upstream api = 127.0.0.1:%d;
-upstream web = 127.0.0.1:%d;
-policy edge (
-  act (HttpRequest request)
-  context ('.*->frontend')
-) {
-  [Ingress]
+POLICY = policy("edge", FRONT, [("api", API), ("web", WEB)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   } else if (starts_with(request.path, "/api/")) {
     Route(request, api);
   }
   Route(request, web);
-}
-""" % (FRONT, API, WEB)
+""", service="frontend")
 
 
 def compile_policy(name, *flags):

@@ -17,6 +17,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_home, cgroup_join, cgroup_remove, start, stop_all, wait_port  # noqa: E402
 from rawhttp import Reader, connect as connect_to  # noqa: E402
 
@@ -27,16 +28,7 @@ BASE = 23000 + (PID % 900) * 8          # below the ephemeral range
 FRONT, ONE, TWO = BASE, BASE + 1, BASE + 2
 CG = os.path.join(CG_ROOT, "l7regex-test-%d" % PID)
 
-POLICY = r"""import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream one = 127.0.0.1:%d;
-upstream two = 127.0.0.1:%d;
-
-policy regex_routes (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
+POLICY = policy("regex_routes", FRONT, [("one", ONE), ("two", TWO)], r"""
   if (matches(request.path, "/admin(/.*)?")) {
     Deny(request, 403);
   } else if (matches(request.path, "/api/v[0-9]+/users/[0-9]{1,6}") && matches(request.method, "GET|HEAD")) {
@@ -52,8 +44,7 @@ policy regex_routes (
   } else if (matches(request.query, "(.*&)?debug=1(&.*)?")) {
     Deny(request, 451);
   }
-}
-""" % (FRONT, ONE, TWO)
+"""[1:])
 
 LONG4K = "/long/" + "ab" * 2045 + "z"            # 4,097 bytes: matches after reading it all
 LONG8K = "/long/" + "ab" * 3990 + "z"            # 7,987 bytes (the request line limit is 8 KiB)

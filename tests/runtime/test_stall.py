@@ -28,23 +28,14 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import procs  # noqa: E402
 from check import check, failures, summary  # noqa: E402
+from policy import policy  # noqa: E402
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
 FRONT, BACK = 30000 + (PID % 1300) * 2, 30001 + (PID % 1300) * 2   # below the ephemeral range (32768-)
 PIN = "/sys/fs/bpf/l7stall-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7stall-")
-POLICY = """import "http.l7i";
-service front = 127.0.0.1:%d;
-upstream app = 127.0.0.1:%d;
-policy stall (
-  act (HttpRequest request)
-  context ('.*->front')
-) {
-  [Ingress]
-  Route(request, app);
-}
-""" % (FRONT, BACK)
+POLICY = policy("stall", FRONT, [("app", BACK)], "  Route(request, app);\n")
 
 def request(path):
     return ("GET %s HTTP/1.1\r\nHost: t\r\n\r\n" % path).encode()

@@ -24,6 +24,7 @@ import time
 L7C, L7RUN, SRC = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tests", "common"))
 import procs  # noqa: E402
+from policy import policy  # noqa: E402
 from rawhttp import Reader, connect  # noqa: E402
 from telemetry import samples  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  (python3-prometheus-client)
@@ -39,17 +40,10 @@ COUNTERS_DEF = open(os.path.join(SRC, "stdlib", "include", "l7", "counters.def")
 STATS = re.findall(r'^L7_STAT\(\s*\w+,\s*(\w+),\s*(?:DP|RT),\s*"([^"]*)"\)', COUNTERS_DEF, re.M)
 FAMILIES = dict(re.findall(r'^L7_METRIC\(\s*\w+,\s*(\w+),\s*(counter|gauge),', COUNTERS_DEF, re.M))
 
-POLICY = """import "http.l7i";
-import "state.l7i";
-service front = 127.0.0.1:%d;
-upstream a = 127.0.0.1:%d;
-upstream b = 127.0.0.1:%d;
-policy tel (
-  act (HttpRequest request)
-  using (Counter seen)
-  context ('.*->front')
-) {
-  [Ingress]
+
+def source(svc, pa, pb):
+    """The policy served on svc: /b to upstream b, the rest (but /admin) to a, counted in `seen`."""
+    return policy("tel", svc, [("a", pa), ("b", pb)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   } else if (starts_with(request.path, "/b")) {
@@ -57,8 +51,7 @@ policy tel (
   }
   Increment(seen);
   Route(request, a);
-}
-"""
+""", imports=["state.l7i"], using="Counter seen")
 
 
 def check(cond, what):
@@ -242,7 +235,7 @@ def main():
     def obj_for(svc, pa, pb):
         src = os.path.join(TMP, "tel-%d.l7" % svc)
         with open(src, "w") as f:
-            f.write(POLICY % (svc, pa, pb))
+            f.write(source(svc, pa, pb))
         obj = src[:-3] + ".o"
         subprocess.run([L7C, src, "-o", obj], check=True, timeout=60)
         return obj
