@@ -10,16 +10,16 @@
 
 #define KOBJ_LOG (1 << 20)
 
-void kobj_load(struct kobj *k, const char *path, const char *const *progs, int n)
+bool kobj_load(struct kobj *k)
 {
 	static char vlog[KOBJ_MAX][KOBJ_LOG];
-	int err;
+	const char *path = k->path;
+	const char *const *progs = k->progs;
+	int n = k->n, err;
 
 	if (k->obj)
-		return;
+		return false;
 	cr_assert_leq(n, KOBJ_MAX);
-	k->progs = progs;
-	k->n = n;
 	k->obj = bpf_object__open(path);
 	cr_assert_not_null(k->obj, "cannot open %s", path);
 	for (int i = 0; i < n; i++) {
@@ -43,6 +43,9 @@ void kobj_load(struct kobj *k, const char *path, const char *const *progs, int n
 		     path, err);
 	for (int i = 0; i < n; i++)
 		k->fd[i] = bpf_program__fd(bpf_object__find_program_by_name(k->obj, progs[i]));
+	for (const struct kobj_fd *m = k->maps; m && m->name; m++)
+		*m->fd = kobj_map(k, m->name);
+	return true;
 }
 
 int kobj_map(const struct kobj *k, const char *name)
@@ -53,12 +56,13 @@ int kobj_map(const struct kobj *k, const char *name)
 	return fd;
 }
 
-__u32 kobj_run(const struct kobj *k, int i, __u32 repeat)
+__u32 kobj_run(struct kobj *k, int i, __u32 repeat)
 {
 	static __u8 pkt[64];
 	LIBBPF_OPTS(bpf_test_run_opts, o, .data_in = pkt, .data_size_in = sizeof pkt,
 		    .repeat = repeat);
 
+	kobj_load(k);
 	cr_assert_eq(bpf_prog_test_run_opts(k->fd[i], &o), 0, "test_run %s", k->progs[i]);
 	cr_assert_eq(o.retval, XDP_PASS, "%s returned %u", k->progs[i], o.retval);
 	return o.duration;

@@ -6,24 +6,35 @@
 #define L7_TEST_KOBJ_H
 
 #include <linux/types.h>
+#include <stdbool.h>
 
 #define KOBJ_MAX 16
 
+/* A map of the object and where the test wants its fd. */
+struct kobj_fd {
+	const char *name;
+	int *fd;
+};
+
 struct kobj {
-	struct bpf_object *obj;
-	const char *const *progs;
+	const char *path;            /* what to load: the object file, */
+	const char *const *progs;    /* its programs progs[0..n), */
 	int n;
+	const struct kobj_fd *maps;  /* the maps whose fds are filled in (up to a NULL name) */
+	struct bpf_object *obj;      /* NULL until loaded */
 	int fd[KOBJ_MAX];
 	long insns[KOBJ_MAX];  /* "processed N insns" of the verifier, -1 if not printed */
 	long usec[KOBJ_MAX];   /* its verification time */
 };
 
-/* Opens and loads `path` with programs progs[0..n) (the verifier's log of a program that
- * failed is printed: root/CAP_BPF is needed). Once: a loaded k is left as it is. */
-void kobj_load(struct kobj *k, const char *path, const char *const *progs, int n);
+/* Opens and loads k->path with programs k->progs[0..n) (the verifier's log of a program that
+ * failed is printed: root/CAP_BPF is needed) and fills the fds of k->maps. Once: true if it
+ * loaded now, false if k was loaded already. */
+bool kobj_load(struct kobj *k);
 /* The fd of the object's map `name`. */
 int kobj_map(const struct kobj *k, const char *name);
-/* Runs program i `repeat` times, which must return XDP_PASS; the kernel's average ns per run. */
-__u32 kobj_run(const struct kobj *k, int i, __u32 repeat);
+/* Runs program i `repeat` times (loading k first), which must return XDP_PASS; the kernel's
+ * average ns per run. */
+__u32 kobj_run(struct kobj *k, int i, __u32 repeat);
 
 #endif

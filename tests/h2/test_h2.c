@@ -169,33 +169,15 @@ static const struct h2_ops native_ops = { "native", native_huff, native_hpack, n
 /* The kernel: programs of bpf/h2_kern.c, loaded once. */
 static const char *const progs[] = { "t_huff", "t_hpack", "t_h2_scan", "t_h2_req" };
 enum { P_HUFF, P_HPACK, P_SCAN, P_REQ, NPROG };
-static struct kobj KO;
 static struct {
 	int in, out, huffst, hp, req, conn, buf, ev;
 } K;
+static const struct kobj_fd maps[] = {
+	{ "t_in", &K.in }, { "t_out", &K.out }, { "t_huffst", &K.huffst }, { "t_hp", &K.hp },
+	{ "t_req", &K.req }, { "t_conn", &K.conn }, { "t_buf", &K.buf }, { "t_ev", &K.ev }, { 0 },
+};
+static struct kobj KO = { .path = L7_TEST_BPF_OBJ, .progs = progs, .n = NPROG, .maps = maps };
 static const __u32 zero;
-
-static void kern_load(void)
-{
-	if (KO.obj)
-		return;
-	kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG);
-	K.in = kobj_map(&KO, "t_in");
-	K.out = kobj_map(&KO, "t_out");
-	K.huffst = kobj_map(&KO, "t_huffst");
-	K.hp = kobj_map(&KO, "t_hp");
-	K.req = kobj_map(&KO, "t_req");
-	K.conn = kobj_map(&KO, "t_conn");
-	K.buf = kobj_map(&KO, "t_buf");
-	K.ev = kobj_map(&KO, "t_ev");
-}
-
-/* Run program i `repeat` times; returns the kernel's average run time in ns. */
-static __u32 run(int i, __u32 repeat)
-{
-	kern_load();
-	return kobj_run(&KO, i, repeat);
-}
 
 static void put(int fd, const void *v)
 {
@@ -220,11 +202,11 @@ static int bpf_huff(const __u8 *in, __u32 len, __u8 *out)
 {
 	int nrc = native_huff(in, len, nout);
 
-	kern_load();
+	kobj_load(&KO);
 	tin.len = len;
 	memcpy(tin.data, in, len);
 	put(K.in, &tin);
-	run(P_HUFF, 1);
+	kobj_run(&KO, P_HUFF, 1);
 	get(K.out, &tout);
 	cr_assert_eq(tout.rc, nrc, "huffman: kernel %d, native %d", tout.rc, nrc);
 	if (nrc > 0)
@@ -238,13 +220,13 @@ static int bpf_hpack(struct l7_hpack *d, struct l7_req *req)
 {
 	int nrc;
 
-	kern_load();
+	kobj_load(&KO);
 	nd = *d;
 	nreq = *req;
 	nrc = native_hpack(&nd, &nreq);
 	put(K.hp, d);
 	put(K.req, req);
-	run(P_HPACK, 1);
+	kobj_run(&KO, P_HPACK, 1);
 	get(K.out, &tout);
 	get(K.hp, d);
 	get(K.req, req);
@@ -262,7 +244,7 @@ static int bpf_scan(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, _
 {
 	int nrc;
 
-	kern_load();
+	kobj_load(&KO);
 	nconn = *c;
 	nd = *d;
 	nev = *ev;
@@ -274,7 +256,7 @@ static int bpf_scan(struct l7_h2_conn *c, struct l7_hpack *d, const __u8 *buf, _
 	put(K.conn, c);
 	put(K.hp, d);
 	put(K.ev, ev);
-	run(P_SCAN, 1);
+	kobj_run(&KO, P_SCAN, 1);
 	get(K.out, &tout);
 	get(K.conn, c);
 	get(K.hp, d);
@@ -674,7 +656,7 @@ Test(native, preface)
 
 Test(bpf, verifier)
 {
-	kern_load();
+	kobj_load(&KO);
 	for (int i = 0; i < NPROG; i++) {
 		printf("verifier: %-10s processed %ld insns, %ld us\n", progs[i], KO.insns[i],
 		       KO.usec[i]);
@@ -708,7 +690,7 @@ Test(bpf, scan_and_decode)
 					    "curl_post.h2cap", "nghttp.h2cap" };
 	int blocks = 0;
 
-	kern_load();
+	kobj_load(&KO);
 	for (size_t k = 0; k < sizeof caps / sizeof caps[0]; k++) {
 		char path[4096], *text, *line, *save = NULL;
 		size_t fl;
@@ -743,7 +725,7 @@ Test(bpf, scan_and_decode)
 
 			if (nrc == L7_H2_EV_HEADERS)
 				nrc2 = l7_h2_decode(&nconn, &nd, &nreq, L7_HPACK_REQUEST);
-			run(P_REQ, 1);
+			kobj_run(&KO, P_REQ, 1);
 			get(K.out, &tout);
 			cr_assert_eq(tout.rc, nrc, "%s: scan %d, native %d", caps[k], tout.rc, nrc);
 			cr_assert_eq(tout.rc2, nrc2, "%s: decode %d, native %d", caps[k], tout.rc2, nrc2);
@@ -785,7 +767,7 @@ Test(bpf, timing)
 	struct tsv t;
 
 	load("timing.tsv", &t);
-	kern_load();
+	kobj_load(&KO);
 	for (int r = 0; r < t.nrows; r++) {
 		long bl;
 		__u32 ns;
@@ -798,7 +780,7 @@ Test(bpf, timing)
 		memset(&hreq, 0, sizeof hreq);
 		put(K.hp, &hd);
 		put(K.req, &hreq);
-		ns = run(P_HPACK, 2000);
+		ns = kobj_run(&KO, P_HPACK, 2000);
 		get(K.out, &tout);
 		cr_expect_eq(tout.rc, 0, "%s decodes", tsv_get(&t, r, 0));
 		get(K.hp, &nd);

@@ -22,22 +22,21 @@
 static const char *const progs[] = { "t_jwt_check", "t_jwt_check0", "t_jwt_cold", "t_jwt_cached" };
 enum { P_CHECK, P_CHECK0, P_COLD, P_CACHED, NPROG };
 
-static struct kobj KO;
 static struct {
 	int in, out, req, keys;
 } K;
+static const struct kobj_fd maps[] = {
+	{ "t_in", &K.in }, { "t_out", &K.out }, { "t_req", &K.req }, { "l7_jwt_keys", &K.keys }, { 0 },
+};
+static struct kobj KO = { .path = L7_TEST_BPF_OBJ, .progs = progs, .n = NPROG, .maps = maps };
 static struct l7_req kreq, nreq;
 static const __u32 zero;
 
+/* The object loaded once, with the test keys and the clock offset in its maps. */
 static void kern_load(void)
 {
-	if (KO.obj)
+	if (!kobj_load(&KO))
 		return;
-	kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG);
-	K.in = kobj_map(&KO, "t_in");
-	K.out = kobj_map(&KO, "t_out");
-	K.req = kobj_map(&KO, "t_req");
-	K.keys = kobj_map(&KO, "l7_jwt_keys");
 	for (__u32 c = 0; c < L7_MAX_JWT; c++) {
 		struct l7_jwt_key k;
 		test_key(c, &k);

@@ -27,7 +27,6 @@ static const char *const progs[] = {
 };
 #define NPROG (int)(sizeof progs / sizeof progs[0])
 
-static struct kobj KO;
 static struct {
 	int in, out, sha, req, chunk;
 } K;
@@ -36,25 +35,11 @@ static struct t_out tout;
 static struct l7_req kreq, nreq;   /* kernel's and native parse */
 static struct l7_sha256 nsha;
 static const __u32 zero;
-
-static void kern_load(void)
-{
-	if (KO.obj)
-		return;
-	kobj_load(&KO, L7_TEST_BPF_OBJ, progs, NPROG);
-	K.in = kobj_map(&KO, "t_in");
-	K.out = kobj_map(&KO, "t_out");
-	K.sha = kobj_map(&KO, "t_sha");
-	K.req = kobj_map(&KO, "t_req");
-	K.chunk = kobj_map(&KO, "t_chunk");
-}
-
-/* Run program i once (or `repeat` times); returns the average run time in ns. */
-static __u32 run(int i, __u32 repeat)
-{
-	kern_load();
-	return kobj_run(&KO, i, repeat);
-}
+static const struct kobj_fd maps[] = {
+	{ "t_in", &K.in }, { "t_out", &K.out }, { "t_sha", &K.sha }, { "t_req", &K.req },
+	{ "t_chunk", &K.chunk }, { 0 },
+};
+static struct kobj KO = { .path = L7_TEST_BPF_OBJ, .progs = progs, .n = NPROG, .maps = maps };
 
 static int prog(const char *name)
 {
@@ -67,7 +52,7 @@ static int prog(const char *name)
 
 static void put_in(void)
 {
-	kern_load();
+	kobj_load(&KO);
 	cr_assert_eq(bpf_map_update_elem(K.in, &zero, &tin, BPF_ANY), 0);
 }
 
@@ -85,7 +70,7 @@ static void hex(const __u8 *p, size_t n, char *o)
 
 Test(bpf, verifier)
 {
-	kern_load();
+	kobj_load(&KO);
 	for (int i = 0; i < NPROG; i++) {
 		printf("verifier: %-16s processed %ld insns\n", progs[i], KO.insns[i]);
 		cr_expect_gt(KO.insns[i], 0);
@@ -110,12 +95,12 @@ Test(corpus, sha256)
 			memset(tin.data, ch, sizeof tin.data);
 			tin.op = T_SHA_INIT;
 			put_in();
-			run(prog("t_sha256_stream"), 1);
+			kobj_run(&KO, prog("t_sha256_stream"), 1);
 			while (left > L7_DATA_MASK + 1) {
 				tin.op = T_SHA_UPDATE;
 				tin.len = L7_DATA_MASK + 1;
 				put_in();
-				run(prog("t_sha256_stream"), 1);
+				kobj_run(&KO, prog("t_sha256_stream"), 1);
 				get_out();
 				cr_assert_eq(tout.rc, 0);
 				left -= L7_DATA_MASK + 1;
@@ -123,13 +108,13 @@ Test(corpus, sha256)
 			tin.op = T_SHA_FINAL;
 			tin.len = (__u32)left;
 			put_in();
-			run(prog("t_sha256_stream"), 1);
+			kobj_run(&KO, prog("t_sha256_stream"), 1);
 		} else {
 			long len = hex_decode(msg, tin.data, sizeof tin.data);
 			cr_assert_geq(len, 0);
 			tin.len = (__u32)len;
 			put_in();
-			run(prog("t_sha256"), 1);
+			kobj_run(&KO, prog("t_sha256"), 1);
 		}
 		get_out();
 		cr_expect_eq(tout.rc, 0);
@@ -144,14 +129,14 @@ Test(corpus, sha256)
 			tin.data[i] = (__u8)(i * 131 + len);
 		tin.len = len;
 		put_in();
-		run(prog("t_sha256"), 1);
+		kobj_run(&KO, prog("t_sha256"), 1);
 		get_out();
 		l7_sha256(&nsha, tin.data, 0, len, dig);
 		cr_expect(!memcmp(dig, tout.dig, 32), "BPF vs native sha256, length %u", len);
 	}
 	tin.len = 1024;
 	printf("bpf sha256: %d/%d vectors + 301 lengths vs native; 1 KiB in %u ns\n", n, t.nrows,
-	       (put_in(), run(prog("t_sha256"), 200)));
+	       (put_in(), kobj_run(&KO, prog("t_sha256"), 200)));
 	tsv_free(&t);
 }
 
@@ -171,7 +156,7 @@ Test(corpus, hmac_sha256)
 		tin.klen = (__u32)kl;
 		tin.len = (__u32)dl;
 		put_in();
-		run(prog("t_hmac"), 1);
+		kobj_run(&KO, prog("t_hmac"), 1);
 		get_out();
 		cr_expect_eq(tout.rc, 0);
 		hex(tout.dig, (size_t)mb, got);
@@ -187,7 +172,7 @@ Test(corpus, hmac_sha256)
 		tin.len = len;
 		tin.klen = len % 100;
 		put_in();
-		run(prog("t_hmac"), 1);
+		kobj_run(&KO, prog("t_hmac"), 1);
 		get_out();
 		l7_hmac_sha256_setkey(&nsha, tin.key, 0, tin.klen);
 		l7_hmac_sha256(&nsha, tin.data, 0, len, mac);
@@ -196,7 +181,7 @@ Test(corpus, hmac_sha256)
 	tin.len = 300;
 	tin.klen = 32;
 	printf("bpf hmac-sha256: %d/%d vectors + native comparison; 300 B in %u ns\n", n, t.nrows,
-	       (put_in(), run(prog("t_hmac"), 200)));
+	       (put_in(), kobj_run(&KO, prog("t_hmac"), 200)));
 	tsv_free(&t);
 }
 
@@ -216,7 +201,7 @@ Test(corpus, xxhash)
 		tin.seed32 = (__u32)seed;
 		tin.seed64 = seed;
 		put_in();
-		run(prog(is32 ? "t_xxh32" : "t_xxh64"), 1);
+		kobj_run(&KO, prog(is32 ? "t_xxh32" : "t_xxh64"), 1);
 		get_out();
 		cr_expect_eq(tout.h, want, "BPF %s %s", tsv_get(&t, r, 0), tsv_get(&t, r, 1));
 		n++;
@@ -228,10 +213,10 @@ Test(corpus, xxhash)
 		tin.seed32 = len;
 		tin.seed64 = 0x9e3779b97f4a7c15ULL * len;
 		put_in();
-		run(prog("t_xxh32"), 1);
+		kobj_run(&KO, prog("t_xxh32"), 1);
 		get_out();
 		cr_expect_eq(tout.h, l7_xxh32(tin.data, 0, len, len), "BPF vs native xxh32 %u", len);
-		run(prog("t_xxh64"), 1);
+		kobj_run(&KO, prog("t_xxh64"), 1);
 		get_out();
 		cr_expect_eq(tout.h, l7_xxh64(tin.data, 0, len, tin.seed64), "BPF vs native xxh64 %u",
 			     len);
@@ -257,7 +242,7 @@ Test(corpus, base64url)
 		tin.len = (__u32)tl;
 		tin.klen = 4096;
 		put_in();
-		run(prog("t_b64dec"), 1);
+		kobj_run(&KO, prog("t_b64dec"), 1);
 		get_out();
 		cr_expect_eq(tout.rc, bl, "BPF decode \"%s\"", tsv_get(&t, r, 3));
 		if (bl > 0)
@@ -266,7 +251,7 @@ Test(corpus, base64url)
 			memcpy(tin.data, bytes, (size_t)bl);
 			tin.len = (__u32)bl;
 			put_in();
-			run(prog("t_b64enc"), 1);
+			kobj_run(&KO, prog("t_b64enc"), 1);
 			get_out();
 			cr_expect_eq(tout.rc, (long)tl, "BPF encode %s", tsv_get(&t, r, 1));
 			cr_expect(!memcmp(tout.data, text, tl));
@@ -290,7 +275,7 @@ static int compare_parse(const char *what, const unsigned char *data, size_t len
 	cr_assert_eq(bpf_map_update_elem(K.req, &zero, &kreq, BPF_ANY), 0);
 	tin.len = (__u32)len;
 	put_in();
-	run(prog("t_http"), 1);
+	kobj_run(&KO, prog("t_http"), 1);
 	get_out();
 	cr_assert_eq(bpf_map_lookup_elem(K.req, &zero, &kreq), 0);
 	cr_expect_eq(tout.rc, nrc, "%s: BPF rc %lld, native %d", what, (long long)tout.rc, nrc);
@@ -316,7 +301,7 @@ static int compare_chunked(const char *what, __u32 off, __u32 len)
 	tin.klen = off;
 	tin.len = len;
 	put_in();
-	run(prog("t_chunked"), 1);
+	kobj_run(&KO, prog("t_chunked"), 1);
 	get_out();
 	cr_expect_eq(tout.rc, nrc, "%s: BPF chunked %lld, native %d", what, (long long)tout.rc, nrc);
 	return nrc;
@@ -327,7 +312,7 @@ static void corpus_streams(const char *index, int *heads, int *bodies)
 {
 	struct tsv t;
 
-	kern_load();
+	kobj_load(&KO);
 	cr_assert_eq(tsv_load(index, &t), 0, "corpus (set L7_CORPUS)");
 	for (int r = 0; r < t.nrows; r++) {
 		size_t len, off = 0;
@@ -377,7 +362,7 @@ Test(bpf, http_limits)
 			      "Authorization: Bearer abc.def.ghi\r\n\r\n";
 	size_t n;
 
-	kern_load();
+	kobj_load(&KO);
 	for (size_t total = L7_MAX_HEAD - 40; total <= L7_MAX_HEAD + 3; total++) {
 		n = (size_t)sprintf((char *)b, "GET / HTTP/1.1\r\nHost: h\r\nPad: ");
 		while (n < total - 4)
@@ -399,5 +384,5 @@ Test(bpf, http_limits)
 		compare_parse("typical, every prefix", (const unsigned char *)typical, cut);
 	cr_assert_eq(compare_parse("typical", (const unsigned char *)typical, n), (int)n);
 	printf("bpf http: typical %zu-byte head parsed in %u ns (native build: same result)\n", n,
-	       run(prog("t_http"), 1000));
+	       kobj_run(&KO, prog("t_http"), 1000));
 }
