@@ -15,57 +15,61 @@ ParameterizedTestParameters(ir, goldens)
 	return l7_policy_files(IR_DIR, 1);
 }
 
+/* The IR dump of the policy at src after pipeline o, NULL if it does not lower (d says why). */
+static char *ir_after(const char *src, const struct l7_pipeline *o, struct l7_diags *d)
+{
+	struct l7_unit u;
+	char *dump = NULL;
+	size_t n = 0;
+
+	if (l7_unit_load(&u, src, o, d) != L7_UNIT_OK)
+		return NULL;
+	FILE *f = open_memstream(&dump, &n);
+	ir_dump(u.ir, f);
+	fclose(f);
+	l7_unit_free(&u);
+	return dump;
+}
+
+/* got against the golden IR_DIR/NAME.EXT (rewritten first with L7C_UPDATE_GOLDENS=1). */
+static void golden(const char *name, const char *ext, const char *got, const char *what)
+{
+	char path[512];
+	snprintf(path, sizeof(path), "%s/%s.%s", IR_DIR, name, ext);
+	if (getenv("L7C_UPDATE_GOLDENS")) {
+		FILE *w = fopen(path, "w");
+		fputs(got, w);
+		fclose(w);
+	}
+	char *want = l7_slurp(path, NULL);
+	cr_assert_not_null(want, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", path);
+	cr_expect_str_eq(got, want, "%s of %s changed:\n%s", what, name, got);
+	free(want);
+}
+
 ParameterizedTest(char **name, ir, goldens)
 {
-	char src_path[512], ir_path[512];
+	char src_path[512];
 	snprintf(src_path, sizeof(src_path), "%s/%s.l7", IR_DIR, *name);
-	snprintf(ir_path, sizeof(ir_path), "%s/%s.ir", IR_DIR, *name);
 
-	char *diags = NULL, *dump = NULL;
-	size_t dl = 0, il = 0;
-	FILE *df = open_memstream(&diags, &dl), *irf = open_memstream(&dump, &il);
+	char *diags = NULL;
+	size_t dl = 0;
+	FILE *df = open_memstream(&diags, &dl);
 	struct l7_diags d = { .out = df };
 	struct l7_pipeline lowered = { .passes = "none", .verify_ir = true };
-	struct l7_unit u;
-	enum l7_unit_status rc = l7_unit_load(&u, src_path, &lowered, &d);
+	char *dump = ir_after(src_path, &lowered, &d);
 	fflush(df);
-	cr_assert_eq(rc, L7_UNIT_OK, "%s does not lower:\n%s", *name, diags);
-	ir_dump(u.ir, irf);
-	fclose(irf);
-	l7_unit_free(&u);
-
-	if (getenv("L7C_UPDATE_GOLDENS")) {
-		FILE *w = fopen(ir_path, "w");
-		fputs(dump, w);
-		fclose(w);
-	}
-	char *want = l7_slurp(ir_path, NULL);
-	cr_assert_not_null(want, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", ir_path);
-	cr_expect_str_eq(dump, want, "IR of %s changed:\n%s", *name, dump);
+	cr_assert_not_null(dump, "%s does not lower:\n%s", *name, diags);
+	golden(*name, "ir", dump, "IR");
 
 	/* and after the passes: NAME.opt.ir */
-	char *opt = NULL;
-	size_t ol = 0;
-	FILE *of = open_memstream(&opt, &ol);
 	struct l7_pipeline optimised = { .verify_ir = true, .quiet_passes = true };
-	cr_assert_eq(l7_unit_load(&u, src_path, &optimised, &d), L7_UNIT_OK);
-	ir_dump(u.ir, of);
-	fclose(of);
+	char *opt = ir_after(src_path, &optimised, &d);
+	fflush(df);
+	cr_assert_not_null(opt, "%s does not compile:\n%s", *name, diags);
+	golden(*name, "opt.ir", opt, "optimised IR");
 	fclose(df);
-	char opt_path[512];
-	snprintf(opt_path, sizeof(opt_path), "%s/%s.opt.ir", IR_DIR, *name);
-	if (getenv("L7C_UPDATE_GOLDENS")) {
-		FILE *w = fopen(opt_path, "w");
-		fputs(opt, w);
-		fclose(w);
-	}
-	char *want_opt = l7_slurp(opt_path, NULL);
-	cr_assert_not_null(want_opt, "missing golden %s (run with L7C_UPDATE_GOLDENS=1)", opt_path);
-	cr_expect_str_eq(opt, want_opt, "optimised IR of %s changed:\n%s", *name, opt);
-	free(want_opt);
 	free(opt);
-	l7_unit_free(&u);
-	free(want);
 	free(diags);
 	free(dump);
 }
