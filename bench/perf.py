@@ -764,6 +764,19 @@ def machine_description(args):
     ]
 
 
+def gnuplot(svg, size, title, script):
+    """Draws svg (size "W,H") with gnuplot: its terminal, output and title, then script. The svg's
+    path relative to the report, or None (said in the log) if gnuplot failed."""
+    r = subprocess.run(["gnuplot"], text=True, capture_output=True, input="""set terminal svg size %s dynamic font 'Helvetica,12'
+set output '%s'
+set title '%s'
+""" % (size, svg, title) + script)
+    if r.returncode:
+        log("gnuplot: " + r.stderr.strip()[:300])
+        return None
+    return os.path.relpath(svg, os.path.dirname(args_global.out))
+
+
 def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None):
     """series: {label: [(x, y), ...]} -> docs/perf/NAME.svg via gnuplot."""
     dat = os.path.join(tmp, name + ".dat")
@@ -778,22 +791,14 @@ def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None):
     svg = os.path.join(args_global.outdir, name + ".svg")
     plots = ", ".join("'%s' index %d using %s with linespoints title '%s'" %
                       (dat, i, "2:xtic(1)" if xtics else "1:2", lab) for i, lab in enumerate(blocks))
-    script = """set terminal svg size 720,400 dynamic font 'Helvetica,12'
-set output '%s'
-set title '%s'
-set xlabel '%s'
+    return gnuplot(svg, "720,400", title, """set xlabel '%s'
 set ylabel '%s'
 set grid
 set key outside right
 set yrange [0:*]
 %s
 plot %s
-""" % (svg, title, xlabel, ylabel, "set logscale y" if logy else "", plots)
-    r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
-    if r.returncode:
-        log("gnuplot: " + r.stderr.strip()[:300])
-        return None
-    return os.path.relpath(svg, os.path.dirname(args_global.out))
+""" % (xlabel, ylabel, "set logscale y" if logy else "", plots))
 
 
 def bar_plot(name, title, labels, series, ylabel):
@@ -809,10 +814,7 @@ def bar_plot(name, title, labels, series, ylabel):
     svg = os.path.join(args_global.outdir, name + ".svg")
     plots = ", ".join("'%s' using %d:xtic(1) title columnheader(%d)" % (dat, i + 2, i + 2)
                       for i in range(len(cols)))
-    script = """set terminal svg size 760,400 dynamic font 'Helvetica,12'
-set output '%s'
-set title '%s'
-set ylabel '%s'
+    return gnuplot(svg, "760,400", title, """set ylabel '%s'
 set style data histogram
 set style histogram cluster gap 1
 set style fill solid 0.8 border -1
@@ -820,12 +822,7 @@ set grid ytics
 set key outside right
 set yrange [0:*]
 plot %s
-""" % (svg, title, ylabel, plots)
-    r = subprocess.run(["gnuplot"], input=script, text=True, capture_output=True)
-    if r.returncode:
-        log("gnuplot: " + r.stderr.strip()[:300])
-        return None
-    return os.path.relpath(svg, os.path.dirname(args_global.out))
+""" % (ylabel, plots))
 
 
 args_global = None
