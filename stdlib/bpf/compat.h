@@ -117,6 +117,15 @@ static __always_inline __u64 l7_bytemask(__u32 n)
 	return n >= 8 ? ~0ULL : ((1ULL << (n * 8)) - 1);
 }
 
+/* x, the xor of two words compared at bytes [j, j + 8), cut to the first n bytes of the
+ * compare: bytes at n and past it count as equal. */
+static __always_inline __u64 l7_word_upto(__u64 x, __u32 n, __u32 j)
+{
+	if (n <= j)
+		return 0;
+	return n < j + 8 ? x & l7_bytemask(n - j) : x;
+}
+
 /* Eight characters as the little-endian word a l7_ld64 of them returns. */
 #define L7_W8(a, b, c, d, e, f, g, h)                                                        \
 	((__u64)(__u8)(a) | (__u64)(__u8)(b) << 8 | (__u64)(__u8)(c) << 16 |                   \

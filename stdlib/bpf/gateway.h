@@ -230,17 +230,6 @@ static __always_inline int l7_rx_room(__u64 cookie, __u64 target)
 	return rq && rq->wr - rq->rd + l7_inflight(target, 0) < L7_RXQ_DEPTH;
 }
 
-static __always_inline __u32 l7_bad_status(int err)
-{
-	if (err == -L7_E_TOO_LARGE)
-		return 431;
-	if (err == -L7_E_URI_TOO_LONG)
-		return 414;
-	if (err == -L7_E_UNSUPPORTED)
-		return 501;
-	return 400;
-}
-
 #define L7_LAST_UP_UNKNOWN 0xffffu   /* l7_conn.last_up: an upstream only l7run knows */
 
 /* What the policy reads besides the head, before it runs. */
@@ -511,7 +500,7 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 		return l7_need_more(c);
 	if (h < 0) {
 		/* never forwarded: l7run answers the status and closes */
-		return l7_gw_refuse(c, cookie, avail, l7_bad_status(h), L7_STAT_BAD_REQUEST);
+		return l7_gw_refuse(c, cookie, avail, l7_http_error_status(h), L7_STAT_BAD_REQUEST);
 	}
 	req->src_ip4 = skb->remote_ip4;    /* the client (l7run accepted it) */
 	req->dst_port = skb->local_port;   /* the listener's port, host order */

@@ -60,14 +60,8 @@ static __always_inline int l7_hmac_equal(const __u8 *a, const __u8 *b, __u32 n)
 
 	if (n > 32)
 		return 0;
-	for (j = 0; j < 32; j += 8) {
-		__u64 x = l7_ld64(a + j) ^ l7_ld64(b + j);
-		if (n <= j)
-			x = 0;
-		else if (n < j + 8)
-			x &= l7_bytemask(n - j);
-		d |= x;
-	}
+	for (j = 0; j < 32; j += 8)
+		d |= l7_word_upto(l7_ld64(a + j) ^ l7_ld64(b + j), n, j);
 	return d == 0;
 }
 

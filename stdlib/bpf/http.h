@@ -76,6 +76,18 @@ extern L7_POLICY_TABLE char l7_rhdr_name[L7_MAX_RHDR][L7_MAX_NAME];
 #endif
 #define L7_HTTP_TRIM 32         /* OWS runs around a value must be shorter than this */
 
+/* The status of the answer to a request that l7_http_parse refused with err (the codes above). */
+static __always_inline __u32 l7_http_error_status(int err)
+{
+	if (err == -L7_E_TOO_LARGE)
+		return 431;
+	if (err == -L7_E_URI_TOO_LONG)
+		return 414;
+	if (err == -L7_E_UNSUPPORTED)
+		return 501;
+	return 400;
+}
+
 /* ---- byte classes: one row per scanner state, 1 = "stop here" ---------------------- */
 #define L7__CTL(c)   ((c) < 0x20 || (c) == 0x7f)
 #define L7__DIGIT(c) ((c) >= '0' && (c) <= '9')

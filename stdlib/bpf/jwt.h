@@ -225,12 +225,7 @@ static __always_inline int l7_jwt_eq(const __u8 *json, __u32 start, __u32 len, c
 		return 0;
 	for (j = 0; j < 64; j += 8) {
 		__u64 a = l7_ld64(p + j), b = l7_ld64((const __u8 *)ref + j);
-		__u64 x = (ci ? l7_lower8(a) : a) ^ b;
-		if (n <= j)
-			x = 0;
-		else if (n < j + 8)
-			x &= l7_bytemask(n - j);
-		d |= x;
+		d |= l7_word_upto((ci ? l7_lower8(a) : a) ^ b, n, j);
 	}
 	return d == 0;
 }

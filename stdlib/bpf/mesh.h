@@ -361,17 +361,6 @@ __attribute__((noinline)) int l7g_mesh_unhold(struct sk_msg_md *msg, const struc
 	return rc;
 }
 
-static __always_inline __u32 l7_mesh_bad_status(int err)
-{
-	if (err == -L7_E_TOO_LARGE)
-		return 431;
-	if (err == -L7_E_URI_TOO_LONG)
-		return 414;
-	if (err == -L7_E_UNSUPPORTED)
-		return 501;
-	return 400;
-}
-
 /* Copy the first n bytes of the message into req->buf and parse them. */
 static __always_inline int l7_mesh_parse(struct sk_msg_md *msg, struct l7_req *req, __u32 n)
 {
@@ -441,7 +430,7 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	l7_mesh_stat(L7_STAT_REQUESTS);
 	if (h <= 0) {
 		/* never forwarded unchecked: l7run answers and closes (the stream cannot be framed) */
-		__u32 st = h == 0 ? 431 : l7_mesh_bad_status(h);
+		__u32 st = h == 0 ? 431 : l7_http_error_status(h);
 		l7_mesh_stat(L7_STAT_BAD_REQUEST);
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, st, 0, seq);
 	}
