@@ -67,6 +67,19 @@ def frame(buf):
         pos += size + 2
 
 
+def framed(buf):
+    """The requests framed in buf, [(method, target, head)] (head: the request line and fields,
+    without the empty lines before it), and what is left that cannot be framed (yet)."""
+    out = []
+    while buf:
+        f = frame(buf)
+        if not f:
+            break
+        out.append((f[0], f[1], buf[:buf.find(b"\r\n\r\n")].lstrip(b"\r\n")))
+        buf = buf[f[2]:]
+    return out, buf
+
+
 def handle(conn, path, name):
     buf = b""
     conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -24,7 +24,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import relcommon as rc  # noqa: E402
-from rec_backend import frame  # noqa: E402
+from rec_backend import frame, framed  # noqa: E402
 
 L7C, L7RUN, MODE = sys.argv[1:4]
 REPO = os.path.abspath(os.path.join(rc.HERE, "..", ".."))
@@ -82,16 +82,9 @@ def insert_host(data):
 
 def split_requests(data):
     """Frame what the backend received: [(method, target, n_headers)], leftover bytes."""
-    out = []
-    while data:
-        f = frame(data)
-        if not f:
-            break
-        m, t, n = f
-        head = data[:data.find(b"\r\n\r\n")].lstrip(b"\r\n")
-        out.append((m.decode("latin-1"), t.decode("utf-8", "replace"), head.count(b"\r\n")))
-        data = data[n:]
-    return out, data
+    reqs, rest = framed(data)
+    return [(m.decode("latin-1"), t.decode("utf-8", "replace"), head.count(b"\r\n")) for m, t, head in reqs], \
+        rest
 
 
 def as_forwarded(data):

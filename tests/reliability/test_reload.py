@@ -40,7 +40,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import relcommon as rc  # noqa: E402
-from rec_backend import frame  # noqa: E402
+from rec_backend import framed  # noqa: E402
 
 L7C, L7RUN, MODE = sys.argv[1:4]
 FRONT, B1, B2 = rc.BASE + 2, rc.BASE + 3, rc.BASE + 4
@@ -317,16 +317,9 @@ def recordings(d):
     """[(target, [x-ver values])] of every request a recording backend got."""
     out = []
     for f in sorted(glob.glob(os.path.join(d, "c*.bin"))):
-        data = open(f, "rb").read()
-        while data:
-            fr = frame(data)
-            if not fr:
-                break
-            m, t, n = fr
-            head = data[:data.find(b"\r\n\r\n")].split(b"\r\n")
-            xv = [l.split(b":", 1)[1].strip().decode() for l in head[1:] if l.lower().startswith(b"x-ver:")]
+        for _, t, head in framed(open(f, "rb").read())[0]:
+            xv = [l.split(b":", 1)[1].strip().decode() for l in head.split(b"\r\n")[1:] if l.lower().startswith(b"x-ver:")]
             out.append((t.decode(), xv))
-            data = data[n:]
     return out
 
 
