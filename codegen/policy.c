@@ -479,6 +479,20 @@ static void deny_now(struct pcx *c, int status, int rule)
 	LLVMBuildRet(c->g->b, u32c(c, L7_DENY));
 }
 
+/* A Deny (or an ALLOW policy's 403) that `l7run --audit` (l7_config, no recompile) does not
+ * enforce: l7_audit_deny counts it in the rule's audit counter and goes to `audited` (the
+ * policy decides nothing); otherwise deny. */
+static void deny_or_audit(struct pcx *c, int status, int rule, LLVMBasicBlockRef audited)
+{
+	struct cg *g = c->g;
+	LLVMValueRef args[] = { c->d, u32c(c, (unsigned)rule) };
+	LLVMValueRef on = call(c, c->jwt_ty, declare(c, "l7_audit_deny", c->jwt_ty), args, 2);
+	LLVMBasicBlockRef deny = block(c, "deny");
+	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, on, u32c(c, 0), ""), audited, deny);
+	LLVMPositionBuilderAtEnd(g->b, deny);
+	deny_now(c, status, rule);
+}
+
 /* Limit(bucket, key): take a token or deny with the bucket's status. */
 static void limit(struct pcx *c, const struct ir_action *a, const struct ir_rule *r)
 {
@@ -552,6 +566,14 @@ static void act_COUNTER_RESET(struct pcx *c, int pol, const struct ir_rule *r, i
 	(void)pol;
 	if (value_read(c, r->actions[k].counter))
 		state_call(c, "l7_counter_reset", (unsigned)r->actions[k].counter);
+}
+
+/* Audit(request): counted in the rule's audit counter, marked in the decision (for the log) */
+static void act_AUDIT(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol, (void)k;
+	LLVMValueRef args[] = { c->d, u32c(c, (unsigned)r->id) };
+	call(c, c->jwt_ty, declare(c, "l7_audit_mark", c->jwt_ty), args, 2);
 }
 
 static void act_TIMER_RESTART(struct pcx *c, int pol, const struct ir_rule *r, int k)
@@ -760,7 +782,7 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			}
 			cg_di_at(g, c->sp, rule->line);
 			switch (rule->term) {
-			case IR_DENY: deny_now(c, rule->status, rule->id); break;
+			case IR_DENY: deny_or_audit(c, rule->status, rule->id, matched); break;
 			case IR_ALLOW: set_flag(c, c->allowed); LLVMBuildBr(g->b, matched); break;
 			case IR_FORWARD:
 			case IR_FALLBACK: remember_route(c, rule, matched); break;
@@ -799,7 +821,7 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c->allowed, "");
 	LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, applies, LLVMBuildNot(g->b, allowed, ""), ""), rbac, routing);
 	LLVMPositionBuilderAtEnd(g->b, rbac);
-	deny_now(c, p->rbac_rule.status, 0);
+	deny_or_audit(c, p->rbac_rule.status, 0, routing);
 	LLVMPositionBuilderAtEnd(g->b, routing);
 	LLVMBasicBlockRef routed = block(c, "routed"), none = block(c, "default");
 	LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->i1, c->routed, ""), routed, none);
@@ -970,7 +992,8 @@ static int size_STR_EQ(const struct ir_cond *k, int unroll)
 static int size_STR_PREFIX(const struct ir_cond *k, int unroll) { return size_STR_EQ(k, unroll); }
 
 /* Each action kind's estimate */
-enum { act_size_MUTATE = 24, act_size_COUNT = 24, act_size_LIMIT = 60, act_size_COUNTER_RESET = 24, act_size_TIMER_RESTART = 24 };
+enum { act_size_MUTATE = 24, act_size_COUNT = 24, act_size_LIMIT = 60, act_size_COUNTER_RESET = 24, act_size_TIMER_RESTART = 24,
+       act_size_AUDIT = 16 };
 
 int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {

@@ -163,7 +163,10 @@ static void fill_rules(struct report *r)
 				snprintf(rr->decision, sizeof(rr->decision), "deny %d", ru->status);
 			else
 				snprintf(rr->decision, sizeof(rr->decision), "%s", term_name(ru->term));
-			rr->mutates = ru->nactions > 0;
+			for (int a = 0; a < ru->nactions; a++) {
+				rr->mutates |= ru->actions[a].kind == IR_A_MUTATE;
+				rr->audit |= ru->actions[a].kind == IR_A_AUDIT;
+			}
 			const struct ir_cond *c = ir_rule_table(ru);
 			rr->table = c ? c->table : -1;
 			for (int e = 0; c && e < p->tables[c->table].n; e++)
@@ -221,7 +224,8 @@ static void rule_text(const struct rp_rule *rr, char *buf, size_t n)
 	char tab[64] = "";
 	if (rr->table >= 0)
 		snprintf(tab, sizeof(tab), " (table #%d: %d rule%s)", rr->table, rr->table_rules, rr->table_rules == 1 ? "" : "s");
-	snprintf(buf, n, "%s%s%s", rr->decision, rr->mutates ? " + header mutations" : "", tab);
+	snprintf(buf, n, "%s%s%s%s", rr->audit ? "audit (a deny not enforced), then " : "", rr->decision,
+		 rr->mutates ? " + header mutations" : "", tab);
 }
 
 static void chains(const struct report *r, FILE *o, const char *indent, const char *arrow)
@@ -430,8 +434,8 @@ static void json_report(const struct report *r)
 		json_str(stdout, ru->upstream >= 0 && (ru->term == IR_FORWARD || ru->term == IR_FALLBACK) ? p->upstreams[ru->upstream].name
 													     : "");
 		rule_text(rr, buf, sizeof(buf));
-		printf(",\"header_mutations\":%s,\"table\":%d,\"table_rules\":%d,\"text\":", rr->mutates ? "true" : "false",
-		       rr->table, rr->table_rules);
+		printf(",\"header_mutations\":%s,\"audit\":%s,\"table\":%d,\"table_rules\":%d,\"text\":",
+		       rr->mutates ? "true" : "false", rr->audit ? "true" : "false", rr->table, rr->table_rules);
 		json_str(stdout, buf);
 		printf(",\"slow_path\":");
 		json_str(stdout, ru->term == IR_FALLBACK ? ru->reason : NULL);

@@ -77,6 +77,8 @@ static const struct opt {
 	  "with --eval: the service the client connected to (default the first)" },
 	{ "now", 'N', required_argument, "--now=EPOCH",
 	  "with --eval: the Unix time JWTs' exp and nbf are checked against\n(default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)" },
+	{ "eval-audit", 'A', no_argument, "--eval-audit",
+	  "with --eval: decide as `l7run --audit` does (no Deny enforced,\neach one audited)" },
 	{ "color", 'c', required_argument, "--color=WHEN", "never | always | auto (default auto)" },
 	{ "version", 'V', no_argument, "--version", "print the version" },
 	{ "help", 'h', no_argument, "-h, --help", "print this text" },
@@ -124,7 +126,8 @@ static char *default_output(const char *in)
  * The request comes from `source` (network byte order) to `service` (NULL: the first); JWTs are
  * verified as the data plane does (its code, the policy's key files) at time `now`; rate
  * limits count as not reached (one request). */
-static int eval(const struct ir_program *ir, const char *path, unsigned source, const char *service, long long now)
+static int eval(const struct ir_program *ir, const char *path, unsigned source, const char *service, long long now,
+		bool audit_all)
 {
 	int svc = 0;
 	while (service && svc < ir->nservices && strcmp(ir->services[svc].name, service))
@@ -156,7 +159,8 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 		return 0;
 	}
 	char err[1024];
-	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = ir_jwt_env_new(ir, now, err, sizeof(err)) };
+	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = ir_jwt_env_new(ir, now, err, sizeof(err)),
+				   .audit_all = audit_all };
 	if (!env.ctx)
 		return fprintf(stderr, "l7c: error: %s\n", err), 2;
 	struct ir_decision d;
@@ -190,6 +194,8 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 		printf("rule: %d (line %u)\n", d.rule->id, d.line);
 	else
 		printf("rule: default (no policy decided)\n");
+	for (int i = 0; i < d.naudit; i++)   /* rule 0: an ALLOW policy's 403 */
+		printf("audit: would deny (line %u, rule %d)\n", d.audit_line[i], d.audit_rule[i]);
 	for (int i = 0; i < d.ncounted; i++)
 		printf("count: %s\n", ir->counters[d.counted[i]]);
 	/* what the upstream gets and what the client gets back: the sender's lines of the removed
@@ -257,7 +263,7 @@ int main(int argc, char **argv)
 	unsigned eval_source = htonl(0x7f000001);
 	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
-	bool do_explain = false;
+	bool do_explain = false, eval_audit = false;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 	const char *env_verify = getenv("L7C_VERIFY_IR");
@@ -319,6 +325,7 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'Z': eval_service = optarg; break;
+		case 'A': eval_audit = true; break;
 		case 'P': passes = optarg; break;
 		case 'R': verify_ir = true; break;
 		case 'X': do_explain = true; break;
@@ -377,7 +384,7 @@ int main(int argc, char **argv)
 		ex.out_path = out;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
-		rc = eval(ir, eval_request, eval_source, eval_service, eval_now);
+		rc = eval(ir, eval_request, eval_source, eval_service, eval_now, eval_audit);
 	} else if (emit == EMIT_IR) {
 		/* printed by the pipeline, after lowering and after each pass */
 	} else {

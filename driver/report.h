@@ -41,6 +41,7 @@ struct rp_rule {
 	double share;                 /* of its program's instructions, % */
 	char decision[96];            /* "forward web", "deny 403", "fallback proxy", "allow", ... */
 	bool mutates;                 /* has header mutations */
+	bool audit;                   /* audits a deny it does not enforce (Audit(request)) */
 	int table, table_rules;       /* the rule table it stands for (-1) and the rules it holds */
 };
 

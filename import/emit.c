@@ -1,7 +1,8 @@
 /* The .l7 the importer writes: the classes of workloads (services) and callers (identities),
- * the Jwt instances, then the policies in the order that keeps Istio's: CUSTOM (their Fallback
- * is the first route reached), RequestAuthentication, DENY, Cilium, ALLOW, what is only a
- * comment (AUDIT, dry run), and last the routes to each workload. Deny wins wherever it is
+ * the Jwt instances, then the policies in the order that keeps Istio's: the audited ones
+ * (AUDIT, DENY/ALLOW dry runs: Audit decides nothing, so they see every request), CUSTOM
+ * (their Fallback is the first route reached), RequestAuthentication, DENY, Cilium, ALLOW, what
+ * is only a comment (a CUSTOM dry run), and last the routes to each workload. Deny wins wherever it is
  * reached; an ALLOW policy that applies and does not allow denies (docs/language.md). */
 #include "model.h"
 
@@ -235,16 +236,21 @@ static void policy_head(struct em *e, const char *lead, const char *name, const 
 	fprintf(e->o, "%s) {\n", lead);
 }
 
-/* if (cond) { action } with the rule's comment; a condition that is always true is the action. */
-static void guarded(struct em *e, const char *lead, const struct cnode *c, const char *comment, const char *action)
+/* if (cond) { action } with the rule's comment (kw: "if", or "else if" in a chain); a
+ * condition that is always true is the action (in a chain: its else). */
+static void guarded_kw(struct em *e, const char *lead, const struct cnode *c, const char *comment, const char *action,
+		       const char *kw)
 {
 	if (comment)
 		fprintf(e->o, "%s  // %s\n", lead, comment);
 	if (c->k == CK_TRUE) {
-		fprintf(e->o, "%s  %s\n", lead, action);
+		if (strcmp(kw, "if"))
+			fprintf(e->o, "%s  else {\n%s    %s\n%s  }\n", lead, lead, action, lead);
+		else
+			fprintf(e->o, "%s  %s\n", lead, action);
 		return;
 	}
-	fprintf(e->o, "%s  if (", lead);
+	fprintf(e->o, "%s  %s (", lead, kw);
 	/* a commented-out policy prints its condition on one line per line break, prefixed too */
 	if (*lead) {
 		char *buf = NULL;
@@ -267,18 +273,46 @@ static void guarded(struct em *e, const char *lead, const struct cnode *c, const
 	fprintf(e->o, ") {\n%s    %s\n%s  }\n", lead, action, lead);
 }
 
+static void guarded(struct em *e, const char *lead, const struct cnode *c, const char *comment, const char *action)
+{
+	guarded_kw(e, lead, c, comment, action, "if");
+}
+
+/* An audited policy's body: Audit(request) is not terminal, so its rules are one else-if chain
+ * (one path each: n ifs in a row would be 2^n paths). AUDIT and a DENY's dry run audit what a
+ * rule matches; an ALLOW's dry run what none of its rules matches. */
+static void audited_rules(struct em *e, const struct ipol *p, struct cnode **conds)
+{
+	bool allow = p->k == PK_ALLOW, first = true;
+	for (int i = 0; i < p->nrules; i++) {
+		if (conds[i]->k == CK_FALSE) {
+			fprintf(e->o, "  // %s: matches no request here\n", p->rules[i].comment);
+			continue;
+		}
+		guarded_kw(e, "", conds[i], p->rules[i].comment, allow ? "// allowed: nothing to audit" : "Audit(request);",
+			   first ? "if" : "else if");
+		first = false;
+		if (conds[i]->k == CK_TRUE)
+			return;   /* the rest is never reached (ALLOW: everything is allowed) */
+	}
+	if (allow)
+		fprintf(e->o, first ? "  Audit(request);   // it allows nothing\n" : "  else {\n    Audit(request);   // no rule allows it\n  }\n");
+}
+
 static const char *action_of(const struct ipol *p)
 {
 	switch (p->k) {
 	case PK_CUSTOM: return NULL;
 	case PK_DENY: return "Deny(request, 403);";
-	case PK_AUDIT: return "Audit(request);   // not in the language yet";
+	case PK_AUDIT: return "Audit(request);";
 	default: return "Allow(request);";
 	}
 }
 
 static const char *policy_prefix(const struct ipol *p)
 {
+	if (p->audited)
+		return "audit";
 	switch (p->k) {
 	case PK_CUSTOM: return "custom";
 	case PK_DENY: return "deny";
@@ -310,7 +344,9 @@ static void authz(struct em *e, const struct ipol *p)
 	const char *what = p->k == PK_CUSTOM ? xprintf(x, "CUSTOM, provider %s: the requests it matches go to the fallback "
 						       "proxy (the slow path), which asks the provider", p->provider)
 			 : p->k == PK_DENY ? "DENY" : p->k == PK_AUDIT ? "AUDIT" : "ALLOW";
-	fprintf(e->o, "\n// %s (%s): %s\n", p->title, p->where, what);
+	fprintf(e->o, "\n// %s (%s): %s%s\n", p->title, p->where, what,
+		p->audited && p->k != PK_AUDIT ? ", a dry run (istio.io/dry-run): what it would deny is audited, not denied"
+		: p->k == PK_AUDIT ? ": the requests it matches are audited (counted and logged); it decides nothing" : "");
 	if (p->commented)
 		fprintf(e->o, "// %s: not enforced, kept as a comment%s\n", p->why_commented,
 			p->k == PK_AUDIT ? " (it would audit the requests it matches)" : "");
@@ -327,7 +363,13 @@ static void authz(struct em *e, const struct ipol *p)
 			live += conds[i]->k != CK_FALSE;
 		}
 		const char *where = ng > 1 ? xprintf(x, " on %s%s", e->svcs[g[k].svcs[0]].name, g[k].nsvcs > 1 ? ", ..." : "") : "";
-		if (!live && (p->k != PK_ALLOW || p->commented)) {
+		if (p->audited && (live || p->k == PK_ALLOW)) {
+			policy_head(e, "", name, &g[k], jwt);
+			audited_rules(e, p, conds);
+			fprintf(e->o, "}\n");
+			continue;
+		}
+		if (!live && (p->k != PK_ALLOW || p->commented || p->audited)) {
 			fprintf(e->o, "// no rule can match%s: it does nothing\n", where);
 			continue;
 		}
@@ -646,7 +688,7 @@ int emit(struct ictx *x, FILE *out)
 		struct group one = { &s, 1, k->jwtset, e.svcs[s].port };
 		for (int p = 0; p < x->npols; p++) {
 			const struct ipol *pp = x->pols[p];
-			if (pp->k != PK_ALLOW || pp->commented || !applies(pp, k))
+			if (pp->k != PK_ALLOW || pp->commented || pp->audited || !applies(pp, k))
 				continue;
 			for (int r = 0; r < pp->nrules; r++)
 				e.allow_live[s] |= bind(&e, pp->rules[r].cond, &one)->k != CK_FALSE;
@@ -695,6 +737,11 @@ int emit(struct ictx *x, FILE *out)
 			fprintf(o, " header = %s;", l7_quote(x, jw->header, strlen(jw->header)));
 		fprintf(o, " leeway = 60; }   // Envoy's clock skew\n");
 	}
+	/* first the audited policies: Audit(request) decides nothing, so they see every request,
+	 * also those a later policy denies */
+	for (int p = 0; p < x->npols; p++)
+		if (x->pols[p]->audited)
+			authz(&e, x->pols[p]);
 	for (int k = 0; k <= PK_AUDIT; k++) {
 		if (k == PK_AUTHN) {
 			for (int s = 0; s < x->njwtsets; s++)
@@ -709,6 +756,8 @@ int emit(struct ictx *x, FILE *out)
 		for (int p = 0; p < x->npols; p++) {
 			const struct ipol *pp = x->pols[p];
 			bool commented = pp->commented;
+			if (pp->audited)
+				continue;
 			if ((int)pp->k == k && !commented && pp->k != PK_AUDIT) {
 				authz(&e, pp);
 			} else if (k == PK_AUDIT && commented) {

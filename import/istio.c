@@ -464,16 +464,18 @@ void istio_authz(struct ictx *x, const struct ynode *doc, const char *ns, const 
 	/* Istio's dry run: the policy is evaluated and logged, not enforced */
 	const struct ynode *dry = y_get(y_get(meta, "annotations"), "istio.io/dry-run");
 	if (dry && dry->kind == Y_SCALAR && !strcmp(dry->str, "true")) {
-		p->commented = true;
-		p->why_commented = "istio.io/dry-run";
-		l7_diag(x->d, L7_WARNING, dry->loc, "istio.io/dry-run: the policy is not enforced; it is written as a comment");
+		if (kinds[a] == PK_CUSTOM) {
+			p->commented = true;
+			p->why_commented = "istio.io/dry-run";
+			l7_diag(x->d, L7_WARNING, dry->loc, "istio.io/dry-run: the policy is not enforced; it is written as a comment");
+		} else {   /* what it would deny is audited: counted and logged, and judged on */
+			p->audited = true;
+			l7_diag(x->d, L7_WARNING, dry->loc, "istio.io/dry-run: the policy is not enforced; what it would deny is "
+				"audited (Audit(request))");
+		}
 	}
-	if (kinds[a] == PK_AUDIT && !p->commented) {
-		p->commented = true;
-		p->why_commented = "AUDIT";
-		l7_diag(x->d, L7_WARNING, an->loc, "action AUDIT: l7c has no audit action yet; the policy is written as a comment "
-			"and audits nothing");
-	}
+	if (kinds[a] == PK_AUDIT)   /* Istio's AUDIT decides nothing: the requests it matches are audited */
+		p->audited = true;
 	int n;
 	struct ynode **rules = y_list(x, y_get(spec, "rules"), "rules", &n);
 	p->rules = l7_alloc(x->a, sizeof(*p->rules) * (size_t)(n + 1));

@@ -117,7 +117,8 @@ struct ipol {
 	struct irule *rules;
 	int nrules;
 	const char *provider;        /* CUSTOM */
-	bool commented;              /* AUDIT, dry-run: emitted as a comment */
+	bool commented;              /* CUSTOM's dry run: emitted as a comment */
+	bool audited;                /* AUDIT, and DENY/ALLOW's dry run: its denies audited, not enforced */
 	const char *why_commented;
 	int *jwts;                   /* RequestAuthentication: its Jwt instances */
 	int njwts;

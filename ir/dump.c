@@ -284,6 +284,12 @@ static void show_LIMIT(const struct ir_program *p, const struct ir_action *a, FI
 	fputc(';', o);
 }
 
+static void show_AUDIT(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	(void)p, (void)a;
+	fputs(" audit;", o);
+}
+
 static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *o)
 {
 	static show_fn *const hooks[] = {

@@ -271,6 +271,21 @@ static bool apply_COUNTER_RESET(const struct ev *e, struct ir_decision *out, con
 	return (void)e, (void)out, (void)r, (void)a, true;
 }
 
+static void audited(struct ir_decision *out, int rule, unsigned line)
+{
+	if (out->naudit < 16) {
+		out->audit_rule[out->naudit] = rule;
+		out->audit_line[out->naudit++] = line;
+	}
+}
+
+static bool apply_AUDIT(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a)
+{
+	(void)e;
+	audited(out, r->id, a->line);
+	return true;
+}
+
 static bool apply_TIMER_RESTART(const struct ev *e, struct ir_decision *out, const struct ir_rule *r,
 				const struct ir_action *a)
 {
@@ -294,6 +309,10 @@ void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct i
 				continue;
 			if (!apply(&e, out, r))
 				return;   /* a Limit denied */
+			if (r->term == IR_DENY && e.env && e.env->audit_all) {
+				audited(out, r->id, line_of(&e, r));   /* the policy decides nothing */
+				break;
+			}
 			if (r->term == IR_DENY) {
 				decide(&e, out, r);
 				return;
@@ -305,7 +324,9 @@ void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct i
 			break;   /* paths of one policy are exclusive: on to the next policy */
 		}
 	}
-	if (allow_applies && !allowed)
+	if (allow_applies && !allowed && env && env->audit_all)
+		audited(out, p->rbac_rule.id, p->rbac_rule.line);
+	if (allow_applies && !allowed && !(env && env->audit_all))
 		decide(&e, out, &p->rbac_rule);
 	else if (route)
 		decide(&e, out, route);

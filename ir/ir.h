@@ -315,6 +315,11 @@ struct ir_decision {
 	unsigned rdel;               /* bit i: the upstream's lines of response field i removed */
 	int counted[16];             /* counters incremented, in order */
 	int ncounted;
+	/* audited denies (Audit(request), and with audit_all every Deny and the 403 of an ALLOW
+	 * policy), in order: the rule whose audit counter counts it and the line */
+	int audit_rule[16];
+	unsigned audit_line[16];
+	int naudit;
 };
 
 /* What the evaluator cannot know by itself: JWT validity (and claim values, which the check
@@ -329,6 +334,9 @@ struct ir_eval_env {
 	/* Counter values and timers (NULL: every value 0, no timer elapsed) */
 	unsigned long long (*counter_value)(void *ctx, int counter);
 	bool (*timer_elapsed)(void *ctx, int timer, unsigned seconds);
+	/* `l7run --audit`: no Deny is enforced (nor an ALLOW policy's 403); each is audited and the
+	 * policy decides nothing (a Limit's deny and the 404 of no route stay) */
+	bool audit_all;
 };
 
 /* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser

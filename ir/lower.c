@@ -730,6 +730,13 @@ static bool lower_LIMIT(struct lx *x, const struct l7_stmt *s, const struct seq 
 	return lower_seq(x, rest, pa);
 }
 
+/* Audit(request): a deny that is not enforced. The path goes on, as if it were not there. */
+static bool lower_AUDIT(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	push_action(x, &pa, IR_A_AUDIT, s->loc.line);
+	return lower_seq(x, rest, pa);
+}
+
 static bool lower_ALLOW(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	(void)rest;

@@ -253,6 +253,20 @@ fail:
  * of a reload), then fill what its programs read before the first request: JWT keys and clock,
  * caller identities, rule tables, the tail-call chain of a split program. On failure *obj may
  * be set: the caller's unload closes it. */
+/* The run-time switches (l7_config: --audit), before anything is attached. */
+static int config_setup(const struct policy_env *env, struct bpf_object *obj, char *err, size_t errlen)
+{
+	struct l7_config c = { .flags = env->dp_flags };
+	__u32 k = 0;
+	int fd = bpf_object__find_map_fd_by_name(obj, "l7_config");
+
+	if (fd < 0 || bpf_map_update_elem(fd, &k, &c, BPF_ANY)) {
+		snprintf(err, errlen, "cannot set l7_config: %s", fd < 0 ? "no such map (an older l7c's object?)" : strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
 int version_open(struct policy_env *env, const struct policy_file *pf, const char *path, enum load_mode mode,
 		 struct config *cfg, struct bpf_object **obj, int *clock_fd, uint64_t *load_us, char *err, size_t errlen)
 {
@@ -262,7 +276,8 @@ int version_open(struct policy_env *env, const struct policy_file *pf, const cha
 	if (!*obj)
 		return -1;
 	*load_us = now_us() - t0;
-	if (jwt_setup(env, *obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
+	if (config_setup(env, *obj, err, errlen) ||
+	    jwt_setup(env, *obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
 	    ident_setup(&env->ident, *obj, cfg, err, errlen) ||
 	    fill_rule_tables(*obj, cfg->mf, err, errlen) ||   /* before anything is attached */
 	    fill_tail_calls(*obj, mode == LOAD_MESH, err, errlen) < 0)

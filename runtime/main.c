@@ -167,6 +167,7 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 			break;
 		case O_METRICS_LISTEN: a->metrics_addr = v; break;
 		case O_BPF_STATS: a->bpf_stats = 1; break;
+		case O_AUDIT: L->env.dp_flags |= L7_CFG_AUDIT; break;
 		case O_VERBOSE: L->env.verbose = 1; break;
 		case O_STATS: a->stats_dir = v; break;
 		case O_METRICS: a->metrics_dir = v; break;

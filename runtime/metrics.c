@@ -196,6 +196,29 @@ static void write_rule_hits(FILE *out, const struct manifest *mf, int counters_f
 	}
 }
 
+/* The audited denies, per rule id (the audit counters after the rule hits in l7_counters): a
+ * series for every rule that audited at least one, at the line of its first RULE record (a
+ * table's group rule: its first entry's); rule="0" line="0" is an ALLOW policy's 403 (the
+ * manifest does not say which policies are ALLOW policies). */
+static void write_audits(FILE *out, const struct manifest *mf, int counters_fd, int ncpu, uint64_t *buf)
+{
+	const char *metric = family(out, FAM_AUDIT_DENIES);
+	unsigned long long rbac = percpu_sum(counters_fd, L7_AUDIT_COUNTER(0), ncpu, buf);
+	__u32 last = 0;
+
+	if (rbac)
+		fprintf(out, "%s{rule=\"0\",line=\"0\"} %llu\n", metric, rbac);
+	for (__u32 i = 0; i < mf->n_rule; i++) {
+		const struct l7m_rule *r = &mf->rule[i];
+		if (r->id == last || r->id >= L7_MAX_COUNTERS)
+			continue;
+		last = r->id;
+		unsigned long long n = percpu_sum(counters_fd, L7_AUDIT_COUNTER(r->id), ncpu, buf);
+		if (n)
+			fprintf(out, "%s{rule=\"%u\",line=\"%u\"} %llu\n", metric, r->id, r->line, n);
+	}
+}
+
 /* The metrics of one loaded policy: its l7_counters, l7_stats and l7_upstat maps, its
  * manifest and its configuration as run (cfg: names of the upstreams); the counters are
  * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
@@ -215,6 +238,7 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 		fprintf(out, "\"} %llu\n", percpu_sum(counters_fd, i, ncpu, buf));
 	}
 	write_rule_hits(out, mf, counters_fd, entry_fd, ncpu, buf);
+	write_audits(out, mf, counters_fd, ncpu, buf);
 	metric = family(out, FAM_DATAPLANE);
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));

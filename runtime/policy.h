@@ -78,6 +78,7 @@ struct policy_env {
 	struct overrides ov;         /* --listen, --upstream, --fallback */
 	struct jwt_env jwt;
 	struct ident_env ident;
+	__u32 dp_flags;              /* l7_config's flags (L7_CFG_*: --audit), the same in every version */
 };
 
 void policy_env_init(struct policy_env *env);    /* the defaults, before the command line */

@@ -266,6 +266,8 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 	__u64 target = ctl ? ctl->bind[up] : 0;
 	struct l7_txq *q = 0;
 
+	if (dp->audit)
+		l7_stat(L7_STAT_AUDITED);
 	if (dp->verdict == L7_DENY) {
 		why = L7_WHY_DENY;
 		l7_stat(L7_STAT_DENIED);

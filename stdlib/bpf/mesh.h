@@ -468,6 +468,8 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 	 * Route left in d, it walked everything below once per upstream of the policy. */
 	req->decided_up = dp->upstream;
 	__u32 up = *(volatile __u32 *)&req->decided_up;
+	if (dp->audit)
+		l7_mesh_stat(L7_STAT_AUDITED);
 	if (dp->verdict == L7_FALLBACK) {
 		struct l7_mesh_addr_key fk = { 0, 0 };
 		struct l7_mesh_addr *fb = bpf_map_lookup_elem(&l7_mesh_addrs, &fk);

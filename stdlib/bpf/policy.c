@@ -22,7 +22,7 @@
 #define JSON_MASK (L7_JWT_JSON - 1)
 
 extern struct { void *type, *max_entries, *key, *value; } l7_counters, l7_buckets, l7_idents, l7_cidrs,
-	l7_counter_values, l7_timers;
+	l7_counter_values, l7_timers, l7_config;
 extern const __u32 l7_n_identities;
 
 /* Compares with a constant. codegen unrolls the short ones itself (~3 instructions a byte, no
@@ -93,6 +93,24 @@ L7_INLINE void l7_count(__u32 idx)
 	__u64 *v = bpf_map_lookup_elem(&l7_counters, &idx);
 	if (v)
 		*v += 1;   /* per-CPU: no atomics needed */
+}
+
+/* A deny not enforced (Audit(request), or any Deny under l7run --audit): the rule's audit
+ * counter, and the decision says so (the access log). Returns 1. */
+L7_INLINE int l7_audit_mark(struct l7_decision *d, __u32 rule)
+{
+	if (rule < L7_MAX_COUNTERS)
+		l7_count(L7_AUDIT_COUNTER(rule));
+	d->audit = rule + 1;
+	return 1;
+}
+
+/* At a Deny: 1 (and audited) when l7run runs the object with --audit, 0 to deny. */
+L7_INLINE int l7_audit_deny(struct l7_decision *d, __u32 rule)
+{
+	__u32 k = 0;
+	struct l7_config *cfg = bpf_map_lookup_elem(&l7_config, &k);
+	return cfg && (cfg->flags & L7_CFG_AUDIT) ? l7_audit_mark(d, rule) : 0;
 }
 
 /* Counter values that conditions read: shared by all CPUs (atomic), unlike the per-CPU

@@ -14,8 +14,10 @@ A case is YAML with comment lines that say what must happen:
   # compile-args: --budget=N             options of that compile
   # test: [from IDENTITY|IP] [to SERVICE] METHOD TARGET [H:name:value]... [host:HOST]
   #       [jwt|jwt-badsig|jwt-expired|jwt-alg-none[@JWT]:CLAIMS] -> STATUS [UPSTREAM] [+name:value]...
-  #       [-name[:value]]...                the backend sees that line; no line of the name (or not
-  #                                      that one)
+  #       [-name[:value]]... [audit]       the backend sees that line; no line of the name (or not
+  #                                      that one); audit: the request is audited (a deny not
+  #                                      enforced: `audit:` from the evaluator, --stats `audited`
+  #                                      grows by one in the kernel), and without it is not
   #                                      one row of the decision table: STATUS from the evaluator
   #                                      and from the kernel; UPSTREAM the backend that answers
   #                                      (default: the service's own; `proxy`: the fallback)
@@ -120,6 +122,13 @@ def request_bytes(method, target, headers, host, jwt, keyinfo):
     return (req + "\r\n").encode()
 
 
+def audits(pin):
+    """the data plane's count of audited requests (l7run --stats: `stat audited N`)"""
+    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True, timeout=20).stdout
+    m = re.search(r"^stat audited\s+(\d+)$", out, re.M)
+    return int(m.group(1)) if m else -1
+
+
 def unshare_net():
     """This process (and what it starts) in a network namespace of its own: fixed ports and
     addresses are ours alone, and nothing leaks out."""
@@ -196,7 +205,7 @@ def run(work, pin):
 
     def expected(svc, words):
         status, backend = int(words[0]), None
-        rest = words[1:]
+        rest = [w for w in words[1:] if w != "audit"]
         if rest and not rest[0][0] in "+-":
             backend, rest = rest[0], rest[1:]
         if status != 0 and backend is None and not (400 <= status):
@@ -232,6 +241,7 @@ def run(work, pin):
             sent = [h for h in headers if h[0].lower() == n.lower() and (not val or h[1] == val)]
             ok &= not sent or any(x.lower() == n.lower() for x in removes)
             ok &= not any(a[0].lower() == n.lower() and (not val or a[1] == val) for a in adds)
+        ok &= ("\naudit: would deny" in "\n" + e.stdout) == ("audit" in words)
         check(ok, desc + "\n    evaluator: " + e.stdout.replace("\n", "\n    "))
 
     # the kernel
@@ -254,6 +264,7 @@ def run(work, pin):
         svc = svc or services[0][0]
         status, backend, plus, minus = expected(svc, words)
         _, ip, port = svc_of[svc]
+        audited = audits(pin)
         s = connect(int(port), 5.0, src_ip(src), ip)
         try:
             s.sendall(request_bytes(method, target, headers, host, jwt, keyinfo))
@@ -263,6 +274,8 @@ def run(work, pin):
         finally:
             s.close()
         ok = st == status
+        grew = audits(pin) - audited
+        ok &= grew == (1 if "audit" in words else 0)
         seen = body.lower().replace(": ", ":")
         if method == "HEAD":   # no body: the status says it all
             backend, plus, minus = None, [], []
@@ -272,7 +285,8 @@ def run(work, pin):
             ok &= ("header=" + w[1:] + ("" if ":" in w else ":")).lower() in seen
         for w in minus:
             ok &= ("header=" + w[1:] + ("" if ":" in w else ":")).lower() not in seen
-        check(ok, "%s: kernel row %d: %s\n    got %d: %s" % (NAME, i + 1, lines("test")[i], st, body[:300].replace("\n", " | ")))
+        check(ok, "%s: kernel row %d: %s\n    got %d (audited %d): %s" % (NAME, i + 1, lines("test")[i], st, grew,
+                                                                     body[:300].replace("\n", " | ")))
 
 
 if __name__ == "__main__":

@@ -22,6 +22,15 @@
 #define L7_JWT_JSON      2048   /* bytes of decoded JWT payload kept for claim predicates */
 #define L7_JWT_MAX_TOKEN 4096   /* longer tokens are invalid (401) */
 #define L7_MAX_COUNTERS  8192   /* Counter instances + one hit counter per rule */
+/* l7_counters holds, after those, one audit counter per rule id (0: an ALLOW policy's 403) */
+#define L7_AUDIT_COUNTER(rule) (L7_MAX_COUNTERS + (rule))
+#define L7_COUNTER_SLOTS (2 * L7_MAX_COUNTERS)
+/* l7_config (one entry, set by l7run before anything is attached): run-time switches */
+#define L7_CFG_AUDIT     (1u << 0)  /* l7run --audit: no Deny is enforced, each is audited */
+struct l7_config {
+	__u32 flags;           /* L7_CFG_* */
+	__u32 pad;
+};
 #define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
 #define L7_MAX_READ_COUNTERS 64 /* counters whose value a policy file's conditions read */
 #define L7_MAX_TIMERS    64     /* Timer instances per policy file */
@@ -184,6 +193,7 @@ struct l7_decision {
 	__u32 del;             /* request: bit i = remove the client's lines of wanted header i */
 	__u32 n_rset;          /* response: lines to add */
 	__u32 rdel;            /* response: bit i = remove the upstream's lines of l7_rhdr_name[i] */
+	__u32 audit;           /* 1 + id of the last rule that audited a deny (Audit, --audit); 0 none */
 	__u8 set[L7_MAX_SET];  /* request lines: indices into l7_mut_* */
 	__u8 rset[L7_MAX_SET]; /* response lines: indices into l7_mut_* */
 };
