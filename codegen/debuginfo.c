@@ -116,6 +116,8 @@ void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, 
 		{ "map_flags", flags ? int_array_ptr(g, flags) : NULL },
 	};
 	unsigned n = flags ? 5 : 4;
+	if (type == BPF_MAP_TYPE_RINGBUF)   /* no key or value: libbpf refuses sizes for one */
+		n = 2;
 	LLVMMetadataRef members[5];
 	for (unsigned i = 0; i < n; i++)
 		members[i] = LLVMDIBuilderCreateMemberType(g->di, g->file, m[i].n, strlen(m[i].n), g->file, 0, 64, 64,

@@ -576,6 +576,13 @@ static void act_AUDIT(struct pcx *c, int pol, const struct ir_rule *r, int k)
 	call(c, c->jwt_ty, declare(c, "l7_audit_mark", c->jwt_ty), args, 2);
 }
 
+/* NoLog(request): the decision says so; the machinery then writes no access-log record */
+static void act_NOLOG(struct pcx *c, int pol, const struct ir_rule *r, int k)
+{
+	(void)pol, (void)r, (void)k;
+	store32(c, c->d, offsetof(struct l7_decision, nolog), u32c(c, 1));
+}
+
 static void act_TIMER_RESTART(struct pcx *c, int pol, const struct ir_rule *r, int k)
 {
 	(void)pol;
@@ -993,7 +1000,7 @@ static int size_STR_PREFIX(const struct ir_cond *k, int unroll) { return size_ST
 
 /* Each action kind's estimate */
 enum { act_size_MUTATE = 24, act_size_COUNT = 24, act_size_LIMIT = 60, act_size_COUNTER_RESET = 24, act_size_TIMER_RESTART = 24,
-       act_size_AUDIT = 16 };
+       act_size_AUDIT = 16, act_size_NOLOG = 2 };
 
 int codegen_rule_size(const struct ir_program *p, const struct ir_rule *r, int unroll)
 {

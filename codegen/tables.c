@@ -493,12 +493,13 @@ void cg_maps(struct cg *g)
 {
 	LLVMTypeRef ptrs[] = { g->ptr, g->ptr, g->ptr, g->ptr, g->ptr };
 	LLVMTypeRef def4 = LLVMStructTypeInContext(g->ctx, ptrs, 4, 0), def5 = LLVMStructTypeInContext(g->ctx, ptrs, 5, 0);
+	LLVMTypeRef def2 = LLVMStructTypeInContext(g->ctx, ptrs, 2, 0);
 	/* an LPM trie must be created without preallocation, and the lazy hashes are: they take
 	 * map_flags */
 #define L7_MAP(name, type, key_size, value_size, max_entries)                                            \
 	do {                                                                                            \
 		unsigned flags = type == BPF_MAP_TYPE_LPM_TRIE || map_is_lazy(#name) ? BPF_F_NO_PREALLOC : 0; \
-		LLVMTypeRef def = flags ? def5 : def4;                                                  \
+		LLVMTypeRef def = type == BPF_MAP_TYPE_RINGBUF ? def2 : flags ? def5 : def4;            \
 		LLVMValueRef v = LLVMAddGlobal(g->mod, def, #name);                                     \
 		LLVMSetInitializer(v, LLVMConstNull(def));                                              \
 		LLVMSetSection(v, ".maps");                                                             \

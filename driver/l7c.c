@@ -198,6 +198,8 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 		printf("audit: would deny (line %u, rule %d)\n", d.audit_line[i], d.audit_rule[i]);
 	for (int i = 0; i < d.ncounted; i++)
 		printf("count: %s\n", ir->counters[d.counted[i]]);
+	if (d.nolog)
+		printf("access-log: no (NoLog)\n");
 	/* what the upstream gets and what the client gets back: the sender's lines of the removed
 	 * names go, the added lines come after the last field line, in this order */
 	for (int i = 0; i < ir->nheaders; i++)

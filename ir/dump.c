@@ -290,6 +290,12 @@ static void show_AUDIT(const struct ir_program *p, const struct ir_action *a, FI
 	fputs(" audit;", o);
 }
 
+static void show_NOLOG(const struct ir_program *p, const struct ir_action *a, FILE *o)
+{
+	(void)p, (void)a;
+	fputs(" nolog;", o);
+}
+
 static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *o)
 {
 	static show_fn *const hooks[] = {

@@ -286,6 +286,13 @@ static bool apply_AUDIT(const struct ev *e, struct ir_decision *out, const struc
 	return true;
 }
 
+static bool apply_NOLOG(const struct ev *e, struct ir_decision *out, const struct ir_rule *r, const struct ir_action *a)
+{
+	(void)e, (void)r, (void)a;
+	out->nolog = true;
+	return true;
+}
+
 static bool apply_TIMER_RESTART(const struct ev *e, struct ir_decision *out, const struct ir_rule *r,
 				const struct ir_action *a)
 {

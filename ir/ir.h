@@ -320,6 +320,7 @@ struct ir_decision {
 	int audit_rule[16];
 	unsigned audit_line[16];
 	int naudit;
+	bool nolog;                  /* NoLog(request): not in the access log */
 };
 
 /* What the evaluator cannot know by itself: JWT validity (and claim values, which the check

@@ -737,6 +737,13 @@ static bool lower_AUDIT(struct lx *x, const struct l7_stmt *s, const struct seq 
 	return lower_seq(x, rest, pa);
 }
 
+/* NoLog(request): the request is not written to the access log; the path goes on. */
+static bool lower_NOLOG(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
+{
+	push_action(x, &pa, IR_A_NOLOG, s->loc.line);
+	return lower_seq(x, rest, pa);
+}
+
 static bool lower_ALLOW(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	(void)rest;

@@ -12,7 +12,7 @@
  *   policy:    policy.h manifest.h probe.h
  *                                         manifest.c load.c jwt.c identities.c tables.c tails.c probe.c
  *   telemetry: telemetry.h                stats.c metrics.c metrics_http.c
- *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c
+ *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c alog.c
  *   pool:      pool.h                     pool.c
  *   modes:     gateway.h mesh.h modes.h   gateway.c gateway_conn.c gateway_pool.c
  *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c
@@ -38,7 +38,7 @@ struct l7run;
 /* The command line (main.c, options.def). */
 struct l7run_args {
 	const char *obj;          /* POLICY.o */
-	const char *pidfile, *metrics_addr;
+	const char *pidfile, *metrics_addr, *access_log;
 	const char *stats_dir, *metrics_dir, *reload, *manifest;   /* commands */
 	int help, probe, mesh, bpf_stats;
 	const char *cgroup;       /* mesh mode */
@@ -92,6 +92,12 @@ struct version {
 	uint64_t retired_at, published_at;   /* ms */
 	int n_conns;             /* connections it judges */
 	struct version *older;
+	/* the access log (alog.c): l7_log's reader, its fd in the loop; NULL without --access-log */
+	struct ring_buffer *log_rb;
+	struct io log_io;
+	FILE *log_out;
+	uint16_t *rule_line;     /* .l7 line of each rule id (the manifest's RULE records) */
+	uint32_t n_rule_line;
 };
 
 struct version *version_load(struct l7run *L, const char *path, const struct config *serving, char *err, size_t errlen);
@@ -215,7 +221,14 @@ struct l7run {
 	struct health health;
 	pid_t child;                 /* -- CMD while it runs (child.c), else 0 */
 	struct metrics_http http;
+	FILE *alog;                  /* --access-log FILE|-, NULL if none (alog.c) */
 };
+
+/* alog.c: the access log, one JSON line per request from each version's l7_log */
+int alog_open(struct l7run *L, const char *path);
+int alog_version_open(struct l7run *L, struct version *v, char *err, size_t errlen);   /* loader thread */
+void alog_version_watch(struct l7run *L, struct version *v);   /* the loop: at publish */
+void alog_version_close(struct l7run *L, struct version *v);   /* drains what is left */
 
 void l7run_init(struct l7run *L, const struct mode_ops *mode);   /* defaults */
 int l7run_serve(struct l7run *L);   /* run the mode until stopped; the exit code */

@@ -186,6 +186,9 @@ struct bpf_object *open_policy(struct policy_env *env, const struct policy_file 
 		return NULL;
 	}
 	size_maps(obj, mode, cfg);
+	struct bpf_map *lm = bpf_object__find_map_by_name(obj, "l7_log");
+	if (lm)   /* a page when nothing reads it */
+		bpf_map__set_max_entries(lm, !(env->dp_flags & L7_CFG_LOG) ? 4096 : env->log_ring ? env->log_ring : L7_LOG_RING);
 	int e = bpf_object__load(obj);
 	if (e) {
 		snprintf(err, errlen, "the kernel refused %s (%s); the verifier log is above, its last lines "
@@ -256,7 +259,7 @@ fail:
 /* The run-time switches (l7_config: --audit), before anything is attached. */
 static int config_setup(const struct policy_env *env, struct bpf_object *obj, char *err, size_t errlen)
 {
-	struct l7_config c = { .flags = env->dp_flags };
+	struct l7_config c = { .flags = env->dp_flags, .log_sample = env->log_sample };
 	__u32 k = 0;
 	int fd = bpf_object__find_map_fd_by_name(obj, "l7_config");
 

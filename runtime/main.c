@@ -7,6 +7,7 @@
  *   l7run --probe */
 #include <getopt.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
 #include "modes.h"
 
@@ -168,6 +169,19 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 		case O_METRICS_LISTEN: a->metrics_addr = v; break;
 		case O_BPF_STATS: a->bpf_stats = 1; break;
 		case O_AUDIT: L->env.dp_flags |= L7_CFG_AUDIT; break;
+		case O_ACCESS_LOG: a->access_log = v; break;   /* opened once the command line is read */
+		case O_ACCESS_LOG_SAMPLE:
+			if (atoi(v) < 1)
+				return usage_error("--access-log-sample expects N >= 1, not ", v);
+			L->env.log_sample = (__u32)atoi(v);
+			break;
+		case O_ACCESS_LOG_BUFFER: {
+			long n = atol(v);
+			if (n < 4096 || (n & (n - 1)) || n > (1l << 30))
+				return usage_error("--access-log-buffer expects a power of two from 4096 to 1 GiB, not ", v);
+			L->env.log_ring = (__u32)n;
+			break;
+		}
 		case O_VERBOSE: L->env.verbose = 1; break;
 		case O_STATS: a->stats_dir = v; break;
 		case O_METRICS: a->metrics_dir = v; break;
@@ -224,6 +238,13 @@ int main(int argc, char **argv)
 		return reload_command(L->args.reload, L->pin_dir);
 	if (L->args.mesh)
 		L->mode = &mesh_mode;
+	if (L->args.access_log) {
+		if (alog_open(L, L->args.access_log)) {
+			fprintf(stderr, "l7run: --access-log %s: %s\n", L->args.access_log, strerror(errno));
+			return 1;
+		}
+		L->env.dp_flags |= L7_CFG_LOG;
+	}
 	policy_env_ready(&L->env);
 	return l7run_serve(L);
 }

@@ -239,6 +239,8 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 	}
 	write_rule_hits(out, mf, counters_fd, entry_fd, ncpu, buf);
 	write_audits(out, mf, counters_fd, ncpu, buf);
+	if (stats_fd >= 0)   /* also an event of l7_dataplane_total; a family of its own to alert on */
+		fprintf(out, "%s %llu\n", family(out, FAM_LOG_DROPPED), percpu_sum(stats_fd, L7_STAT_LOG_DROPPED, ncpu, buf));
 	metric = family(out, FAM_DATAPLANE);
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));

@@ -79,6 +79,8 @@ struct policy_env {
 	struct jwt_env jwt;
 	struct ident_env ident;
 	__u32 dp_flags;              /* l7_config's flags (L7_CFG_*: --audit), the same in every version */
+	__u32 log_sample;            /* --access-log-sample N: about 1 in N requests logged */
+	__u32 log_ring;              /* --access-log-buffer: bytes of l7_log (0: the default) */
 };
 
 void policy_env_init(struct policy_env *env);    /* the defaults, before the command line */

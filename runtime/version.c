@@ -48,12 +48,18 @@ struct version *version_load(struct l7run *L, const char *path, const struct con
 	v->stats = bpf_object__find_map_fd_by_name(v->obj, "l7_stats");
 	v->upstat = bpf_object__find_map_fd_by_name(v->obj, "l7_upstat");
 	v->mem = object_mem(v->obj);
+	if (alog_version_open(L, v, err, errlen)) {
+		policy_free(&pf);
+		version_drop(L, v);
+		return NULL;
+	}
 	policy_free(&pf);
 	return v;
 }
 
 void version_drop(struct l7run *L, struct version *v)
 {
+	alog_version_close(L, v);   /* what its programs logged until now */
 	L->mode->unload(L, v);
 	version_close(&L->env, &v->cfg, v->clock_fd, v->obj);
 	free(v);
@@ -179,6 +185,7 @@ void version_publish(struct l7run *L, struct version *v, uint64_t t_signal)
 	if (v->clock_fd >= 0)
 		jwt_clock_watch(&L->env.jwt, v->clock_fd, 1);
 	ident_watch(&L->env.ident, &v->cfg, 1);
+	alog_version_watch(L, v);
 	pthread_mutex_lock(&L->lock);
 	v->older = old;
 	L->cur = v;   /* from here on the mode puts new connections into v */

@@ -27,6 +27,7 @@
 #include "mesh_resp.h"
 #include "mutate.h"
 #include "upstat.h"
+#include "alog.h"
 #if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
 #include "http.h"
 #endif
@@ -470,6 +471,9 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 	__u32 up = *(volatile __u32 *)&req->decided_up;
 	if (dp->audit)
 		l7_mesh_stat(L7_STAT_AUDITED);
+	if (!dp->nolog)
+		l7g_log((__u64)k->lport << 32 | k->lip, L7_LOG_VW(dp->verdict, 0, L7_LOG_MESH, dp->verdict == L7_DENY ? dp->status & 1023 : 0),
+			(k->lport & 0xffff) | (dp->upstream & 0xffff) << 16, dp->rule, dp->audit);
 	if (dp->verdict == L7_FALLBACK) {
 		struct l7_mesh_addr_key fk = { 0, 0 };
 		struct l7_mesh_addr *fb = bpf_map_lookup_elem(&l7_mesh_addrs, &fk);

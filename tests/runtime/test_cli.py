@@ -72,7 +72,7 @@ def t_help():
 def t_parser_takes_the_table():
     """Every option of the table is one the parser takes (--help last: it wins after parsing),
     and no option is parsed outside it."""
-    values = {"SECONDS": "1", "IDX=PATH": "0=/dev/null", "N": "4"}
+    values = {"SECONDS": "1", "IDX=PATH": "0=/dev/null", "N": "4", "BYTES": "4096", "FILE|-": "-"}
     for name, letter, arg in OPTIONS:
         args = ["--" + name] + ([values.get(arg, "127.0.0.1:1")] if arg else [])
         r = l7run(*args, "--help")

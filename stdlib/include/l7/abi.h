@@ -27,9 +27,10 @@
 #define L7_COUNTER_SLOTS (2 * L7_MAX_COUNTERS)
 /* l7_config (one entry, set by l7run before anything is attached): run-time switches */
 #define L7_CFG_AUDIT     (1u << 0)  /* l7run --audit: no Deny is enforced, each is audited */
+#define L7_CFG_LOG       (1u << 1)  /* l7run --access-log: a record per request into l7_log */
 struct l7_config {
 	__u32 flags;           /* L7_CFG_* */
-	__u32 pad;
+	__u32 log_sample;      /* L7_CFG_LOG: about 1 request in log_sample is logged (0, 1: all) */
 };
 #define L7_BUCKET_ENTRIES 65536 /* token buckets (instance x key) kept; least recently used go */
 #define L7_MAX_READ_COUNTERS 64 /* counters whose value a policy file's conditions read */
@@ -194,6 +195,7 @@ struct l7_decision {
 	__u32 n_rset;          /* response: lines to add */
 	__u32 rdel;            /* response: bit i = remove the upstream's lines of l7_rhdr_name[i] */
 	__u32 audit;           /* 1 + id of the last rule that audited a deny (Audit, --audit); 0 none */
+	__u32 nolog;           /* NoLog(request): not in the access log */
 	__u8 set[L7_MAX_SET];  /* request lines: indices into l7_mut_* */
 	__u8 rset[L7_MAX_SET]; /* response lines: indices into l7_mut_* */
 };

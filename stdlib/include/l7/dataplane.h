@@ -25,6 +25,36 @@
 #define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */
 #define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request (or response) */
 #define L7_RXQ_DEPTH     16    /* responses with mutations framed but not yet sent to a client */
+/* The access log: one record per request at its decision, into the l7_log ring buffer
+ * (stdlib/bpf/alog.h), which l7run reads (--access-log). The fields the kernel knows then. */
+#define L7_LOG_RING      (1u << 20) /* bytes of l7_log (l7run --access-log-buffer changes it) */
+#define L7_LOG_METHOD    16
+#define L7_LOG_PATH      128        /* the first bytes of the request-target */
+#define L7_LOG_HOST      64
+enum l7_log_mode { L7_LOG_GATEWAY = 1, L7_LOG_MESH = 2 };
+struct l7_log_rec {
+	__u64 ts_ns;           /* bpf_ktime_get_ns() at the decision */
+	__u64 conn;            /* gateway: the client socket's cookie; mesh: client port << 32 | ip */
+	__u32 src_ip4;         /* network byte order */
+	__u32 src_port;        /* host order; 0 when the program does not know it (gateway) */
+	__u32 dst_port;
+	__u32 service;
+	__u32 caller;          /* identity index (l7_idents), or L7_LOG_NO_CALLER */
+	__u32 mode;            /* enum l7_log_mode */
+	__u32 verdict;         /* enum l7_verdict */
+	__u32 why;             /* gateway: L7_WHY_* when l7run takes the request, 0 the kernel sent it */
+	__u32 status;          /* a deny's status */
+	__u32 upstream;        /* backend slot of a forward or fallback */
+	__u32 rule;            /* the deciding rule's id (0: none, the default) */
+	__u32 audit;           /* 1 + the last auditing rule's id, 0 none */
+	__u32 head_len, body_len, flags;   /* flags: L7_REQ_* */
+	__u16 method_len, target_len, host_len, pad;   /* the whole lengths (the copies are cut) */
+	char method[L7_LOG_METHOD];
+	char target[L7_LOG_PATH];
+	char host[L7_LOG_HOST];
+};
+#define L7_LOG_NO_CALLER 0xffffffffu
+
 #define L7_SCAN_STATE    256   /* bytes of scanner state per CPU (l7_scan): kept out of the stack,
                                 * where the verifier would enumerate its values per bpf_loop step */
 

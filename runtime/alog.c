@@ -1,0 +1,209 @@
+/* The access log (--access-log FILE|-): one JSON line per request, from the records the data
+ * plane writes at each decision into its version's l7_log ring buffer (stdlib/bpf/alog.h).
+ * Each version's buffer is an fd in the event loop (libbpf's ring_buffer epoll fd), drained
+ * when it is readable and once more when the version is unloaded. What the kernel knows at the
+ * decision is in the line; what only the response tells (status of a forwarded request, bytes
+ * back, duration) is null: docs/language.md, *Access log*. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <bpf/libbpf.h>
+#include <sys/epoll.h>
+#include "l7run.h"
+
+int alog_open(struct l7run *L, const char *path)
+{
+	if (L->alog && L->alog != stdout)
+		fclose(L->alog);
+	L->alog = strcmp(path, "-") ? fopen(path, "a") : stdout;
+	if (L->alog)
+		setvbuf(L->alog, NULL, _IOLBF, 0);   /* whole lines, as they come */
+	return L->alog ? 0 : -1;
+}
+
+/* a JSON string of n bytes (escaped: quotes, backslashes, control and non-ASCII bytes) */
+static void jstr(FILE *o, const char *s, size_t n)
+{
+	fputc('"', o);
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)s[i];
+		if (c == '"' || c == '\\')
+			fprintf(o, "\\%c", c);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(o, "\\u%04x", c);
+		else
+			fputc(c, o);
+	}
+	fputc('"', o);
+}
+
+static void jname(FILE *o, const struct l7m_str *s)
+{
+	jstr(o, s->s, s->len);
+}
+
+/* the copy of a field the record holds: its first `cap` bytes (len is the whole length) */
+static void jfield(FILE *o, const char *copy, unsigned len, unsigned cap)
+{
+	jstr(o, copy, len < cap ? len : cap);
+}
+
+static const char *why_text(unsigned why)
+{
+	static const char *const t[] = { [L7_WHY_POOL_MISS] = "pool miss", [L7_WHY_ORDER] = "response order",
+					 [L7_WHY_DENY] = "deny", [L7_WHY_BEHIND] = "behind l7run",
+					 [L7_WHY_BAD] = "malformed", [L7_WHY_UNSUPPORTED] = "framing l7run does",
+					 [L7_WHY_NO_FALLBACK] = "fallback" };
+	return why < sizeof t / sizeof t[0] && t[why] ? t[why] : "?";
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct version *v = ctx;
+	const struct l7_log_rec *r = data;
+	const struct manifest *mf = v->cfg.mf;
+	FILE *o = v->log_out;
+
+	if (size < sizeof *r || !o)
+		return 0;
+	/* the record's monotonic time as wall time */
+	struct timespec mono, real;
+	clock_gettime(CLOCK_MONOTONIC, &mono);
+	clock_gettime(CLOCK_REALTIME, &real);
+	long long ns = (long long)real.tv_sec * 1000000000ll + real.tv_nsec -
+		       ((long long)mono.tv_sec * 1000000000ll + mono.tv_nsec - (long long)r->ts_ns);
+	time_t sec = (time_t)(ns / 1000000000ll);
+	struct tm tm;
+	gmtime_r(&sec, &tm);
+	char when[64], ip[INET_ADDRSTRLEN];
+	strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%S", &tm);
+	struct in_addr a = { r->src_ip4 };
+	inet_ntop(AF_INET, &a, ip, sizeof ip);
+
+	fprintf(o, "{\"time\":\"%s.%03lldZ\",\"mode\":\"%s\",\"client\":\"%s\",\"client_port\":", when,
+		(ns / 1000000) % 1000, r->mode == L7_LOG_MESH ? "mesh" : "gateway", ip);
+	if (r->src_port)
+		fprintf(o, "%u", r->src_port);
+	else
+		fputs("null", o);
+	fputs(",\"identity\":", o);
+	if (r->caller < mf->n_identity)
+		jname(o, &mf->identity[r->caller].name);
+	else
+		fputs("\"external\"", o);
+	fputs(",\"service\":", o);
+	if (r->service < mf->n_service)
+		jname(o, &mf->service[r->service].name);
+	else
+		fputs("null", o);
+	fputs(",\"method\":", o);
+	jfield(o, r->method, r->method_len, L7_LOG_METHOD);
+	fputs(",\"target\":", o);
+	jfield(o, r->target, r->target_len, L7_LOG_PATH);
+	fprintf(o, ",\"target_cut\":%s,\"host\":", r->target_len > L7_LOG_PATH ? "true" : "false");
+	jfield(o, r->host, r->host_len, L7_LOG_HOST);
+	fprintf(o, ",\"protocol\":\"%s\"", r->flags & L7_REQ_HTTP10 ? "HTTP/1.0" : "HTTP/1.1");
+
+	/* the decision, and who carries it out */
+	const char *decision = r->verdict == L7_DENY ? "deny" : r->verdict == L7_FALLBACK ? "slow path"
+			       : r->audit ? "audit" : r->verdict == L7_FORWARD ? "allow" : "?";
+	const char *by = r->verdict == L7_FALLBACK ? "fallback proxy" : r->verdict == L7_DENY || r->why ? "l7run" : "kernel";
+	fprintf(o, ",\"decision\":\"%s\",\"by\":\"%s\",\"rule\":%u,\"line\":", decision, by, r->rule);
+	if (r->rule && r->rule < v->n_rule_line && v->rule_line[r->rule])
+		fprintf(o, "%u", v->rule_line[r->rule]);
+	else
+		fputs("null", o);
+	if (r->audit) {
+		unsigned ar = r->audit - 1;
+		fprintf(o, ",\"audit_rule\":%u,\"audit_line\":", ar);
+		if (ar && ar < v->n_rule_line && v->rule_line[ar])
+			fprintf(o, "%u", v->rule_line[ar]);
+		else
+			fputs("null", o);   /* rule 0: an ALLOW policy's 403 under --audit */
+	}
+	fputs(",\"upstream\":", o);
+	if (r->verdict != L7_DENY && r->upstream < L7_MAX_UPSTREAMS && v->cfg.upstream[r->upstream].set) {
+		const struct cfg_endpoint *e = &v->cfg.upstream[r->upstream];
+		char eip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &e->addr.sin_addr, eip, sizeof eip);
+		jstr(o, e->name, strlen(e->name));
+		fprintf(o, ",\"endpoint\":\"%s:%u\"", eip, ntohs(e->addr.sin_port));
+	} else {
+		fputs("null,\"endpoint\":null", o);
+	}
+	fputs(",\"status\":", o);
+	if (r->verdict == L7_DENY)
+		fprintf(o, "%u", r->status);
+	else
+		fputs("null", o);
+	/* why: a deny's rule (or the default), l7run's reason to take a request */
+	fputs(",\"why\":", o);
+	if (r->verdict == L7_DENY && r->rule)
+		fprintf(o, "\"rule %u (line %u)\"", r->rule, r->rule < v->n_rule_line ? v->rule_line[r->rule] : 0);
+	else if (r->verdict == L7_DENY && r->status == 404)
+		fputs("\"no policy routes it\"", o);
+	else if (r->verdict == L7_DENY)
+		fputs("\"an ALLOW policy applied and none of its rules allowed it\"", o);
+	else if (r->why)
+		fprintf(o, "\"%s\"", why_text(r->why));
+	else
+		fputs("null", o);
+	fprintf(o, ",\"bytes_in\":%u,\"body_chunked\":%s,\"bytes_out\":null,\"duration_ms\":null,\"conn\":\"%016llx\"}\n",
+		r->head_len + r->body_len, r->flags & L7_REQ_CHUNKED ? "true" : "false", (unsigned long long)r->conn);
+	return 0;
+}
+
+static void on_ready(struct l7run *L, struct io *io, uint32_t events)
+{
+	struct version *v = (struct version *)((char *)io - offsetof(struct version, log_io));
+	(void)L, (void)events;
+	ring_buffer__consume(v->log_rb);
+}
+
+int alog_version_open(struct l7run *L, struct version *v, char *err, size_t errlen)
+{
+	if (!L->alog)
+		return 0;
+	const struct manifest *mf = v->cfg.mf;
+	uint32_t n = 1;
+	for (uint32_t i = 0; i < mf->n_rule; i++)
+		if (mf->rule[i].id + 1 > n)
+			n = mf->rule[i].id + 1;
+	v->rule_line = calloc(n, sizeof *v->rule_line);
+	v->n_rule_line = v->rule_line ? n : 0;
+	for (uint32_t i = 0; v->rule_line && i < mf->n_rule; i++)
+		if (!v->rule_line[mf->rule[i].id])   /* a table's group rule: its first entry's line */
+			v->rule_line[mf->rule[i].id] = (uint16_t)(mf->rule[i].line > 65535 ? 65535 : mf->rule[i].line);
+	int fd = bpf_object__find_map_fd_by_name(v->obj, "l7_log");
+	v->log_out = L->alog;
+	v->log_rb = fd >= 0 ? ring_buffer__new(fd, on_record, v, NULL) : NULL;
+	if (!v->log_rb) {
+		snprintf(err, errlen, "--access-log: cannot read the l7_log ring buffer: %s",
+			 fd < 0 ? "no such map (an older l7c's object?)" : strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+void alog_version_watch(struct l7run *L, struct version *v)
+{
+	if (v->log_rb) {
+		v->log_io.ready = on_ready;
+		loop_watch(L, ring_buffer__epoll_fd(v->log_rb), &v->log_io, EPOLLIN);
+	}
+}
+
+void alog_version_close(struct l7run *L, struct version *v)
+{
+	if (v->log_rb) {
+		ring_buffer__consume(v->log_rb);
+		if (v->log_io.ready)
+			loop_unwatch(L, ring_buffer__epoll_fd(v->log_rb));
+		ring_buffer__free(v->log_rb);
+		v->log_rb = NULL;
+	}
+	free(v->rule_line);
+	v->rule_line = NULL;
+}

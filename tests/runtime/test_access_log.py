@@ -1,0 +1,227 @@
+#!/usr/bin/python3
+"""The access log (issue 16 item 3), gateway and mesh, with real traffic through l7run:
+  - `l7run --access-log FILE`: one JSON line per request, each parsed by python's json; the
+    fields of each: mode, client, identity, service, method, target, host, protocol, decision
+    (allow / deny / audit), the deciding rule's line (the policy's own line numbers), status of
+    a deny, upstream and endpoint of a forward, bytes_in (the request's bytes), and why a deny
+    denied; requests sent by curl too;
+  - NoLog(request): that rule's requests are not in the log;
+  - `--access-log-sample 4`: about a quarter of 400 requests is logged;
+  - a full ring buffer (`--access-log-buffer 4096`, pipelined requests): every request is either
+    a line or counted in l7_access_log_dropped_total (and some were dropped); the exposition
+    passes `promtool check metrics`.
+usage: test_access_log.py L7C L7RUN SOURCE_DIR   (root: BPF, cgroup2; never skips)"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+L7C, L7RUN, SRC = sys.argv[1:4]
+sys.path.insert(0, os.path.join(SRC, "tests", "common"))
+import procs  # noqa: E402
+from rawhttp import Reader, connect  # noqa: E402
+from telemetry import samples  # noqa: E402
+
+PID = os.getpid()
+BASE = 25000 + (PID % 400) * 20
+TMP = tempfile.mkdtemp(prefix="l7alog-")
+CG = os.path.join(procs.CG_ROOT, "l7alog-%d" % PID)
+ECHO = os.path.join(SRC, "tests", "mesh", "echo.py")
+failures = []
+
+POLICY = """import "http.l7i";
+service front = 127.0.0.1:%d;
+upstream app = 127.0.0.1:%d;
+identity local = [127.0.0.0/8];
+policy guard (
+  act (HttpRequest request)
+) {
+  if (starts_with(request.path, "/admin")) {
+    Deny(request, 403);
+  } else if (starts_with(request.path, "/secret")) {
+    Audit(request);
+  } else if (starts_with(request.path, "/quiet")) {
+    NoLog(request);
+  }
+}
+policy routes (
+  act (HttpRequest request)
+) {
+  if (!starts_with(request.path, "/nowhere")) {
+    Route(request, app);
+  }
+}
+"""
+LINE = {"deny": 9, "route": 20}
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def req_bytes(path, host="t"):
+    return ("GET %s HTTP/1.1\r\nHost: %s\r\nX-Pad: %s\r\n\r\n" % (path, host, "p" * (len(path) % 7))).encode()
+
+
+def get(port, path):
+    s = connect(port)
+    try:
+        s.sendall(req_bytes(path))
+        st, _, body = Reader(s).framed()
+        return st, body
+    finally:
+        s.close()
+
+
+def keepalive(s, paths):
+    """The requests one after the other on connection s; their statuses."""
+    rd, out = Reader(s), []
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for p in paths:
+        s.sendall(req_bytes(p))
+        out.append(rd.framed()[0])
+    return out
+
+
+def log_lines(path, want, deadline=5.0):
+    """The log's lines, each parsed by json, once there are `want` (or the deadline passed)."""
+    end = time.time() + deadline
+    while True:
+        text = open(path).read() if os.path.exists(path) else ""
+        lines = [json.loads(l) for l in text.splitlines()]
+        if len(lines) >= want or time.time() > end:
+            return lines
+        time.sleep(0.05)
+
+
+def serving(mode, obj, svc, pa, name, extra):
+    pin = "/sys/fs/bpf/l7alog-%d-%s-%s" % (PID, mode, name)
+    log = open(os.path.join(TMP, "l7run-%s-%s.log" % (mode, name)), "w")
+    return procs.serving(mode, L7RUN, obj, svc, [([sys.executable, ECHO, "APP", str(pa)], pa)], log, CG, pin,
+                         extra=extra), log
+
+
+def t_fields(mode, obj, svc, pa):
+    path = os.path.join(TMP, "fields-%s.json" % mode)
+    ctx, log = serving(mode, obj, svc, pa, "fields", ("--access-log", path))
+    cases = [("/ok/1", 200, "allow"), ("/secret/x", 200, "audit"), ("/admin/y", 403, "deny"),
+             ("/quiet/z", 200, None), ("/nowhere", 404, "deny"), ("/ok/2?a=b", 200, "allow")]
+    with ctx:
+        for p, want, _ in cases:
+            st, _ = get(svc, p)
+            check(st == want, "%s %s: %d, expected %d" % (mode, p, st, want))
+        r = subprocess.run(["curl", "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                            "http://127.0.0.1:%d/ok/curl" % svc], capture_output=True, text=True, timeout=10)
+        check(r.stdout == "200", "curl: %r" % r.stdout)
+        logged = [c for c in cases if c[2]]
+        lines = log_lines(path, len(logged) + 1)
+    check(len(lines) == len(logged) + 1, "%s: %d lines for %d logged requests: %s" % (mode, len(lines), len(logged) + 1, lines))
+    for (p, want, decision), l in zip(logged, lines):
+        what = "%s %s: %s" % (mode, p, l)
+        check(l["target"] == p and l["method"] == "GET" and l["host"] == "t" and l["protocol"] == "HTTP/1.1", what)
+        check(l["mode"] == mode and l["client"] == "127.0.0.1" and l["identity"] == "local" and l["service"] == "front", what)
+        check(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$", l["time"]), what)
+        check(l["decision"] == decision and l["bytes_in"] == len(req_bytes(p)), what)
+        if decision == "deny":
+            check(l["status"] == want and l["upstream"] is None and l["by"] == "l7run", what)
+            if want == 403:
+                check(l["line"] == LINE["deny"] and l["why"] == "rule %d (line %d)" % (l["rule"], LINE["deny"]), what)
+            else:
+                check(l["rule"] == 0 and l["why"] == "no policy routes it", what)
+        else:
+            check(l["status"] is None and l["upstream"] == "app" and l["endpoint"] == "127.0.0.1:%d" % pa, what)
+            check(l["line"] == LINE["route"], what)
+        if decision == "audit":
+            check(l["audit_line"] == 11, what)
+        if mode == "mesh":
+            check(isinstance(l["client_port"], int) and l["client_port"] > 0, what)
+    check(lines[-1]["target"] == "/ok/curl" and lines[-1]["decision"] == "allow", "%s curl line: %s" % (mode, lines[-1]))
+
+
+def t_sample(mode, obj, svc, pa):
+    path = os.path.join(TMP, "sample-%s.json" % mode)
+    ctx, log = serving(mode, obj, svc, pa, "sample", ("--access-log", path, "--access-log-sample", "4"))
+    n = 400
+    with ctx:
+        for i in range(0, n, 100):
+            s = connect(svc)
+            sts = keepalive(s, ["/ok/%d" % k for k in range(i, i + 100)])
+            s.close()
+            check(sts == [200] * 100, "%s: statuses %s" % (mode, sts))
+        time.sleep(0.5)
+        lines = log_lines(path, n, 0.5)
+    # binomial(400, 1/4): mean 100, sd 8.7; 50..150 is beyond 5 sd either way
+    check(50 <= len(lines) <= 150, "%s: 1 in 4 sampled: %d lines of %d requests" % (mode, len(lines), n))
+    check(len({l["target"] for l in lines}) == len(lines), "%s: each line a request of its own" % mode)
+
+
+def t_drops(mode, obj, svc, pa):
+    path = os.path.join(TMP, "drops-%s.json" % mode)
+    mport = svc + 5
+    ctx, log = serving(mode, obj, svc, pa, "drops", ("--access-log", path, "--access-log-buffer", "4096",
+                                                      "--metrics-listen", "127.0.0.1:%d" % mport))
+    n = 300
+    with ctx as l7:
+        # the connection's first request (gateway: l7run forwards it, a pool miss), then l7run
+        # stopped: the kernel forwards the rest by itself and nobody reads the 4 KiB buffer
+        s = connect(svc)
+        check(keepalive(s, ["/ok/0"]) == [200], "%s: the first request" % mode)
+        log_lines(path, 1)
+        os.kill(l7.pid, signal.SIGSTOP)
+        try:
+            sts = keepalive(s, ["/ok/%d" % k for k in range(1, n)])
+        finally:
+            os.kill(l7.pid, signal.SIGCONT)
+        s.close()
+        check(sts == [200] * (n - 1), "%s: statuses %s" % (mode, sts))
+        time.sleep(0.5)
+        lines = log_lines(path, n, 0.5)
+        text = subprocess.run(["curl", "-sS", "-m", "5", "http://127.0.0.1:%d/metrics" % mport],
+                              capture_output=True, text=True, timeout=10).stdout
+    s = samples(text)
+    dropped = s.get("l7_access_log_dropped_total", -1)
+    check(dropped == s.get('l7_dataplane_total{event="access_log_dropped"}'), "%s: the two counts agree" % mode)
+    check(dropped > 0, "%s: a 4 KiB ring buffer under %d pipelined requests dropped none (%d lines)" % (mode, n, len(lines)))
+    check(len(lines) + dropped == n, "%s: %d lines + %d dropped != %d requests" % (mode, len(lines), dropped, n))
+    r = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True, text=True, timeout=30)
+    check(r.returncode == 0 and not (r.stdout + r.stderr).strip(), "promtool: %r" % (r.stdout + r.stderr))
+    print("     %s: %d requests, %d lines, %d dropped" % (mode, n, len(lines), dropped), flush=True)
+
+
+def main():
+    if os.geteuid() != 0:
+        print("FAIL: needs root")
+        return 1
+    os.mkdir(CG)
+    try:
+        for i, mode in enumerate(("gateway", "mesh")):
+            base = BASE + i * 10
+            src = os.path.join(TMP, "alog-%s.l7" % mode)
+            with open(src, "w") as f:
+                f.write(POLICY % (base, base + 1))
+            obj = src[:-3] + ".o"
+            subprocess.run([L7C, src, "-o", obj], check=True, timeout=120)
+            for name, fn in (("fields", t_fields), ("sample", t_sample), ("drops", t_drops)):
+                t = time.time()
+                try:
+                    fn(mode, obj, base, base + 1)
+                    print("PASS %-8s %-8s %.2fs" % (mode, name, time.time() - t), flush=True)
+                except Exception as e:  # noqa: BLE001 - report every check
+                    failures.append((mode, name))
+                    print("FAIL %-8s %-8s %s" % (mode, name, e), flush=True)
+    finally:
+        procs.stop_all()
+        check(procs.cgroup_remove(CG), "cgroup %s removed" % CG)
+        subprocess.run(["rm", "-rf", TMP])
+    print("%d failed" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
