@@ -39,6 +39,15 @@ int child_signal(struct l7run *L, int sig)
 	return 1;
 }
 
+/* SIGCHLD: has CMD ended? (It is reaped by child_finish; l7c's exit, under --watch, is not.) */
+int child_ended(struct l7run *L)
+{
+	siginfo_t si;
+
+	memset(&si, 0, sizeof si);
+	return L->child > 0 && !waitid(P_PID, (id_t)L->child, &si, WEXITED | WNOHANG | WNOWAIT) && si.si_pid == L->child;
+}
+
 /* After l7run has cleaned up: CMD's exit status, or rc when there is no CMD. A CMD still
  * running (l7run stopped on an error of its own) is asked to end, then killed after 5 s. */
 int child_finish(struct l7run *L, int rc)

@@ -35,6 +35,7 @@ void l7run_init(struct l7run *L, const struct mode_ops *mode)
 	L->args.pool_max = 1024;
 	L->args.drain_ms = 5000;
 	L->reload.efd = L->reload.state_fd = -1;
+	L->watch.fd = -1;
 	L->http.fd = -1;
 	pthread_mutex_init(&L->lock, NULL);
 	policy_env_init(&L->env);
@@ -83,9 +84,10 @@ static void dispatch(struct l7run *L, const struct epoll_event *e)
 
 /* ---- signals ----------------------------------------------------------------------------- */
 
-/* SIGHUP reloads; SIGTERM and SIGINT stop l7run, or go on to CMD while it runs (it decides;
- * l7run stops when it ends); SIGCHLD: CMD ended. Blocked in every thread (set before any is
- * made), read from the signalfd by the loop. */
+/* SIGHUP reloads; SIGTERM and SIGINT stop l7run (with --grace-period: drain first; a second
+ * one stops at once), or go on to CMD while it runs (it decides; l7run stops when it ends);
+ * SIGCHLD: CMD ended (or l7c, which --watch waits for itself). Blocked in every thread (set
+ * before any is made), read from the signalfd by the loop. */
 static void signals_block(void)
 {
 	sigset_t s;
@@ -99,6 +101,35 @@ static void signals_block(void)
 	signal(SIGPIPE, SIG_IGN);
 }
 
+static void listeners_close(struct l7run *L)
+{
+	for (int i = 0; i < L->n_listeners; i++)
+		loop_close(L, L->listener[i].fd);
+	L->n_listeners = 0;
+}
+
+/* SIGTERM with --grace-period (a pod's termination): accept no more connections and retire
+ * every version, so that the mode closes each connection at a request boundary as after a
+ * reload (gateway mode; mesh mode waits for its connections to end); the loop ends when none
+ * is left or the grace period is over. /readyz answers 503 from here on. */
+static void shutdown_begin(struct l7run *L)
+{
+	uint64_t now = now_ms();
+	int n = 0;
+
+	L->stopping = now;
+	listeners_close(L);
+	for (struct version *v = L->cur; v; v = v->older) {
+		n += v->n_conns > 0 ? v->n_conns : 0;
+		if (!v->retired) {
+			v->retired = 1;
+			v->retired_at = now;
+		}
+	}
+	say(L, "stopping: no new connections; draining %d connection(s) for at most %.1f s", n, L->args.grace_ms / 1000.0);
+	status_write(L);
+}
+
 static void on_signal(struct l7run *L, struct io *io, uint32_t events)
 {
 	struct signalfd_siginfo si;
@@ -108,8 +139,14 @@ static void on_signal(struct l7run *L, struct io *io, uint32_t events)
 	while (read(L->sigfd, &si, sizeof si) == sizeof si) {
 		int sig = (int)si.ssi_signo;
 		if (sig == SIGHUP)
-			reload_request(L);
-		else if (sig == SIGCHLD || !child_signal(L, sig))
+			reload_request(L, 1);
+		else if (sig == SIGCHLD)
+			L->stop |= child_ended(L);
+		else if (child_signal(L, sig))
+			;   /* CMD decides */
+		else if (L->args.grace_ms && L->looping && !L->stopping)
+			shutdown_begin(L);
+		else
 			L->stop = 1;
 	}
 }
@@ -164,7 +201,9 @@ static int run_loop(struct l7run *L)
 {
 	struct epoll_event ev[256];
 
+	L->looping = 1;
 	while (!L->stop) {
+		__atomic_store_n(&L->beat, now_ms(), __ATOMIC_RELAXED);
 		reload_poll(L);
 		int n = epoll_wait(L->epfd, ev, 256, L->mode->poll_ms(L));
 		if (n < 0 && errno != EINTR)
@@ -176,8 +215,51 @@ static int run_loop(struct l7run *L)
 		versions_tick(L, now);
 		jwt_tick(&L->env.jwt);
 		ident_tick(&L->env.ident);
+		if (L->args.watch)
+			watch_tick(L, now);
+		if (L->stopping && (!L->cur || now - L->stopping >= L->args.grace_ms)) {
+			if (L->cur)
+				say(L, "grace period over: closing the connections left");
+			L->stop = 1;
+		}
 	}
+	L->looping = 0;
 	return 0;
+}
+
+/* The first version: POLICY.o, or with --watch the first build of DIR that loads. Until one
+ * does, l7run waits for DIR to change (not ready: /readyz says 503, the status file why); a
+ * SIGTERM then ends it (NULL, L->stop set). */
+static struct version *first_version(struct l7run *L, char *err, size_t errlen)
+{
+	struct watch *W = &L->watch;
+	struct epoll_event ev[16];
+
+	if (!L->args.watch)
+		return version_load(L, L->args.obj, NULL, err, errlen);
+	if (watch_init(L)) {
+		snprintf(err, errlen, "--watch %s: cannot follow it", L->args.watch);
+		return NULL;
+	}
+	W->dirty_at = 1;   /* build now */
+	while (!L->stop) {
+		uint64_t now = now_ms();
+		if (W->dirty_at && now - W->dirty_at >= 200) {
+			W->dirty_at = 0;
+			int r = watch_build(L, err, errlen);
+			struct version *v = r == 0 ? version_load(L, W->obj, NULL, err, errlen) : NULL;
+			if (v)
+				return v;
+			if (r != 1) {
+				reload_refused(L, err);
+				say(L, "no policy serves yet: waiting for %s to change", L->args.watch);
+			}
+		}
+		int n = epoll_wait(L->epfd, ev, 16, 100);
+		for (int i = 0; i < n; i++)
+			dispatch(L, &ev[i]);
+	}
+	return NULL;
 }
 
 /* Load, publish and serve until SIGTERM, SIGINT or the end of CMD; then close everything and
@@ -203,22 +285,27 @@ int l7run_serve(struct l7run *L)
 	int rc = 1;
 	/* the metrics listener first: in mesh mode l7run is then still outside the cgroup, and its
 	 * sockets are not the mesh's to enroll */
-	if (a->metrics_addr && metrics_http_start(&L->http, a->metrics_addr, serving_metrics, L))
+	if (a->metrics_addr && metrics_http_start(&L->http, a->metrics_addr, serving_metrics, serving_health, L))
 		goto out;
 	if ((rc = L->mode->init(L)) != 0)
 		goto out;
 	rc = 1;
 	if (a->bpf_stats)
 		L->stats_fd = bpf_stats_on();
-	struct version *first = version_load(L, a->obj, NULL, err, sizeof err);
+	struct version *first = first_version(L, err, sizeof err);
 	if (!first) {
-		say(L, "%s", err);
+		if (a->watch && L->stop)
+			rc = 0;   /* stopped while waiting for a policy that loads */
+		else
+			say(L, "%s", err);
 		goto out;
 	}
 	reload_init(L);
 	mkdir(L->pin_dir, 0700);
 	state_map_create(L);
 	version_publish(L, first, 0);
+	if (L->cur)
+		watch_outcome(L, 1, NULL, NULL);
 	if (L->cur && !listen_services(L) && (!a->pidfile || !pidfile_write(a->pidfile))) {
 		say(L, "policy %s loaded (%s mode), %d service(s), pins in %s", L->cur->cfg.policy, L->mode->name,
 		    L->cur->cfg.n_services, L->pin_dir);
@@ -233,9 +320,9 @@ out:
 	metrics_http_stop(&L->http);   /* before the maps it reads go */
 	reload_fini(L);
 	L->mode->close(L);
-	for (int i = 0; i < L->n_listeners; i++)
-		loop_close(L, L->listener[i].fd);
+	listeners_close(L);
 	versions_unload_all(L);
+	watch_fini(L);
 	versions_unpin(L);
 	if (a->pidfile)
 		unlink(a->pidfile);

@@ -12,7 +12,7 @@
  *   policy:    policy.h manifest.h probe.h
  *                                         manifest.c load.c jwt.c identities.c tables.c tails.c probe.c
  *   telemetry: telemetry.h                stats.c metrics.c metrics_http.c
- *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c alog.c
+ *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c alog.c watch.c
  *   pool:      pool.h                     pool.c
  *   modes:     gateway.h mesh.h modes.h   gateway.c gateway_conn.c gateway_pool.c
  *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c
@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <time.h>
 #include "policy.h"
 #include "telemetry.h"
 
@@ -45,6 +46,9 @@ struct l7run_args {
 	int create_cgroup, pool_n;
 	int pool_max;             /* gateway mode: pool sockets per upstream and version */
 	uint64_t drain_ms;        /* gateway mode: --drain-timeout */
+	const char *watch;        /* --watch DIR: build the policy from it (watch.c), no POLICY.o */
+	const char *l7c, *status_file;
+	uint64_t grace_ms;        /* --grace-period: SIGTERM drains this long at most (0: stop at once) */
 	char **cmd;               /* `-- CMD [ARGS]`, NULL-terminated; NULL if none */
 };
 
@@ -108,6 +112,7 @@ int versions_draining(struct l7run *L);
 void versions_unload_all(struct l7run *L);
 void versions_unpin(struct l7run *L);
 int serving_metrics(void *arg, FILE *out);   /* --metrics-listen's writer: the serving version */
+int serving_health(void *arg, int ready, char *why, size_t n);   /* its /healthz and /readyz */
 
 /* A map a mode pins for the serving version (besides the telemetry maps): DIR/pin. */
 struct pin_name {
@@ -173,13 +178,50 @@ struct reloader {
 };
 
 void reload_init(struct l7run *L);
-void reload_request(struct l7run *L);   /* SIGHUP */
+void reload_request(struct l7run *L, int force);   /* SIGHUP (force: --watch builds even if unchanged) */
 void reload_poll(struct l7run *L);      /* start a load when asked and none runs */
+void reload_refused(struct l7run *L, const char *err);   /* counted, said, in the status */
 void reload_fini(struct l7run *L);
 int reload_command(const char *target, const char *pin_dir);
 int state_map_create(struct l7run *L);
 void state_write(struct l7run *L, const struct reload_version *rows, int n);
 int pidfile_write(const char *path);
+
+/* ---- the node agent: --watch DIR (watch.c) --------------------------------------------- */
+
+/* The directory, as a kubelet updates a ConfigMap volume (the files are symlinks through
+ * `..data`, which is swapped by a rename to a new timestamped directory); the builds, each in a
+ * directory of its own under work; the outcomes, for --status-file. The loader thread runs a
+ * build (watch_build) while the loop serves; the loop reads what it wrote once it is done. */
+struct watch {
+	int fd;                  /* inotify on DIR, -1 if not watching */
+	struct io io;
+	uint64_t dirty_at;       /* ms: a change seen and not yet acted on (0: none) */
+	char work[256];          /* private: one directory per build */
+	int n;                   /* builds started */
+	int force;               /* SIGHUP: build even if the sources did not change */
+	int unchanged;           /* the last build found the sources it built last time */
+	uint64_t digest;         /* of the sources being built */
+	uint64_t serving;        /* of the sources the serving version was built from */
+	uint64_t tried;          /* of the last sources built, served or not */
+	int serving_build;       /* its build directory (work/N) */
+	char l7c[512];           /* the compiler */
+	char obj[512];           /* the object the build made (the load reads it); "" if none */
+	char sources[512];       /* their names, for the status */
+	uint64_t build_failed;   /* builds l7c refused */
+	/* the last outcomes (status file) */
+	time_t ok_at, err_at;
+	int ok_version;
+	uint64_t ok_digest, err_digest;
+	char err_stage[16], err[1024];
+};
+
+int watch_init(struct l7run *L);
+int watch_build(struct l7run *L, char *err, size_t errlen);   /* the loader: 0 built, 1 unchanged, -1 refused */
+void watch_outcome(struct l7run *L, int published, const char *stage, const char *err);
+void watch_tick(struct l7run *L, uint64_t now);   /* a change settled: ask for a reload */
+void watch_fini(struct l7run *L);
+void status_write(struct l7run *L);   /* --status-file, with or without --watch */
 
 /* ---- upstream health (upstream.c) -------------------------------------------------------- */
 
@@ -209,6 +251,9 @@ struct l7run {
 	struct io sig_io;
 	struct loop_slot *slot;      /* MAX_FDS */
 	int stop;                    /* SIGTERM, SIGINT, or the -- CMD ended */
+	uint64_t stopping;           /* ms: SIGTERM with --grace-period: draining since then (0: not) */
+	int looping;                 /* the loop runs: beat says when it last turned */
+	uint64_t beat;               /* ms, read by the metrics thread (/healthz) */
 	struct listener listener[MAX_SERVICES];
 	int n_listeners;
 	/* versions (version.c): newest first; changed by the loop under lock, which the
@@ -218,6 +263,7 @@ struct l7run {
 	uint64_t looked_at, stated_at;   /* ms */
 	pthread_mutex_t lock;
 	struct reloader reload;
+	struct watch watch;
 	struct health health;
 	pid_t child;                 /* -- CMD while it runs (child.c), else 0 */
 	struct metrics_http http;
@@ -239,6 +285,7 @@ void say(const struct l7run *L, const char *fmt, ...) __attribute__((format(prin
 /* child.c: -- CMD */
 int child_start(struct l7run *L, char **argv);
 int child_signal(struct l7run *L, int sig);   /* pass it on to CMD; 0 if none runs */
+int child_ended(struct l7run *L);             /* SIGCHLD: CMD has ended */
 int child_finish(struct l7run *L, int rc);
 
 #endif

@@ -32,6 +32,7 @@ static const struct {
 
 static const char synopsis[] =
 	"usage: l7run [options] POLICY.o [-- CMD [ARGS]]                    gateway mode\n"
+	"       l7run [options] --watch DIR [-- CMD [ARGS]]                  the node agent (either mode)\n"
 	"       l7run --mesh --cgroup PATH [options] POLICY.o [-- CMD [ARGS]]  mesh mode\n"
 	"       l7run --stats PIN_DIR\n"
 	"       l7run --metrics PIN_DIR POLICY.o\n"
@@ -78,7 +79,10 @@ static void help(void)
 	for (int i = 0; i < L7_STAT_MAX; i++)
 		printf("  %-30s%s\n", l7_stat_desc[i].name, l7_stat_desc[i].help);
 	printf("\nSIGHUP reloads POLICY.o from the same path (replace the file with rename(2)): the new\n"
-	       "version takes new connections once it is fully loaded; a refused one changes nothing.\n");
+	       "version takes new connections once it is fully loaded; a refused one changes nothing.\n"
+	       "With --watch DIR, a change of DIR (a ConfigMap volume's ..data swap) is built with l7c and\n"
+	       "reloaded the same way; SIGHUP builds it again. With --metrics-listen, /healthz answers\n"
+	       "200 while the event loop turns and /readyz 200 while a policy serves.\n");
 }
 
 /* A usage error: what is wrong, the synopsis, on stderr; exit code 2. */
@@ -156,6 +160,14 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 				return usage_error("--drain-timeout expects seconds, not ", v);
 			a->drain_ms = (uint64_t)(d * 1000);
 			break;
+		case O_WATCH: a->watch = v; break;
+		case O_L7C: a->l7c = v; break;
+		case O_STATUS_FILE: a->status_file = v; break;
+		case O_GRACE_PERIOD:
+			if (seconds_arg(v, &d))
+				return usage_error("--grace-period expects seconds, not ", v);
+			a->grace_ms = (uint64_t)(d * 1000);
+			break;
 		case O_PIN: snprintf(L->pin_dir, sizeof L->pin_dir, "%s", v); break;
 		case O_PIDFILE: a->pidfile = v; break;
 		case O_JWT_KEY:
@@ -205,8 +217,12 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 			snprintf(what, sizeof what, "--%s is an option of %s", opts[i].name, a->mesh ? "gateway mode" : "mesh mode (--mesh)");
 			return usage_error(what, "");
 		}
-	if (!a->obj)
-		return usage_error("no POLICY.o given", "");
+	if (a->watch && a->obj)
+		return usage_error("--watch DIR builds the policy: no POLICY.o as well: ", a->obj);
+	if (a->l7c && !a->watch)
+		return usage_error("--l7c is an option of --watch", "");
+	if (!a->obj && !a->watch)
+		return usage_error("no POLICY.o given (or --watch DIR)", "");
 	if (a->mesh && !a->cgroup)
 		return usage_error("--mesh needs --cgroup PATH", "");
 	return 0;

@@ -67,6 +67,9 @@ static void write_reload(FILE *out, int reload_fd)
 	fprintf(out, "%s %llu\n", family(out, FAM_VERSION), (unsigned long long)rs.version);
 	fprintf(out, "%s %llu\n", family(out, FAM_RELOADS), (unsigned long long)rs.reloads);
 	fprintf(out, "%s %llu\n", family(out, FAM_RELOAD_FAILS), (unsigned long long)rs.failed);
+	const char *pf = family(out, FAM_POLICY_FAILS);
+	fprintf(out, "%s{stage=\"compile\"} %llu\n%s{stage=\"load\"} %llu\n", pf, (unsigned long long)rs.build_failed, pf,
+		(unsigned long long)rs.failed);
 	fprintf(out, "%s %llu\n", family(out, FAM_DRAINING), (unsigned long long)rs.draining);
 	fprintf(out, "%s %.6f\n", family(out, FAM_RELOAD_LAST), rs.last_us / 1e6);
 }

@@ -1,5 +1,6 @@
 /* `l7run --metrics-listen ADDR:PORT`: the Prometheus text of metrics.c over HTTP, for a
- * Prometheus server to scrape (GET /metrics). A thread of its own with blocking sockets, so
+ * Prometheus server to scrape (GET /metrics), and Kubernetes' liveness and readiness probes
+ * (GET /healthz, /readyz). A thread of its own with blocking sockets, so
  * that a slow scraper never delays the data plane's event loop; it only reads maps. */
 #define _GNU_SOURCE   /* accept4 */
 #include <errno.h>
@@ -27,13 +28,26 @@ static void answer(struct metrics_http *H, int c)
 		if (strstr(req, "\r\n\r\n") || strstr(req, "\n\n"))
 			break;
 	}
-	char *body = NULL;
+	char *body = NULL, why[256];
+	const char *text = NULL;   /* a probe's answer, else body */
 	size_t len = 0;
-	const char *status = "200 OK";
+	const char *status = "200 OK", *type = "text/plain; version=0.0.4; charset=utf-8";
 	int get = !strncmp(req, "GET ", 4), head = !strncmp(req, "HEAD ", 5);
 	const char *target = req + (get ? 4 : 5);
+	int probe = !strncmp(target, "/healthz ", 9) ? 0 : !strncmp(target, "/readyz ", 8) ? 1 : -1;
 	if (!get && !head) {
 		status = "405 Method Not Allowed";
+	} else if (probe >= 0) {
+		/* liveness: the event loop turns; readiness: a policy serves and l7run is not stopping */
+		type = "text/plain; charset=utf-8";
+		snprintf(why, sizeof why, "ok");
+		if (H->health && H->health(H->arg, probe, why, sizeof why))
+			status = "503 Service Unavailable";
+		size_t w = strlen(why);
+		if (w + 1 < sizeof why)
+			why[w++] = '\n';
+		text = why;
+		len = w;
 	} else if (strncmp(target, "/metrics ", 9) && strncmp(target, "/metrics? ", 10) && strncmp(target, "/metrics?", 9)) {
 		status = "404 Not Found";
 	} else {
@@ -43,13 +57,13 @@ static void answer(struct metrics_http *H, int c)
 		if (m)
 			fclose(m);
 	}
-	if (status[0] != '2')
+	if (status[0] != '2' && probe < 0)
 		len = 0;
 	char hdr[256];
-	int h = snprintf(hdr, sizeof hdr, "HTTP/1.1 %s\r\nContent-Type: text/plain; version=0.0.4; charset=utf-8\r\n"
-			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", status, len);
+	int h = snprintf(hdr, sizeof hdr, "HTTP/1.1 %s\r\nContent-Type: %s\r\n"
+			 "Content-Length: %zu\r\nConnection: close\r\n\r\n", status, type, len);
 	if (send(c, hdr, (size_t)h, MSG_NOSIGNAL) == h && get && len)
-		send(c, body, len, MSG_NOSIGNAL);
+		send(c, text ? text : body, len, MSG_NOSIGNAL);
 	free(body);
 }
 
@@ -69,7 +83,7 @@ static void *serve(void *arg)
 	}
 }
 
-int metrics_http_start(struct metrics_http *H, const char *addr, metrics_writer write, void *arg)
+int metrics_http_start(struct metrics_http *H, const char *addr, metrics_writer write, health_check health, void *arg)
 {
 	struct sockaddr_in a;
 	int one = 1;
@@ -79,6 +93,7 @@ int metrics_http_start(struct metrics_http *H, const char *addr, metrics_writer 
 		return -1;
 	}
 	H->write = write;
+	H->health = health;
 	H->arg = arg;
 	H->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	setsockopt(H->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);

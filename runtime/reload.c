@@ -21,9 +21,16 @@ static void *loader(void *arg)
 	struct l7run *L = arg;
 	struct reloader *R = &L->reload;
 
-	R->result = version_load(L, L->args.obj, R->serving, R->err, sizeof R->err);
+	const char *path = L->args.obj;
+	if (L->args.watch) {   /* the node agent: build the object from the directory first */
+		if (watch_build(L, R->err, sizeof R->err))
+			goto done;
+		path = L->watch.obj;
+	}
+	R->result = version_load(L, path, R->serving, R->err, sizeof R->err);
 	if (!R->result && !R->err[0])
 		snprintf(R->err, sizeof R->err, "unknown error");
+done:;
 	uint64_t one = 1;
 	(void)!write(R->efd, &one, sizeof one);
 	return NULL;
@@ -42,14 +49,38 @@ static void loaded(struct l7run *L, struct io *io, uint32_t events)
 	if (!pthread_equal(R->th, pthread_self()))
 		pthread_join(R->th, NULL);
 	R->busy = 0;
-	if (R->result) {
+	if (L->stopping) {   /* SIGTERM came while it loaded: nothing new is published */
+		if (R->result)
+			version_drop(L, R->result);
+	} else if (R->result) {
+		int before = L->next_id;
 		R->reloads++;
-		version_publish(L, R->result, R->t_signal);
+		version_publish(L, R->result, R->t_signal);   /* may refuse it (and say why) */
+		if (L->next_id != before)
+			watch_outcome(L, 1, NULL, NULL);
+		else
+			watch_outcome(L, 0, "load", "refused when published (see the log)");
+	} else if (L->args.watch && L->watch.unchanged) {
+		vlog(L, "%s: no change since the last build", L->args.watch);
 	} else {
-		R->failed++;
-		say(L, "reload of %s refused, the serving version is unchanged: %s", L->args.obj, R->err);
+		reload_refused(L, R->err);
 	}
 	R->result = NULL;
+}
+
+/* An update not served: --watch's sources l7c refused (no object built), or an object l7run
+ * refused; the serving version is unchanged. */
+void reload_refused(struct l7run *L, const char *err)
+{
+	int compile = L->args.watch && !L->watch.obj[0];
+
+	if (compile)
+		L->watch.build_failed++;
+	else
+		L->reload.failed++;
+	say(L, "%s of %s refused, the serving version is unchanged: %s", compile ? "policy update" : "reload",
+	    L->args.watch ? L->args.watch : L->args.obj, err);
+	watch_outcome(L, 0, compile ? "compile" : "load", err);
 }
 
 /* The eventfd the loop watches; SIGHUP arrives through the loop's signalfd (core.c). */
@@ -62,8 +93,9 @@ void reload_init(struct l7run *L)
 	loop_watch(L, R->efd, &R->io, EPOLLIN);
 }
 
-void reload_request(struct l7run *L)
+void reload_request(struct l7run *L, int force)
 {
+	L->watch.force |= force;
 	if (!L->reload.pending)
 		L->reload.pending_at = now_us();
 	L->reload.pending = 1;
@@ -74,7 +106,7 @@ void reload_poll(struct l7run *L)
 {
 	struct reloader *R = &L->reload;
 
-	if (!R->pending || R->busy || R->efd < 0)
+	if (!R->pending || R->busy || R->efd < 0 || L->stopping)
 		return;
 	R->t_signal = R->pending_at;
 	R->pending = 0;
@@ -147,6 +179,7 @@ void state_write(struct l7run *L, const struct reload_version *rows, int n)
 	s.live = (uint64_t)n;
 	for (int i = 0; i < n; i++)
 		s.draining += rows[i].draining;
+	s.build_failed = L->watch.build_failed;
 	uint32_t k = 0;
 	bpf_map_update_elem(R->state_fd, &k, &s, BPF_ANY);
 	for (k = 1; k <= MAX_VERSIONS; k++)

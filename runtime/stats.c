@@ -69,7 +69,8 @@ static long sockhash_count(int fd)
 	return n;
 }
 
-/* The l7_reload map: which version serves, reloads, what is draining. 1 if found. */
+/* The l7_reload map: which version serves, reloads, what is draining, updates refused (failed:
+ * by l7run, compile_failed: by l7c under --watch). 1 if found. */
 static int print_reload(const char *dir)
 {
 	struct reload_state s;
@@ -80,9 +81,11 @@ static int print_reload(const char *dir)
 	if (fd < 0)
 		return 0;
 	if (bpf_map_lookup_elem(fd, &k, &s) == 0)
-		printf("reload version %llu reloads %llu failed %llu live %llu draining %llu last_reload_ms %.1f\n",
+		printf("reload version %llu reloads %llu failed %llu live %llu draining %llu last_reload_ms %.1f "
+		       "compile_failed %llu\n",
 		       (unsigned long long)s.version, (unsigned long long)s.reloads, (unsigned long long)s.failed,
-		       (unsigned long long)s.live, (unsigned long long)s.draining, s.last_us / 1000.0);
+		       (unsigned long long)s.live, (unsigned long long)s.draining, s.last_us / 1000.0,
+		       (unsigned long long)s.build_failed);
 	for (k = 1; k <= MAX_VERSIONS; k++)
 		if (bpf_map_lookup_elem(fd, &k, &r) == 0 && r.id)
 			printf("version %llu %s connections %llu map_kib %llu age_s %.1f\n", (unsigned long long)r.id,

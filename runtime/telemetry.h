@@ -21,6 +21,7 @@ struct reload_state {
 	uint64_t live;           /* versions loaded: serving + draining */
 	uint64_t last_us;        /* SIGHUP to the new version taking connections, last reload */
 	uint64_t draining;       /* versions draining */
+	uint64_t build_failed;   /* --watch: sources l7c refused (the serving version stayed) */
 };
 struct reload_version {
 	uint64_t id;
@@ -28,7 +29,7 @@ struct reload_version {
 	uint64_t mem;            /* kernel memory of its maps (bytes) */
 	uint64_t draining;       /* 1: retired, waiting for its connections to end */
 	uint64_t age_ms;         /* since it was published */
-	uint64_t pad;
+	uint64_t pad[2];
 };
 _Static_assert(sizeof(struct reload_state) == sizeof(struct reload_version), "one value size");
 
@@ -50,15 +51,18 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 void upstat_answer(int upstat_fd, int up, int status, size_t bytes);
 
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write(arg, out)` per
- * scrape (0, or -1 for a 503) */
+ * scrape (0, or -1 for a 503); GET /healthz and /readyz (Kubernetes' probes) call
+ * `health(arg, ready, why, n)`: 0 answers 200, -1 503 with why as the body */
 typedef int (*metrics_writer)(void *arg, FILE *out);
+typedef int (*health_check)(void *arg, int ready, char *why, size_t n);
 struct metrics_http {
 	int fd;                  /* the listener, -1 when not serving */
 	pthread_t thread;
 	metrics_writer write;
+	health_check health;
 	void *arg;
 };
-int metrics_http_start(struct metrics_http *h, const char *addr, metrics_writer write, void *arg);
+int metrics_http_start(struct metrics_http *h, const char *addr, metrics_writer write, health_check health, void *arg);
 void metrics_http_stop(struct metrics_http *h);
 
 #endif

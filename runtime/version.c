@@ -221,7 +221,7 @@ void version_publish(struct l7run *L, struct version *v, uint64_t t_signal)
 void versions_tick(struct l7run *L, uint64_t now)
 {
 	const struct mode_ops *m = L->mode;
-	int full = now - L->stated_at >= 1000, changed = 0, draining = L->cur && L->cur->older;
+	int full = now - L->stated_at >= 1000, changed = 0, draining = versions_draining(L);
 
 	if (m->look_ms && now - L->looked_at < m->look_ms)
 		return;
@@ -253,9 +253,10 @@ void versions_tick(struct l7run *L, uint64_t now)
 	}
 }
 
+/* A version is retired: replaced by a newer one, or all of them when stopping (--grace-period). */
 int versions_draining(struct l7run *L)
 {
-	return L->cur && L->cur->older;
+	return L->cur && (L->cur->older || L->cur->retired);
 }
 
 void versions_unload_all(struct l7run *L)
@@ -275,4 +276,29 @@ int serving_metrics(void *arg, FILE *out)
 	int rc = v ? write_metrics(out, v->counters, v->entry_hits, v->stats, v->upstat, L->reload.state_fd, &v->cfg) : -1;
 	pthread_mutex_unlock(&L->lock);
 	return rc;
+}
+
+/* /healthz: the loop turns (once it runs: a first build and load before take their time);
+ * /readyz: a version serves and l7run is not stopping. The metrics thread. */
+int serving_health(void *arg, int ready, char *why, size_t n)
+{
+	struct l7run *L = arg;
+	uint64_t beat = __atomic_load_n(&L->beat, __ATOMIC_RELAXED), now = now_ms();
+
+	if (!ready) {
+		if (!__atomic_load_n(&L->looping, __ATOMIC_RELAXED) || now - beat < 30000)
+			return 0;
+		snprintf(why, n, "the event loop has not turned for %.1f s", (now - beat) / 1000.0);
+		return -1;
+	}
+	pthread_mutex_lock(&L->lock);
+	int serving = L->cur != NULL, id = L->cur ? L->cur->id : 0;
+	pthread_mutex_unlock(&L->lock);
+	if (__atomic_load_n(&L->stopping, __ATOMIC_RELAXED))
+		snprintf(why, n, "stopping");
+	else if (!serving)
+		snprintf(why, n, "no policy serves yet");
+	else
+		snprintf(why, n, "ok: version %d serves", id);
+	return serving && !L->stopping ? 0 : -1;
 }
