@@ -111,6 +111,7 @@ void versions_tick(struct l7run *L, uint64_t now);
 int versions_draining(struct l7run *L);
 void versions_unload_all(struct l7run *L);
 void versions_unpin(struct l7run *L);
+void state_update(struct l7run *L);   /* the l7_reload rows, now (else every second) */
 int serving_metrics(void *arg, FILE *out);   /* --metrics-listen's writer: the serving version */
 int serving_health(void *arg, int ready, char *why, size_t n);   /* its /healthz and /readyz */
 

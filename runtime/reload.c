@@ -78,6 +78,7 @@ void reload_refused(struct l7run *L, const char *err)
 		L->watch.build_failed++;
 	else
 		L->reload.failed++;
+	state_update(L);   /* --stats and /metrics count it at once */
 	say(L, "%s of %s refused, the serving version is unchanged: %s", compile ? "policy update" : "reload",
 	    L->args.watch ? L->args.watch : L->args.obj, err);
 	watch_outcome(L, 0, compile ? "compile" : "load", err);

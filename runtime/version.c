@@ -67,7 +67,7 @@ void version_drop(struct l7run *L, struct version *v)
 
 /* ---- the l7_reload map and the pins -------------------------------------------------------- */
 
-static void state_update(struct l7run *L)
+void state_update(struct l7run *L)
 {
 	struct reload_version rows[MAX_VERSIONS];
 	uint64_t now = now_ms();
