@@ -200,7 +200,8 @@ struct watch {
 	uint64_t dirty_at;       /* ms: a change seen and not yet acted on (0: none) */
 	char work[256];          /* private: one directory per build */
 	int n;                   /* builds started */
-	int force;               /* SIGHUP: build even if the sources did not change */
+	int force;               /* SIGHUP: build even if the sources did not change (the loop's) */
+	int forced;              /* the build running was asked so (handed to the loader) */
 	int unchanged;           /* the last build found the sources it built last time */
 	uint64_t digest;         /* of the sources being built */
 	uint64_t serving;        /* of the sources the serving version was built from */

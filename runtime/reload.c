@@ -114,6 +114,8 @@ void reload_poll(struct l7run *L)
 	R->busy = 1;
 	R->err[0] = 0;
 	R->serving = L->cur ? &L->cur->cfg : NULL;   /* not unloaded while it serves */
+	L->watch.forced = L->watch.force;
+	L->watch.force = 0;
 	if (pthread_create(&R->th, NULL, loader, L)) {
 		R->th = pthread_self();
 		loader(L);   /* no thread: load in the run loop instead */

@@ -139,8 +139,9 @@ static int run(struct l7run *L, char **argv, const char *log, char *err, size_t 
 	uint64_t t0 = now_ms();
 	const char *killed = NULL;
 	while (waitpid(pid, &st, WNOHANG) == 0) {
-		if (!killed && (L->stop || now_ms() - t0 > L7C_TIMEOUT_MS)) {
-			killed = L->stop ? "l7run is stopping" : "timed out";
+		int stop = __atomic_load_n(&L->stop, __ATOMIC_RELAXED);   /* the loop's */
+		if (!killed && (stop || now_ms() - t0 > L7C_TIMEOUT_MS)) {
+			killed = stop ? "l7run is stopping" : "timed out";
 			kill(pid, SIGKILL);
 		}
 		usleep(5000);
@@ -222,12 +223,11 @@ int watch_build(struct l7run *L, char *err, size_t errlen)
 	if (err[0])
 		goto out;
 	W->digest = h;
-	if (!W->force && h == W->tried) {
+	if (!W->forced && h == W->tried) {
 		W->unchanged = 1;
 		rc = 1;
 		goto out;
 	}
-	W->force = 0;
 	W->tried = h;
 	if (n_l7 + n_yaml == 0) {
 		snprintf(err, errlen, "%s holds no policy: one .l7 file, or Cilium/Istio *.yaml objects", L->args.watch);
