@@ -10,8 +10,10 @@ usage: test_agent.py L7C L7RUN SOURCE_DIR
 In a network namespace of its own (the manifests' fixed ports are ours alone). Asserted:
   - a policy that does not build: l7run runs (/healthz 200), is not ready (/readyz 503, the
     status file says why), and serves the first one that builds (the ConfigMap example);
-  - the example's decisions (curl); then a swap under traffic (new connections and keep-alive
-    ones): no request fails, new connections get the new policy's decisions;
+  - the example's decisions; then a swap under traffic (new connections and keep-alive ones): no
+    request fails (a close before any response byte is re-sent, and must not have reached a
+    backend: the criterion of tests/reliability/test_reload.py), new connections get the new
+    policy's decisions;
   - a swap to a policy l7c refuses, then to one l7run refuses (a changed listen address): the
     serving version stays and keeps deciding, l7_policy_reload_failures_total{stage} (/metrics,
     parsed by prometheus_client), `l7run --stats` and the status file say so and why;
@@ -88,6 +90,8 @@ class Backend(BaseHTTPRequestHandler):
         q = urllib.parse.parse_qs(urllib.parse.urlsplit(self.path).query)
         if "ms" in q:
             time.sleep(int(q["ms"][0]) / 1000)
+        with self.server.lock:
+            self.server.paths.append(self.path)
         body = ("%s %s\n" % (self.server.name, self.path)).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -103,7 +107,7 @@ class Backend(BaseHTTPRequestHandler):
 def backend(addr, name):
     s = ThreadingHTTPServer(addr, Backend)
     s.daemon_threads = True
-    s.name = name
+    s.name, s.paths, s.lock = name, [], threading.Lock()
     threading.Thread(target=s.serve_forever, daemon=True).start()
     return s
 
@@ -193,52 +197,64 @@ def status(path):
 # ---- traffic during a swap -------------------------------------------------------------------
 
 class Traffic:
-    """Workers sending GET /api/x until stopped: two on a new connection each time, one on a
-    kept-alive connection. A request fails on an error status, a reset or a timeout. A kept-
-    alive connection closed before any byte of a response is a server closing an idle
-    connection (gateway mode's drain after a reload, as HAProxy's soft stop): the client opens
-    another and sends the request again, as HTTP clients do; counted apart."""
+    """Workers sending GET /api/x?id=N (N unique) until stopped: two on a new connection each
+    time, one on a kept-alive connection. A request fails on an error status, a reset, a
+    timeout, or a close after part of its response. A close before any byte of the response is
+    what a server closing an idle connection looks like (gateway mode drains an old version's
+    connections at request boundaries after a reload, as HAProxy's soft stop does): the client
+    sends the request again on a new connection, as HTTP clients do (RFC 9112 9.3.1) — counted
+    apart, and such a request must never have reached a backend (each id is seen once there).
+    This is the criterion of tests/reliability/test_reload.py."""
 
-    def __init__(self, port):
-        self.port, self.stop, self.lock = port, False, threading.Lock()
-        self.ok, self.fail, self.retried, self.seen = 0, [], 0, set()
-        self.threads = [threading.Thread(target=self.fresh) for _ in range(2)] + [threading.Thread(target=self.keep)]
+    def __init__(self, port, backends):
+        self.port, self.stop, self.lock, self.backends = port, False, threading.Lock(), backends
+        self.ok, self.fail, self.retried, self.seen, self.n = 0, [], 0, set(), 0
+        self.threads = [threading.Thread(target=self.worker, args=(keep,)) for keep in (False, False, True)]
         for t in self.threads:
             t.start()
 
-    def note(self, st, body, how="new connection"):
+    def next_path(self):
         with self.lock:
-            if st == 200:
-                self.ok += 1
-                self.seen.add(body.split()[0])
-            else:
-                self.fail.append((how, st, body, time.time()))
+            self.n += 1
+            return "/api/x?id=%d" % self.n
 
-    def fresh(self):
-        while not self.stop:
-            self.note(*get(self.port, "/api/x"))
-
-    def keep(self):
-        c = None
-        while not self.stop:
+    def worker(self, keep):
+        c, path, tries = None, None, 0
+        while not self.stop or path:
+            if path is None:
+                path, tries = self.next_path(), 0
             if c is None:
                 c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-                fresh = True
             try:
-                c.request("GET", "/api/x")
+                c.request("GET", path, headers={} if keep else {"Connection": "close"})
                 r = c.getresponse()
-                self.note(r.status, r.read().decode(), "kept alive")
-                fresh = False
-            except http.client.RemoteDisconnected as e:
+                body = r.read().decode()
+                with self.lock:
+                    if r.status == 200 and body.split()[1:] == [path]:
+                        self.ok += 1
+                        self.seen.add(body.split()[0])
+                    else:
+                        self.fail.append((path, r.status, body))
+                path = None
+            except http.client.RemoteDisconnected as e:   # closed before any byte of the response
+                with self.lock:
+                    if tries < 3:
+                        self.retried += 1
+                    else:
+                        self.fail.append((path, None, repr(e)))
+                tries += 1
+                path = path if tries <= 3 else None
                 c.close()
                 c = None
-                if fresh:
-                    self.note(None, repr(e), "kept alive, its first request")
-                else:
-                    with self.lock:
-                        self.retried += 1
+                continue
             except (OSError, http.client.HTTPException) as e:
-                self.note(None, repr(e), "kept alive")
+                with self.lock:
+                    self.fail.append((path, None, repr(e)))
+                path = None
+                c.close()
+                c = None
+                continue
+            if not keep:
                 c.close()
                 c = None
         if c:
@@ -248,6 +264,9 @@ class Traffic:
         self.stop = True
         for t in self.threads:
             t.join(30)
+        got = [p for b in self.backends for p in b.paths if p.startswith("/api/x?id=")]
+        twice = sorted({p for p in got if got.count(p) > 1})
+        return twice
 
 
 # ---- the policies ------------------------------------------------------------------------------
@@ -333,8 +352,7 @@ def run(tmp, procs):
     data = example()
     m = re.search(r"service \w+ = [\d.]+:(\d+);", data["edge.l7"])
     port = int(m.group(1))
-    backend(("127.0.0.1", 9001), "api")
-    backend(("127.0.0.1", 9002), "web")
+    backends = [backend(("127.0.0.1", 9001), "api"), backend(("127.0.0.1", 9002), "web")]
 
     # 1. a first policy that does not build: alive, not ready, says why
     kubelet_write(policy, {"edge.l7": "import \"http.l7i\";\nservice edge = 0.0.0.0:%d;\npolicy edge ( { }\n" % port})
@@ -360,15 +378,16 @@ def run(tmp, procs):
     check(get(port, "/old/page") == (200, "web /old/page\n"), "example: /old/page -> web")
 
     # 3. a swap under traffic: the new decisions take effect, no request fails
-    t = Traffic(port)
+    t = Traffic(port, backends)
     time.sleep(1.0)
     kubelet_write(policy, {"edge.l7": variant(data["edge.l7"])})
     swapped = wait_for(lambda: status(st_file).get("version") == 2, 60)
     time.sleep(1.0)
-    t.end()
+    twice = t.end()
     check(swapped, "the swapped ConfigMap is served as version 2")
-    check(not t.fail, "no request failed during the swap (%d ok, %d re-sent after an idle close; failed: %r)"
-          % (t.ok, t.retried, t.fail[:5]))
+    check(not t.fail, "no request failed during the swap (%d ok, %d re-sent after a close before any response byte; "
+          "failed: %r)" % (t.ok, t.retried, t.fail[:5]))
+    check(not twice, "no re-sent request had reached a backend (seen twice: %r)" % twice[:5])
     check(t.seen == {"api", "web"} and t.ok > 20, "the traffic spanned the swap: answered by %s, %d requests" % (t.seen, t.ok))
     check(get(port, "/api/x") == (200, "web /api/x\n"), "after the swap: /api/x -> web")
     check(get(port, "/old/page")[0] == 410, "after the swap: /old/page -> 410")
