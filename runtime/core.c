@@ -201,7 +201,8 @@ static int run_loop(struct l7run *L)
 {
 	struct epoll_event ev[256];
 
-	L->looping = 1;
+	__atomic_store_n(&L->looping, 1, __ATOMIC_RELAXED);   /* ready: /readyz, the status file */
+	status_write(L);
 	while (!L->stop) {
 		__atomic_store_n(&L->beat, now_ms(), __ATOMIC_RELAXED);
 		reload_poll(L);
@@ -223,7 +224,7 @@ static int run_loop(struct l7run *L)
 			L->stop = 1;
 		}
 	}
-	L->looping = 0;
+	__atomic_store_n(&L->looping, 0, __ATOMIC_RELAXED);
 	return 0;
 }
 

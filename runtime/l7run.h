@@ -254,7 +254,7 @@ struct l7run {
 	struct loop_slot *slot;      /* MAX_FDS */
 	int stop;                    /* SIGTERM, SIGINT, or the -- CMD ended */
 	uint64_t stopping;           /* ms: SIGTERM with --grace-period: draining since then (0: not) */
-	int looping;                 /* the loop runs: beat says when it last turned */
+	int looping;                 /* the loop runs (the services listened on): ready; beat says when it last turned */
 	uint64_t beat;               /* ms, read by the metrics thread (/healthz) */
 	struct listener listener[MAX_SERVICES];
 	int n_listeners;

@@ -279,7 +279,8 @@ int serving_metrics(void *arg, FILE *out)
 }
 
 /* /healthz: the loop turns (once it runs: a first build and load before take their time);
- * /readyz: a version serves and l7run is not stopping. The metrics thread. */
+ * /readyz: a version serves (published, its services listened on, the loop running) and
+ * l7run is not stopping. The metrics thread. */
 int serving_health(void *arg, int ready, char *why, size_t n)
 {
 	struct l7run *L = arg;
@@ -294,6 +295,7 @@ int serving_health(void *arg, int ready, char *why, size_t n)
 	pthread_mutex_lock(&L->lock);
 	int serving = L->cur != NULL, id = L->cur ? L->cur->id : 0;
 	pthread_mutex_unlock(&L->lock);
+	serving &= __atomic_load_n(&L->looping, __ATOMIC_RELAXED);   /* listening, and in the loop */
 	if (__atomic_load_n(&L->stopping, __ATOMIC_RELAXED))
 		snprintf(why, n, "stopping");
 	else if (!serving)

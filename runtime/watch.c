@@ -442,7 +442,7 @@ void status_write(struct l7run *L)
 		return;
 	}
 	fprintf(f, "{\n  \"ready\": %s,\n  \"stopping\": %s,\n  \"version\": %d,\n  \"policy\": ",
-		v && !L->stopping ? "true" : "false", L->stopping ? "true" : "false", v ? v->id : 0);
+		v && L->looping && !L->stopping ? "true" : "false", L->stopping ? "true" : "false", v ? v->id : 0);
 	json_str(f, v ? v->cfg.policy : "");
 	fputs(",\n  \"object\": ", f);
 	json_str(f, v ? v->path : "");
