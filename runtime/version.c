@@ -210,9 +210,10 @@ void version_publish(struct l7run *L, struct version *v, uint64_t t_signal)
 	char step[64] = "";
 	if (L->mode->publish_step)
 		snprintf(step, sizeof step, ", %s %.1f ms", L->mode->publish_step, v->publish_us / 1000.0);
-	say(L, "reload: version %d (policy %s, %llu KiB of maps) serving %.1f ms after the signal (verifier %.1f ms%s); "
+	say(L, "reload: version %d (policy %s, %llu KiB of maps) serving %.1f ms after the %s (verifier %.1f ms%s); "
 	    "version %d draining %d connection(s), %d version(s) loaded", v->id, v->cfg.policy,
-	    (unsigned long long)(v->mem >> 10), L->reload.last_us / 1000.0, v->load_us / 1000.0, step, old->id,
+	    (unsigned long long)(v->mem >> 10), L->reload.last_us / 1000.0,
+	    L->args.watch ? "change (l7c's build included)" : "signal", v->load_us / 1000.0, step, old->id,
 	    old_conns, L->n_versions);
 }
 
