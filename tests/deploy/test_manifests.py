@@ -2,7 +2,7 @@
 """deploy/kubernetes/ read the way the API server would see it (python3-yaml), and checked
 against what docs/deploy.md promises and what l7run needs:
   - every manifest parses, every object has apiVersion, kind, metadata.name and the one
-    namespace; the kinds are those docs/deploy.md installs;
+    namespace; the kinds are those docs/deploy.md installs; kustomization.yaml lists them all;
   - the DaemonSet: hostNetwork, a privileged container, the host's bpffs (hostPath /sys/fs/bpf)
     mounted with Bidirectional propagation, the cgroup v2 root (hostPath /sys/fs/cgroup), the
     policy ConfigMap mounted (read-only) at the directory its --watch names, liveness /healthz
@@ -43,6 +43,12 @@ def load_all():
             check(False, "%s parses: %s" % (name, e))
             continue
         check(docs, "%s parses (%d object(s))" % (name, len(docs)))
+        if name == "kustomization.yaml":   # kubectl apply -k: every other manifest, none twice
+            others = sorted(n for n in os.listdir(DEPLOY) if n.endswith(".yaml") and n != name)
+            res = docs[0].get("resources", [])
+            check(docs[0].get("kind") == "Kustomization" and sorted(res) == others and res[0] == "namespace.yaml",
+                  "kustomization.yaml lists every manifest, the namespace first: %s" % res)
+            continue
         for d in docs:
             ok = isinstance(d, dict) and d.get("apiVersion") and d.get("kind") and d.get("metadata", {}).get("name")
             check(ok, "%s: %s/%s has apiVersion, kind and metadata.name" % (name, d.get("kind"), d.get("metadata", {}).get("name")))
