@@ -29,6 +29,7 @@
 #include <strings.h>
 
 #include "l7/abi.h"
+#include "l7/dataplane.h"
 
 struct pcx {
 	struct cg *g;
@@ -36,14 +37,14 @@ struct pcx {
 	LLVMValueRef st;                               /* chunks: struct l7_chain *, else NULL */
 	LLVMMetadataRef sp;
 	LLVMValueRef routed, allowed, allow_applies;   /* i1 allocas */
-	LLVMTypeRef cmp_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, re_ty, drop_ty, add_ty;
+	LLVMTypeRef cmp_ty, jwt_ty, ident_ty, count_ty, take_ty, table_ty, hash_ty, rr_ty, rt_ty, re_ty, drop_ty, add_ty;
 	LLVMValueRef eq_fn, prefix_fn, jwt_fn, ident_fn, count_fn, take_fn, table_fn, re_fn;
 	LLVMValueRef drop_fn, add_fn;
 	LLVMValueRef set_fn;        /* l7_source_in_set: int (req, set), the type of jwt_fn */
 	LLVMTypeRef take_src_ty;    /* l7_bucket_take_source: int (req, bucket, rate, burst) */
 	LLVMValueRef take_src_fn;
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
-	LLVMValueRef hash_fn, rr_fn;
+	LLVMValueRef hash_fn, rr_fn, rt_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
 	LLVMValueRef *table_val;    /* per rule table, l7_table_match's answer in this function: looked
 	                             * up at the first of its group rules, which dominates the others
@@ -452,6 +453,14 @@ static LLVMValueRef slot_of(struct pcx *c, int u)
 	const struct ir_target *t = &g->p->upstreams[u];
 	if (t->balance == IR_LB_ONE)
 		return u32c(c, (unsigned)t->slot);
+	if (t->rt_kind != IR_RT_NONE) {   /* over the tables l7run fills */
+		LLVMValueRef key = t->key_field >= 0 && t->balance == IR_LB_HASH
+					   ? at_offset(c, c->req, span_offset((enum ir_field)t->key_field, t->key_header))
+					   : LLVMConstNull(g->ptr);
+		LLVMValueRef args[] = { c->req, key, u32c(c, (unsigned)u), u32c(c, (unsigned)t->rt),
+					u32c(c, t->balance == IR_LB_HASH) };
+		return call(c, c->rt_ty, c->rt_fn, args, 5);
+	}
 	LLVMValueRef points, slots;
 	cg_balance_tables(g, u, &points, &slots);
 	if (t->balance == IR_LB_ROUND_ROBIN) {
@@ -467,9 +476,21 @@ static LLVMValueRef slot_of(struct pcx *c, int u)
 static void store_decision(struct pcx *c, enum ir_term term, int upstream, int status, int rule)
 {
 	assert(term == IR_FORWARD || term == IR_DENY || term == IR_FALLBACK);   /* what verdict_of maps */
-	store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict_of[term]));
-	store32(c, c->d, offsetof(struct l7_decision, upstream), upstream < 0 ? u32c(c, 0) : slot_of(c, upstream));
-	store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)status));
+	if (upstream >= 0 && c->g->p->upstreams[upstream].rt_kind != IR_RT_NONE) {   /* no endpoint: 503 */
+		LLVMValueRef slot = slot_of(c, upstream);
+		LLVMValueRef none = LLVMBuildICmp(c->g->b, LLVMIntEQ, slot, u32c(c, L7_NO_SLOT), "");
+		store32(c, c->d, offsetof(struct l7_decision, verdict),
+			LLVMBuildSelect(c->g->b, none, u32c(c, L7_DENY), u32c(c, verdict_of[term]), ""));
+		/* the deny names the set for l7run's answer (l7/dataplane.h L7_NO_SLOT) */
+		unsigned named = L7_MAX_UPSTREAMS + (unsigned)c->g->p->upstreams[upstream].rt;
+		store32(c, c->d, offsetof(struct l7_decision, upstream), LLVMBuildSelect(c->g->b, none, u32c(c, named), slot, ""));
+		store32(c, c->d, offsetof(struct l7_decision, status),
+			LLVMBuildSelect(c->g->b, none, u32c(c, 503), u32c(c, (unsigned)status), ""));
+	} else {   /* endpoints compiled in: the slot, as chosen */
+		store32(c, c->d, offsetof(struct l7_decision, verdict), u32c(c, verdict_of[term]));
+		store32(c, c->d, offsetof(struct l7_decision, upstream), upstream < 0 ? u32c(c, 0) : slot_of(c, upstream));
+		store32(c, c->d, offsetof(struct l7_decision, status), u32c(c, (unsigned)status));
+	}
 	store32(c, c->d, offsetof(struct l7_decision, rule), u32c(c, (unsigned)rule));
 }
 
@@ -629,6 +650,9 @@ static void declare_leaves(struct pcx *c)
 	LLVMTypeRef rp[] = { g->i32, g->ptr, g->i32 };
 	c->rr_ty = LLVMFunctionType(g->i32, rp, 3, 0);
 	c->rr_fn = declare(c, "l7_lb_pick_rr", c->rr_ty);
+	LLVMTypeRef rtp[] = { g->ptr, g->ptr, g->i32, g->i32, g->i32 };
+	c->rt_ty = LLVMFunctionType(g->i32, rtp, 5, 0);
+	c->rt_fn = declare(c, "l7_lb_pick_rt", c->rt_ty);
 	LLVMTypeRef rep[] = { g->ptr, g->ptr, g->i32, g->ptr };
 	c->re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
 	c->re_fn = p->nregexes ? declare(c, "l7_regex_match", c->re_ty) : NULL;

@@ -371,6 +371,16 @@ static int manifest_section(struct cg *g)
 		}
 	if (p->fallback >= 0)
 		put_fallback(w, &(struct l7m_fallback){ (__u32)p->upstreams[p->fallback].slot });
+	for (int i = 0; i < p->nupstreams; i++) {   /* record i is run-time set i */
+		const struct ir_target *t = &p->upstreams[i];
+		if (t->rt_kind == IR_RT_NONE)
+			continue;
+		if (t->rt != (int)w->n[L7M_RUNTIME])
+			mw_fail(w, "upstream %s: run-time set %d, not %u (internal error)", t->name, t->rt, w->n[L7M_RUNTIME]);
+		put_runtime(w, &(struct l7m_runtime){ (__u32)t->slot, t->rt_kind == IR_RT_NAME ? L7M_RT_DNS : L7M_RT_FILE,
+						      mstr(t->rt_name), t->rt_port,
+						      t->balance == IR_LB_HASH ? L7M_RT_HASH : L7M_RT_ROUND_ROBIN });
+	}
 	for (int i = 0; i < p->njwts; i++)
 		put_jwt(w, &(struct l7m_jwt){ mstr(p->jwts[i].name), mstr(p->jwts[i].key_file) });
 	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */

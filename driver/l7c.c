@@ -179,7 +179,16 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	}
 	if (d.term != IR_DENY && ir->upstreams[d.upstream].nendpoints > 1) {
 		const struct ir_target *t = &ir->upstreams[d.upstream];
-		if (d.slot < 0) {
+		if (t->rt_kind != IR_RT_NONE) {
+			if (t->rt_kind == IR_RT_NAME)
+				printf("endpoint: upstream %s (run-time endpoints: what l7run resolves \"%s\" to, port %u; slots %d-%d; %s)\n",
+				       t->name, t->rt_name, t->rt_port, t->slot, t->slot + t->nendpoints - 1,
+				       t->balance == IR_LB_HASH ? "ketama" : "round robin");
+			else
+				printf("endpoint: upstream %s (run-time endpoints: set \"%s\" of l7run --endpoints; slots %d-%d; %s)\n",
+				       t->name, t->rt_name, t->slot, t->slot + t->nendpoints - 1,
+				       t->balance == IR_LB_HASH ? "ketama" : "round robin");
+		} else if (d.slot < 0) {
 			printf("endpoint: round robin over %s#0..%s#%d (slots %d-%d): it rotates per request\n", t->name,
 			       t->name, t->nendpoints - 1, t->slot, t->slot + t->nendpoints - 1);
 		} else {

@@ -46,8 +46,12 @@ module.exports = grammar({
     // upstream api = 127.0.0.1:9001;   upstream pool = [127.0.0.1:9001 weight 2, 127.0.0.1:9002];
     // upstream users = [127.0.0.1:9001, 127.0.0.1:9002] balance hash(header "x-user");
     upstream_declaration: ($) => seq('upstream', field('name', $.identifier), '=',
-      field('targets', choice($.endpoint, seq('[', commaSep($.endpoint), ']'))),
+      field('targets', choice($.endpoint, seq('[', commaSep($.endpoint), ']'), $.endpoint_name, $.endpoint_set)),
       optional(field('balance', $.balance)), ';'),
+    // endpoints l7run finds at run time: a DNS name it resolves, or a set it reads from its
+    // --endpoints file.  upstream api = "api.default.svc:8080";  upstream api = endpoints("api");
+    endpoint_name: ($) => field('name', $.string),
+    endpoint_set: ($) => seq('endpoints', '(', field('name', $.string), ')'),
     endpoint: ($) => seq(field('address', $.address), optional(seq('weight', field('weight', $.integer)))),
     // balance round_robin | balance hash(path) | hash(source) | hash(header "name"). The policy
     // and key kinds are identifiers, checked by the front end (a misspelling gets a message

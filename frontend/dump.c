@@ -92,6 +92,10 @@ static void decl_out(FILE *o, const char *kind, const struct l7_decl *d)
 		if (d->endpoints[i].weight != 1)
 			fprintf(o, "*%u", d->endpoints[i].weight);
 	}
+	if (d->dyn == DYN_NAME)
+		fprintf(o, " (name \"%s\" %u)", d->dyn_name, d->dyn_port);
+	else if (d->dyn == DYN_SET)
+		fprintf(o, " (endpoints \"%s\")", d->dyn_name);
 	if (d->balance == LB_ROUND_ROBIN)
 		fprintf(o, " (balance round_robin)");
 	else if (d->balance == LB_HASH && d->key == LBK_HEADER)

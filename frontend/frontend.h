@@ -154,6 +154,12 @@ struct l7_decl {                /* service, upstream or fallback */
 	/* upstreams: `balance round_robin` or `balance hash(KEY)`; LB_DEFAULT when not written */
 	enum l7_balance balance;
 	enum l7_lb_key key;         /* LB_HASH */
+	/* upstreams whose endpoints l7run finds at run time (no endpoints here): a DNS name it
+	 * resolves ("NAME:PORT"), or a set of its --endpoints file (endpoints("NAME")) */
+	enum l7_dyn { DYN_NONE, DYN_NAME, DYN_SET } dyn;
+	char *dyn_name;             /* the host name, or the set's name */
+	unsigned dyn_port;          /* DYN_NAME */
+	struct l7_loc dyn_loc;
 	char *key_header;           /* LBK_HEADER: the header name as written (escapes decoded) */
 	size_t key_header_len;
 	struct l7_loc balance_loc, key_loc;

@@ -760,6 +760,8 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 	for (int i = 0; i < m->nupstreams; i++)
 		if (m->upstreams[i].syntax_error)
 			continue;   /* its address did not parse: said */
+		else if (m->upstreams[i].dyn != DYN_NONE)
+			continue;   /* its endpoints come at run time */
 		else if (m->upstreams[i].nendpoints == 0)
 			l7_diag(d, L7_ERROR, m->upstreams[i].loc, "upstream '%s' has no endpoint", m->upstreams[i].name);
 		else if (m->upstreams[i].balance != LB_DEFAULT && m->upstreams[i].nendpoints == 1)

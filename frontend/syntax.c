@@ -4,6 +4,7 @@
  * is still turned into AST so that name and type errors elsewhere are reported in the same run. */
 #include "internal.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -405,6 +406,69 @@ static void balance(struct cx *cx, TSNode n, struct l7_decl *decl)
 	decl->balance = LB_HASH;
 }
 
+/* A host name as DNS writes it (RFC 1123): dot-separated labels of letters, digits and inner
+ * hyphens, 1-63 bytes each, 253 in all (a trailing dot allowed). */
+static bool host_name_ok(const char *h, size_t n)
+{
+	if (n && h[n - 1] == '.')
+		n--;
+	if (!n || n > 253)
+		return false;
+	for (size_t i = 0, len = 0; i <= n; i++) {
+		char c = i < n ? h[i] : '.';
+		if (c == '.') {
+			if (!len || h[i - 1] == '-')
+				return false;
+			len = 0;
+		} else if (isalnum((unsigned char)c) || (c == '-' && len)) {
+			if (++len > 63)
+				return false;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* upstream api = "NAME:PORT"; | upstream api = endpoints("NAME"); */
+static void dyn_target(struct cx *cx, TSNode n, struct l7_decl *dcl)
+{
+	TSNode s = field(n, "name");
+	struct l7_expr tmp = { 0 };
+	string_value(cx, s, &tmp);
+	dcl->dyn_loc = loc_of(cx, s);
+	dcl->dyn_name = tmp.str;
+	if (is(n, "endpoint_set")) {
+		dcl->dyn = DYN_SET;
+		bool ok = tmp.str_len && tmp.str_len <= 63;
+		for (size_t i = 0; ok && i < tmp.str_len; i++)
+			ok = isalnum((unsigned char)tmp.str[i]) || strchr("._-", tmp.str[i]);
+		if (!ok)
+			l7_diag(cx->d, L7_ERROR, dcl->dyn_loc,
+				"invalid endpoint set name '%s' (1-63 letters, digits, '.', '_' or '-', as the --endpoints file writes it)",
+				tmp.str);
+		return;
+	}
+	dcl->dyn = DYN_NAME;
+	const char *colon = NULL;
+	for (size_t i = 0; i < tmp.str_len; i++)
+		colon = tmp.str[i] == ':' ? tmp.str + i : colon;
+	char *end = NULL;
+	long port = colon ? strtol(colon + 1, &end, 10) : 0;
+	if (!colon || colon[1] == '-' || !colon[1] || *end || port < 1 || port > 65535) {
+		l7_diag(cx->d, L7_ERROR, dcl->dyn_loc, "invalid upstream address \"%s\": expected \"NAME:PORT\", port 1-65535", tmp.str);
+		return;
+	}
+	if (!host_name_ok(tmp.str, (size_t)(colon - tmp.str))) {
+		l7_diag(cx->d, L7_ERROR, dcl->dyn_loc,
+			"invalid host name \"%.*s\": labels of letters, digits and inner '-', 1-63 bytes each, 253 in all", (int)(colon - tmp.str),
+			tmp.str);
+		return;
+	}
+	tmp.str[colon - tmp.str] = 0;   /* the name alone */
+	dcl->dyn_port = (unsigned)port;
+}
+
 static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *count)
 {
 	struct l7_decl *dcl = PUSH(cx, *arr, *count);
@@ -417,6 +481,8 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 			endpoint(cx, ch, dcl);
 		else if (is(ch, "balance"))
 			balance(cx, ch, dcl);
+		else if (is(ch, "endpoint_name") || is(ch, "endpoint_set"))
+			dyn_target(cx, ch, dcl);
 	}
 	return dcl;
 }

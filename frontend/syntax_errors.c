@@ -226,8 +226,11 @@ static void say_address(struct se *s, const char *kind, const char *name, enum a
 	switch (k) {
 	case A_NAME:
 		l7_diag(s->d, L7_ERROR, l, "%s '%s': '%.*s' is not an address", kind, name, n, e);
-		l7_hint(s->d, l, "%s; %s are not supported yet", accepted(kind),
-			!strcmp(kind, "upstream") ? "host names and endpoint sets filled at run time" : "host names");
+		if (!strcmp(kind, "upstream"))
+			l7_hint(s->d, l, "a host name that l7run resolves is a string: \"%.*s\" (or a set l7run fills: endpoints(\"NAME\"))",
+				n, e);
+		else
+			l7_hint(s->d, l, "%s; host names are not supported yet", accepted(kind));
 		return;
 	case A_NO_PORT:
 		l7_diag(s->d, L7_ERROR, l, "%s '%s': address '%.*s' has no port", kind, name, n, e);

@@ -12,55 +12,22 @@
 #include <string.h>
 
 #include "balance.h"   /* stdlib/bpf, built natively: the kernel's own hash and search */
+#include "ring.h"
 #include "arena.h"
 #include "diag.h"
 #include "l7/abi.h"
 #include "l7/dataplane.h"
 
-struct point { unsigned h; int ep; };
-
-static int point_cmp(const void *a, const void *b)
-{
-	const struct point *x = a, *y = b;
-	if (x->h != y->h)
-		return x->h < y->h ? -1 : 1;
-	return x->ep - y->ep;   /* equal hashes: the earlier endpoint first, deterministically */
-}
-
-static unsigned gcd(unsigned a, unsigned b)
-{
-	while (b) {
-		unsigned r = a % b;
-		a = b;
-		b = r;
-	}
-	return a;
-}
-
-/* Points per endpoint: stdlib/bpf/balance.h says how many and why. */
+/* Points per endpoint: stdlib/bpf/balance.h says how many and why; ring.h builds them. */
 static void build_ring(struct ir_program *p, struct ir_target *t)
 {
-	unsigned total = 0, g = 0;
-	for (int i = 0; i < t->nendpoints; i++) {
-		total += t->endpoints[i].weight;
-		g = gcd(g, t->endpoints[i].weight);
-	}
-	bool scale = L7_LB_POINTS * (total / g) > L7_LB_RING_MAX - 1;   /* keep one padding point */
-	struct point *pts = NULL;
-	int npts = 0;
-	for (int i = 0; i < t->nendpoints; i++) {
-		const struct ir_endpoint *e = &t->endpoints[i];
-		unsigned k = scale ? (L7_LB_RING_MAX - 1) * e->weight / total : L7_LB_POINTS * (e->weight / g);
-		k = k ? k : 1;
-		pts = realloc(pts, sizeof(*pts) * (size_t)(npts + (int)k));
-		for (unsigned j = 0; j < k; j++) {
-			char key[48];
-			int len = snprintf(key, sizeof(key), "%u.%u.%u.%u:%u-%u", e->ip >> 24, e->ip >> 16 & 255,
-					   e->ip >> 8 & 255, e->ip & 255, e->port, j);
-			pts[npts++] = (struct point){ l7_lb_hash((const __u8 *)key, 0, (__u32)len), i };
-		}
-	}
-	qsort(pts, (size_t)npts, sizeof(*pts), point_cmp);
+	struct l7_ring_ep *e = calloc((size_t)t->nendpoints, sizeof(*e));
+	for (int i = 0; i < t->nendpoints; i++)
+		e[i] = (struct l7_ring_ep){ t->endpoints[i].ip, t->endpoints[i].port, t->endpoints[i].weight,
+					    (__u32)(t->slot + i) };
+	int npts;
+	struct l7_ring_point *pts = l7_ring_points(e, t->nendpoints, L7_LB_RING_LOG2, &npts);
+	assert(pts);
 	int log2 = 0;
 	while ((1 << log2) <= npts)   /* strictly more: at least one padding point */
 		log2++;
@@ -69,12 +36,9 @@ static void build_ring(struct ir_program *p, struct ir_target *t)
 	t->ring_points = npts;
 	t->ring = l7_alloc(&p->arena, sizeof(*t->ring) * (size_t)size);
 	t->ring_slot = l7_alloc(&p->arena, (size_t)size);
-	for (int i = 0; i < size; i++) {
-		const struct point *pt = &pts[i < npts ? i : 0];
-		t->ring[i] = i < npts ? pt->h : 0xffffffffu;
-		t->ring_slot[i] = (unsigned char)(t->slot + pt->ep);
-	}
+	l7_ring_fill(e, pts, npts, size, t->ring, t->ring_slot);
 	free(pts);
+	free(e);
 }
 
 /* Smooth weighted round robin (nginx): each turn every endpoint gains its weight, the one
@@ -111,6 +75,8 @@ void ir_balance_build(struct ir_program *p)
 			t->balance = IR_LB_ONE;
 			continue;
 		}
+		if (t->rt_kind != IR_RT_NONE)
+			continue;   /* l7run builds its tables (runtime/endpoints.c) */
 		if (t->balance == IR_LB_HASH)
 			build_ring(p, t);
 		else
@@ -122,8 +88,8 @@ void ir_balance_build(struct ir_program *p)
 int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const struct l7_req *req)
 {
 	(void)p;
-	if (t->balance == IR_LB_ROUND_ROBIN)
-		return -1;
+	if (t->balance == IR_LB_ROUND_ROBIN || t->rt_kind != IR_RT_NONE)
+		return -1;   /* per request, or known only at run time */
 	if (t->balance != IR_LB_HASH)
 		return t->slot;
 	__u32 h;
@@ -141,6 +107,8 @@ void ir_balance_shares(const struct ir_target *t, double *out)
 {
 	for (int i = 0; i < t->nendpoints; i++)
 		out[i] = 0;
+	if (t->rt_kind != IR_RT_NONE)
+		return;   /* known at run time */
 	if (t->balance != IR_LB_HASH) {
 		for (int i = 0; i < t->nendpoints; i++)
 			out[i] = t->balance == IR_LB_ONE ? (i == 0) : 0;

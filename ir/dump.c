@@ -229,6 +229,13 @@ static void target_out(const struct ir_program *p, FILE *o, const char *kind, in
 		fputc('\n', o);
 	}
 	fprintf(o, "balance %s over slots %d-%d: ", t->name, t->slot, t->slot + t->nendpoints - 1);
+	if (t->rt_kind != IR_RT_NONE)
+		fprintf(o, "run-time endpoints (%s \"%s\"%s%.0u), tables filled by l7run: ",
+			t->rt_kind == IR_RT_NAME ? "name" : "set", t->rt_name, t->rt_kind == IR_RT_NAME ? " port " : "", t->rt_port);
+	if (t->balance == IR_LB_ROUND_ROBIN && t->rt_kind != IR_RT_NONE) {
+		fputs("round robin\n", o);
+		return;
+	}
 	if (t->balance == IR_LB_ROUND_ROBIN) {
 		fprintf(o, "round robin, %d turns\n", t->nturns);
 		return;
@@ -240,7 +247,10 @@ static void target_out(const struct ir_program *p, FILE *o, const char *kind, in
 		fputs("header, not read: no rule routes here", o);
 	else
 		field_out(p, (enum ir_field)t->key_field, t->key_header, o);
-	fprintf(o, "), ketama ring of %d points (%d with padding)\n", t->ring_points, 1 << t->ring_log2);
+	if (t->rt_kind != IR_RT_NONE)
+		fputs(")\n", o);
+	else
+		fprintf(o, "), ketama ring of %d points (%d with padding)\n", t->ring_points, 1 << t->ring_log2);
 }
 
 /* Each action kind's text (actions.def): one hook each. */

@@ -217,6 +217,13 @@ struct ir_target {               /* a service, an upstream or the fallback proxy
 	int ring_log2, ring_points;  /* ring_points: before padding */
 	unsigned char *turns;        /* IR_LB_ROUND_ROBIN: the slot of each turn, sum(weights) */
 	int nturns;
+	/* endpoints found at run time: rt is the set's index among them (l7_lb_tab), -1 for
+	 * endpoints compiled in. Its nendpoints are L7_RT_SLOTS reserved slots (0.0.0.0:0 here,
+	 * l7run gives them addresses); no ring or turns: l7run builds them. */
+	int rt;
+	enum ir_rt_kind { IR_RT_NONE, IR_RT_NAME, IR_RT_SET } rt_kind;
+	char *rt_name;               /* the host name, or the --endpoints set's name */
+	unsigned rt_port;            /* IR_RT_NAME */
 };
 
 struct ir_mutation {              /* a field line some SET/ADD adds (request or response) */

@@ -29,6 +29,7 @@ struct lx {
 	const struct l7_policy *src;
 	bool too_many;
 	int *kind_index;             /* per module instance: its index among jwts/counters/buckets */
+	int nrt;                     /* upstreams with run-time endpoints so far */
 };
 
 static void *alloc(struct lx *x, size_t n) { return l7_alloc(&x->p->arena, n); }
@@ -896,11 +897,23 @@ static void check_mutation_limits(struct lx *x)
 static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl *d)
 {
 	t->name = dup(x, d->name, strlen(d->name));
-	t->nendpoints = d->nendpoints;
-	t->endpoints = alloc(x, sizeof(*t->endpoints) * (d->nendpoints ? d->nendpoints : 1));
-	for (int i = 0; i < d->nendpoints; i++)
-		t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
-	t->balance = d->nendpoints <= 1 ? IR_LB_ONE : d->balance == LB_HASH ? IR_LB_HASH : IR_LB_ROUND_ROBIN;
+	t->rt = -1;
+	if (d->dyn != DYN_NONE) {   /* slots reserved for what l7run finds */
+		t->rt = x->nrt++;
+		t->rt_kind = d->dyn == DYN_NAME ? IR_RT_NAME : IR_RT_SET;
+		t->rt_name = dup(x, d->dyn_name ? d->dyn_name : "", d->dyn_name ? strlen(d->dyn_name) : 0);
+		t->rt_port = d->dyn_port;
+		t->nendpoints = L7_RT_SLOTS;
+		t->endpoints = alloc(x, sizeof(*t->endpoints) * L7_RT_SLOTS);
+		for (int i = 0; i < L7_RT_SLOTS; i++)
+			t->endpoints[i] = (struct ir_endpoint){ 0, 0, 1 };
+	} else {
+		t->nendpoints = d->nendpoints;
+		t->endpoints = alloc(x, sizeof(*t->endpoints) * (d->nendpoints ? d->nendpoints : 1));
+		for (int i = 0; i < d->nendpoints; i++)
+			t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
+	}
+	t->balance = t->nendpoints <= 1 ? IR_LB_ONE : d->balance == LB_HASH ? IR_LB_HASH : IR_LB_ROUND_ROBIN;
 	t->key_field = -1;
 	t->key_header = -1;
 	if (t->balance == IR_LB_HASH && d->key == LBK_PATH)
@@ -916,11 +929,13 @@ static void check_slots(struct lx *x)
 	const struct l7_module *m = x->m;
 	int used = m->fallback ? 1 : 0;
 	for (int i = 0; i < m->nupstreams; i++) {
-		used += m->upstreams[i].nendpoints;
+		used += m->upstreams[i].dyn != DYN_NONE ? L7_RT_SLOTS : m->upstreams[i].nendpoints;
 		if (used > L7_MAX_UPSTREAMS) {
 			l7_diag(x->d, L7_ERROR, m->upstreams[i].loc,
-				"upstream '%s' does not fit: it brings the endpoints%s to %d, the data plane holds %d backends",
-				m->upstreams[i].name, m->fallback ? " (fallback proxy included)" : "", used, L7_MAX_UPSTREAMS);
+				"upstream '%s' does not fit: it brings the endpoints%s to %d, the data plane holds %d backends%s",
+				m->upstreams[i].name, m->fallback ? " (fallback proxy included)" : "", used, L7_MAX_UPSTREAMS,
+				m->upstreams[i].dyn != DYN_NONE ? " (an upstream with run-time endpoints reserves 6)" : "");
+			_Static_assert(L7_RT_SLOTS == 6, "the message above says 6");
 			return;
 		}
 	}

@@ -327,7 +327,9 @@ static void check_targets(struct vx *v)
 		slot += t->nendpoints;
 		CHECK(v, (t->balance == IR_LB_ONE) == (t->nendpoints <= 1), "balance %d over %d endpoints", t->balance,
 		      t->nendpoints);
-		if (t->balance == IR_LB_HASH) {
+		CHECK(v, t->rt_kind == IR_RT_NONE || (t->nendpoints == L7_RT_SLOTS && t->rt < L7_MAX_RT_SETS && !t->ring && !t->turns),
+		      "run-time set %d of %d slots", t->rt, t->nendpoints);
+		if (t->balance == IR_LB_HASH && t->rt_kind == IR_RT_NONE) {
 			int n = 1 << t->ring_log2;
 			CHECK(v, t->ring && t->ring_points >= 1 && t->ring_points < n, "a ring of %d points in %d", t->ring_points, n);
 			for (int k = 0; t->ring && k < n; k++) {
@@ -342,7 +344,7 @@ static void check_targets(struct vx *v)
 				CHECK(v, t->key_field == -1 || t->key_field == IR_F_PATH || t->key_field == IR_F_HOST, "keyed on field %d",
 				      t->key_field);
 		}
-		if (t->balance == IR_LB_ROUND_ROBIN) {
+		if (t->balance == IR_LB_ROUND_ROBIN && t->rt_kind == IR_RT_NONE) {
 			unsigned sum = 0;
 			for (int e = 0; e < t->nendpoints; e++)
 				sum += t->endpoints[e].weight;

@@ -216,6 +216,7 @@ static int run_loop(struct l7run *L)
 		versions_tick(L, now);
 		jwt_tick(&L->env.jwt);
 		ident_tick(&L->env.ident);
+		ep_tick(&L->env.ep, now);
 		if (L->args.watch)
 			watch_tick(L, now);
 		if (L->stopping && (!L->cur || now - L->stopping >= L->args.grace_ms)) {

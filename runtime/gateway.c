@@ -144,6 +144,30 @@ static void gw_drain(struct l7run *L, uint64_t now)
 			client_drain(L, g->clients[i], now);
 }
 
+/* Slots whose run-time endpoint left its set (endpoints.c): no new request goes there, so
+ * their idle pool sockets close now and the lent ones when their clients are done with them;
+ * once none is left the slot may take another endpoint. */
+static void gw_tick(struct l7run *L, uint64_t now)
+{
+	struct gateway *g = gw_of(L);
+
+	clients_tick(L, now);
+	if (now - g->retired_at < 100)
+		return;
+	g->retired_at = now;
+	for (struct version *ver = L->cur; ver; ver = ver->older) {
+		struct gw_version *v = gwv(ver);
+		if (!ver->cfg.rt)
+			continue;
+		for (int s = 0; s < L7_MAX_UPSTREAMS; s++)
+			if (ep_retired(&ver->cfg, s)) {
+				pool_close_idle(&v->pool, s);
+				if (!v->pool.count[s])
+					ep_drained(&ver->cfg, s);
+			}
+	}
+}
+
 /* The 1 ms tick runs only while something waits or drains. */
 static int gw_poll_ms(struct l7run *L)
 {
@@ -179,5 +203,5 @@ const struct mode_ops gateway_mode = {
 	.init = gw_init, .close = gw_close, .fini = gw_fini,
 	/* versions: programs attached at load; retired ones drained, or evicted at the timeout */
 	.load = gw_load, .unload = gw_unload, .drain = gw_drain, .evict = gw_evict,
-	.accept = gw_accept, .tick = clients_tick, .poll_ms = gw_poll_ms,
+	.accept = gw_accept, .tick = gw_tick, .poll_ms = gw_poll_ms,
 };

@@ -85,6 +85,7 @@ struct gateway {
 	struct client **clients;
 	int n_clients, cap_clients;
 	uint64_t watched_at;     /* ms: the last stall look */
+	uint64_t retired_at;     /* ms: the last look at retired run-time slots (gateway.c) */
 };
 
 static inline struct gateway *gw_of(struct l7run *L)

@@ -132,10 +132,10 @@ void gw_accept(struct l7run *L, int lfd, int service)
 
 /* l7run's answer, for upstream `up` when it could not reach it (-1: its own, a deny, a bad
  * request...); head_only: the request was HEAD, whose response has no body (RFC 9110 9.3.2) */
-static void respond_for(struct client *c, int up, int status, int close_conn, int head_only)
+static void respond_why(struct client *c, int up, int status, int close_conn, int head_only, const char *why)
 {
-	char msg[320];
-	int n = http_answer(msg, sizeof msg, status, close_conn, head_only);
+	char msg[800];
+	int n = http_answer_why(msg, sizeof msg, status, close_conn, head_only, why);
 	upstat_answer(c->v->v.upstat, up, status, (size_t)n);   /* before the client can read it */
 	if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) != n)
 		c->closing = 1;
@@ -143,6 +143,11 @@ static void respond_for(struct client *c, int up, int status, int close_conn, in
 		c->own_bytes += (uint64_t)n;
 	if (close_conn)
 		c->closing = 1;
+}
+
+static void respond_for(struct client *c, int up, int status, int close_conn, int head_only)
+{
+	respond_why(c, up, status, close_conn, head_only, NULL);
 }
 
 static void respond(struct client *c, int status, int close_conn, int head_only)
@@ -225,7 +230,11 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 	if (rec->flags & L7_PASSF_CLOSE)
 		c->close_after = 1;
 	if (rec->verdict == L7_DENY) {
-		respond(c, rec->status ? (int)rec->status : 403, c->close_after, !!(rec->flags & L7_PASSF_HEADM));
+		const char *none = ep_empty_set(&c->v->v.cfg, rec->upstream);   /* a run-time set without endpoints */
+		char why[L7M_NAME_MAX + 64];
+		snprintf(why, sizeof why, "upstream %s has no endpoint", none ? none : "");
+		respond_why(c, -1, rec->status ? (int)rec->status : 403, c->close_after, !!(rec->flags & L7_PASSF_HEADM),
+			    none ? why : NULL);
 		return 0;
 	}
 	int up = rec->verdict == L7_FALLBACK ? c->v->v.cfg.fallback : (int)rec->upstream;

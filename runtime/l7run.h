@@ -10,7 +10,8 @@
  * list against the #include lines):
  *   base:      base.h                     base.c answer.c
  *   policy:    policy.h manifest.h probe.h
- *                                         manifest.c load.c jwt.c identities.c tables.c tails.c probe.c
+ *                                         manifest.c load.c jwt.c identities.c endpoints.c tables.c
+ *                                         tails.c probe.c
  *   telemetry: telemetry.h                stats.c metrics.c metrics_http.c
  *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c alog.c watch.c
  *   pool:      pool.h                     pool.c
@@ -237,7 +238,9 @@ struct health {
 	int n;
 };
 /* What l7run's connects find (both modes); each change is logged once. */
-void upstream_seen(struct health *h, const struct cfg_endpoint *e, int ok, const char *why);
+void upstream_seen(struct l7run *L, const struct cfg_endpoint *e, int ok, const char *why);
+/* a connection to it ended with a response owed: a failure for passive health (endpoints.c) */
+void upstream_reset(struct l7run *L, const struct cfg_endpoint *e);
 
 /* ---- the context ------------------------------------------------------------------------- */
 

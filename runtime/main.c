@@ -178,6 +178,14 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 			if (ident_file_arg(&L->env.ident, v))
 				return usage_error("--identities: not a usable path: ", v);
 			break;
+		case O_ENDPOINTS:
+			if (ep_file_arg(&L->env.ep, v))
+				return usage_error("--endpoints: not a usable path: ", v);
+			break;
+		case O_RESOLVE_EVERY:
+			if (ep_resolve_arg(&L->env.ep, v))
+				return usage_error("--resolve-every expects whole seconds (1-86400), not ", v);
+			break;
 		case O_METRICS_LISTEN: a->metrics_addr = v; break;
 		case O_BPF_STATS: a->bpf_stats = 1; break;
 		case O_AUDIT: L->env.dp_flags |= L7_CFG_AUDIT; break;

@@ -4,6 +4,7 @@
  * data plane's own counters, and per upstream the responses by status class and the bytes
  * each way (l7_upstat, l7/dataplane.h), with l7run's own answers beside them. Names come from
  * the object's manifest (and the command line's --upstream). */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,6 +249,17 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));
 	write_upstat(out, upstat_fd, ncpu, cfg);
+	metric = family(out, FAM_EJECTIONS);
+	const char *up;
+	struct sockaddr_in a;
+	uint64_t n;
+	for (int i = 0; ep_health_row(cfg, i, &up, &a, &n); i++) {
+		char ip[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
+		fprintf(out, "%s{upstream=\"", metric);
+		label_value(out, up);
+		fprintf(out, "\",endpoint=\"%s:%d\"} %llu\n", ip, ntohs(a.sin_port), (unsigned long long)n);
+	}
 	write_reload(out, reload_fd);
 	free(buf);
 	return 0;

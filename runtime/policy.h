@@ -33,6 +33,7 @@ struct config {
 	struct cfg_endpoint upstream[L7_MAX_UPSTREAMS];
 	int fallback;            /* upstream index, -1 = none */
 	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
+	struct rtsets *rt;       /* its upstreams with run-time endpoints (endpoints.c), NULL if none */
 	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
 };
 
@@ -71,6 +72,32 @@ struct ident_env {
 	struct idents *watched;
 };
 
+/* endpoints.c: --endpoints, --resolve-every, the passive health of run-time endpoints, and
+ * the published versions they are applied to (run loop only, but for the loader's read of
+ * file and resolve_every). */
+#define EP_MAX 64                /* endpoints one source may give (a set uses L7_RT_SLOTS) */
+#define EP_HEALTH_MAX 256
+#define EP_RESOLVE_DEFAULT 5     /* s between resolutions of a name */
+struct ep_health {
+	char upstream[L7M_NAME_MAX + 1];
+	struct sockaddr_in addr;
+	int fails;               /* failed connects in a row */
+	int row;                 /* ejections in a row (the back-off doubles with each) */
+	int ejected;
+	uint64_t until;          /* ms */
+	uint64_t ejections;      /* in all */
+};
+struct ep_env {
+	char file[512];
+	unsigned resolve_every;  /* 0: EP_RESOLVE_DEFAULT */
+	time_t checked;
+	uint64_t resolved_at;    /* ms */
+	int changed;             /* the health or a slot changed: rebuild */
+	struct rtsets *watched;
+	struct ep_health health[EP_HEALTH_MAX];
+	int n_health;
+};
+
 /* What every load reads and what outlives versions: one per l7run, in its context. */
 struct policy_env {
 	int verbose;
@@ -81,6 +108,7 @@ struct policy_env {
 	__u32 dp_flags;              /* l7_config's flags (L7_CFG_*: --audit), the same in every version */
 	__u32 log_sample;            /* --access-log-sample N: about 1 in N requests logged */
 	__u32 log_ring;              /* --access-log-buffer: bytes of l7_log (0: the default) */
+	struct ep_env ep;
 };
 
 void policy_env_init(struct policy_env *env);    /* the defaults, before the command line */
@@ -132,6 +160,26 @@ int jwt_setup(struct policy_env *env, struct bpf_object *obj, const struct confi
 void jwt_clock_watch(struct jwt_env *env, int fd, int on);
 void jwt_tick(struct jwt_env *env);
 int64_t jwt_test_shift(void);   /* L7RUN_JWT_NOW, read once at start (policy_env_ready) */
+
+/* endpoints.c: upstreams with run-time endpoints (l7_lb_tab) from --endpoints FILE and DNS */
+struct rtsets;
+int ep_file_arg(struct ep_env *env, const char *path);
+int ep_resolve_arg(struct ep_env *env, const char *seconds);
+int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int supported, char *err, size_t errlen);
+void ep_watch(struct ep_env *env, struct config *cfg, int on);
+void ep_free(struct config *cfg);
+void ep_tick(struct ep_env *env, uint64_t now_ms);
+/* the pools' connects (upstream.c): an endpoint of a run-time set that fails is ejected */
+int ep_seen(struct ep_env *env, const struct cfg_endpoint *e, int ok, uint64_t now_ms);   /* 1: ejected it */
+/* row i of the ejection counts of cfg's sets' upstreams (the metrics: under the lock the loop
+ * holds while ep_seen counts); 0 past the last */
+int ep_health_row(const struct config *cfg, int i, const char **upstream, struct sockaddr_in *a, uint64_t *n);
+/* a slot whose endpoint left its set (no new requests); the mode says when none of its
+ * connections is left, and the slot may take another endpoint */
+int ep_retired(const struct config *cfg, int slot);
+/* the name of the set a DENY's upstream names when its set had no endpoint, else NULL */
+const char *ep_empty_set(const struct config *cfg, uint32_t upstream);
+void ep_drained(struct config *cfg, int slot);
 
 int fill_rule_tables(struct bpf_object *obj, const struct manifest *mf, char *err, size_t errlen);   /* tables.c */
 

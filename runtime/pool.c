@@ -74,6 +74,8 @@ static void lose(struct pool_sock *ps, enum pool_loss why)
 
 	if (why == POOL_HUNG_UP)
 		vlog(p->L, "pool: upstream %d closed the connection%s", ps->up, owed ? " with a response owed" : "");
+	if (why == POOL_HUNG_UP && owed)
+		upstream_reset(p->L, &p->upstream[ps->up]);
 	detach(ps);
 	if (p->ops->lost)
 		p->ops->lost(p, owner, ps, why, owed);
@@ -135,10 +137,10 @@ static int sock_connected(struct pool_sock *ps)
 	socklen_t l = sizeof err;
 
 	if (!p->ops->blocking && (getsockopt(ps->fd, SOL_SOCKET, SO_ERROR, &err, &l) || err)) {
-		upstream_seen(&p->L->health, e, 0, strerror(err ? err : errno));
+		upstream_seen(p->L, e, 0, strerror(err ? err : errno));
 		return -1;
 	}
-	upstream_seen(&p->L->health, e, 1, NULL);
+	upstream_seen(p->L, e, 1, NULL);
 	if (!p->ops->blocking) {
 		/* blocking sends from here on, bounded by a timeout: l7run writes only the slow path */
 		fcntl(ps->fd, F_SETFL, fcntl(ps->fd, F_GETFL) & ~O_NONBLOCK);
@@ -171,7 +173,7 @@ static int sock_finish(struct pool_sock *ps)
 		const char *why;
 		if (sock_connect(ps, &why)) {
 			if (why)
-				upstream_seen(&ps->pool->L->health, &ps->pool->upstream[ps->up], 0, why);
+				upstream_seen(ps->pool->L, &ps->pool->upstream[ps->up], 0, why);
 			return -1;
 		}
 		if (!ps->pool->ops->blocking)
@@ -228,7 +230,7 @@ static struct pool_sock *sock_open(struct pool *p, int up, void *owner, int plac
 		p->places[up][place] = ps;
 	*err = sock_connect(ps, &why);
 	if (*err && why)
-		upstream_seen(&p->L->health, &p->upstream[up], 0, why);
+		upstream_seen(p->L, &p->upstream[up], 0, why);
 	if (!*err && p->ops->blocking && sock_finish(ps))
 		*err = errno ? errno : EIO;
 	if (*err) {
@@ -306,6 +308,12 @@ void pool_tick(struct pool *p, uint64_t now)
 			lose(ps, POOL_DROPPED);
 	}
 	pool_fill(p, 0);
+}
+
+void pool_close_idle(struct pool *p, int up)
+{
+	while (p->idle[up])
+		sock_free(p->idle[up]);
 }
 
 void pool_drop(struct pool_sock *ps)

@@ -80,6 +80,7 @@ void pool_give_back(struct pool_sock *ps);  /* the owner is done with it */
 void pool_fill(struct pool *p, int force);  /* eager: open what is missing (force: ignore back-offs) */
 void pool_tick(struct pool *p, uint64_t now);   /* close the stale, refill */
 void pool_drop(struct pool_sock *ps);       /* close it now, as lost (and refill) */
+void pool_close_idle(struct pool *p, int up);   /* close the idle sockets of upstream up (no news) */
 struct pool_sock *pool_at(struct pool *p, int up, int place);   /* eager: the socket at a place, or NULL */
 
 #define pool_for_each(p, ps) for (struct pool_sock *ps = (p)->all; ps; ps = ps->next)

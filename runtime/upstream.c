@@ -18,11 +18,28 @@ static int find(struct health *h, const struct sockaddr_in *a)
 	return h->n++;
 }
 
-void upstream_seen(struct health *h, const struct cfg_endpoint *e, int ok, const char *why)
+/* Run-time sets: passive health (endpoints.c). */
+static void seen_rt(struct l7run *L, const struct cfg_endpoint *e, int ok)
 {
-	int i = find(h, &e->addr);
+	pthread_mutex_lock(&L->lock);   /* the metrics thread reads the ejection counts */
+	int ejected = ep_seen(&L->env.ep, e, ok, now_ms());
+	pthread_mutex_unlock(&L->lock);
+	if (ejected && L->cur)
+		stat_bump(L->cur->stats, L7_STAT_EJECTIONS);
+}
+
+void upstream_reset(struct l7run *L, const struct cfg_endpoint *e)
+{
+	seen_rt(L, e, 0);
+}
+
+void upstream_seen(struct l7run *L, const struct cfg_endpoint *e, int ok, const char *why)
+{
+	struct health *h = &L->health;
 	char a[INET_ADDRSTRLEN] = "?";
 
+	seen_rt(L, e, ok);
+	int i = find(h, &e->addr);
 	if (i < 0 || h->seen[i].down == !ok)
 		return;
 	h->seen[i].down = !ok;

@@ -186,6 +186,7 @@ void version_publish(struct l7run *L, struct version *v, uint64_t t_signal)
 		jwt_clock_watch(&L->env.jwt, v->clock_fd, 1);
 	ident_watch(&L->env.ident, &v->cfg, 1);
 	alog_version_watch(L, v);
+	ep_watch(&L->env.ep, &v->cfg, 1);
 	pthread_mutex_lock(&L->lock);
 	v->older = old;
 	L->cur = v;   /* from here on the mode puts new connections into v */

@@ -13,6 +13,7 @@
 #include "balance.h"
 #include "compat.h"
 #include "l7/abi.h"
+#include "l7/dataplane.h"
 #include "xxhash.h"
 
 /* Non-static so the definitions survive into the bitcode; l7c internalises them after linking. */
@@ -282,6 +283,39 @@ L7_INLINE __u32 l7_lb_pick_rr(__u32 set, const __u8 *turns, __u32 n)
 	if (i >= n)
 		i = 0;
 	return turns[i];
+}
+
+/* A run-time upstream set (l7/dataplane.h struct l7_lb_tab): the same choices over the table
+ * l7run keeps, the half l7_lb_gen names. L7_NO_SLOT when the set has no endpoint (the policy
+ * answers 503), counted as no_endpoint. hash is a constant at each call site. */
+extern struct { void *type, *max_entries, *key, *value; } l7_lb_tab, l7_lb_gen, l7_stats;
+
+L7_INLINE __u32 l7_lb_pick_rt(const struct l7_req *req, const struct l7_span *key, __u32 set, __u32 rt, __u32 hash)
+{
+	__u32 *gen = bpf_map_lookup_elem(&l7_lb_gen, &rt);
+	__u32 k = 2 * rt + (gen ? *gen & 1 : 0);
+	const struct l7_lb_tab *t = bpf_map_lookup_elem(&l7_lb_tab, &k);
+	__u32 n = t ? (hash ? t->npoints : t->nturns) : 0;
+
+	if (!t || !n || n > (hash ? L7_LB_DRING - 1 : L7_LB_TURNS)) {
+		__u32 idx = L7_STAT_NO_ENDPOINT;
+		__u64 *v = bpf_map_lookup_elem(&l7_stats, &idx);
+		if (v)
+			*v += 1;
+		return L7_NO_SLOT;
+	}
+	if (hash) {
+		__u32 h = key ? l7_lb_hash(req->buf, key->off, key->len) : l7_lb_hash_addr(req->src_ip4);
+		return t->ring_slot[l7_ketama_find(t->ring, L7_LB_DRING_LOG2, h)];
+	}
+	__u64 *c = bpf_map_lookup_elem(&l7_lb_rr, &set);
+	__u64 turn = c ? __sync_fetch_and_add(c, 1) : 0;
+	__u32 i = (__u32)(turn % n);
+
+	l7_barrier_var(i);
+	if (i >= L7_LB_TURNS)
+		i = 0;
+	return t->turns[i];
 }
 
 /* matches(field, regex): the DFA of desc run over the field's bytes, the whole value (see

@@ -187,7 +187,7 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 	int lines = 0;
 	for (char *s = text; (s = strchr(s, '\n')); s++)
 		lines++;
-	cr_expect(!strncmp(text, "manifest version 2:", 19), "%s: printed: %.80s", name, text);
+	cr_expect(!strncmp(text, "manifest version 3:", 19), "%s: printed: %.80s", name, text);
 	int comments = 0;
 	for (char *s = text; (s = strstr(s, "\n# ")); s++)
 		comments++;
@@ -298,9 +298,9 @@ Test(manifest, header)
 	cr_assert_eq(manifest_read(b, n, &M, ERR, sizeof ERR), 0, "%s", ERR);
 	manifest_free(&M);
 	put32(b + 4, L7M_VERSION + 1);
-	refused(b, n, "compiled by a newer l7c: manifest version 3, this l7run reads 2");
+	refused(b, n, "compiled by a newer l7c: manifest version 4, this l7run reads 3");
 	put32(b + 4, 1);
-	refused(b, n, "compiled by an older l7c: manifest version 1, this l7run reads 2; recompile the policy");
+	refused(b, n, "compiled by an older l7c: manifest version 1, this l7run reads 3; recompile the policy");
 	put32(b + 4, L7M_VERSION);
 	b[0] = 'X';
 	refused(b, n, "not an l7c manifest");

@@ -20,6 +20,30 @@
 #include "abi.h"
 
 #define L7_MAX_UPSTREAMS 16    /* upstream indices a policy may use */
+/* Upstreams whose endpoints l7run finds at run time (a DNS name, an --endpoints set): each
+ * reserves L7_RT_SLOTS backend slots, which l7run gives to the endpoints it finds, and its
+ * choice is made over tables l7run fills (struct l7_lb_tab), not over constants. */
+#define L7_RT_SLOTS      6      /* endpoints of one run-time upstream at a time */
+#define L7_MAX_RT_SETS   (L7_MAX_UPSTREAMS / L7_RT_SLOTS)
+#define L7_LB_DRING_LOG2 12     /* the ring of a run-time set: 4096 entries (256 points per unit
+                                 * of weight up to 15 units, scaled past it) */
+#define L7_LB_DRING      (1u << L7_LB_DRING_LOG2)
+#define L7_LB_TURNS      (L7_RT_SLOTS * 256)   /* round-robin turns: sum of weights (1-255) */
+#define L7_NO_SLOT       0xffu  /* a run-time set with no endpoint: the request is answered 503,
+                                 * a DENY whose upstream is L7_MAX_UPSTREAMS + the set's index
+                                 * (l7run's answer names the upstream) */
+
+/* One table of a run-time upstream set (l7_lb_tab[2 * set + half]). l7run writes the half
+ * l7_lb_gen[set] does not name, then flips l7_lb_gen[set]: a lookup reads the gen, then one
+ * whole table, never a half-written one (a writer waits a second between flips, a lookup
+ * takes microseconds). nturns 0: no endpoint. */
+struct l7_lb_tab {
+	__u32 nturns;                  /* round robin: turns[0..nturns-1] are slots */
+	__u32 npoints;                 /* ketama: points before padding (0: no endpoint) */
+	__u8 turns[L7_LB_TURNS];
+	__u8 ring_slot[L7_LB_DRING];
+	__u32 ring[L7_LB_DRING];       /* ascending, padded with 0xffffffff (stdlib/bpf/balance.h) */
+};
 #define L7_TXQ_DEPTH     8     /* requests in flight on one pool socket (power of two) */
 #define L7_MAX_MUT       64    /* entries of l7_mut_off/l7_mut_len (codegen pads to this) */
 #define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */

@@ -24,7 +24,7 @@
 #define L7_MANIFEST_SECTION "l7.manifest"
 #define L7_MANIFEST_V1_SECTION "l7.config"   /* version 1 (text), to name it when refused */
 #define L7M_MAGIC   0x464d374cu   /* "L7MF" */
-#define L7M_VERSION 2
+#define L7M_VERSION 3
 #define L7M_HEADER  16            /* bytes of the header */
 #define L7M_RECORD  4             /* bytes of a record's kind and size */
 
@@ -38,6 +38,11 @@ enum l7m_match { L7M_EXACT, L7M_PREFIX };   /* TABLE.match: which map holds the 
 #define L7M_MATCH_NAMES { "exact", "prefix" }
 /* TABLE.method: enum l7_method (l7/abi.h), 0 = any method */
 #define L7M_METHOD_NAMES { "any", "GET", "HEAD", "POST", "PUT", "DELETE", "CONNECT", "OPTIONS", "TRACE", "PATCH" }
+/* RUNTIME.source and .balance */
+enum l7m_rt_source { L7M_RT_DNS, L7M_RT_FILE };
+#define L7M_RT_SOURCE_NAMES { "dns", "endpoints" }
+enum l7m_rt_balance { L7M_RT_ROUND_ROBIN, L7M_RT_HASH };
+#define L7M_RT_BALANCE_NAMES { "round_robin", "hash" }
 /* RULE.decision: ir/ir.h enum ir_term, by name (codegen maps one to the other) */
 enum l7m_decision { L7M_D_CONTINUE, L7M_D_FORWARD, L7M_D_DENY, L7M_D_FALLBACK, L7M_D_ALLOW };
 #define L7M_DECISION_NAMES { "continue", "forward", "deny", "fallback", "allow" }

@@ -1,0 +1,589 @@
+/* Upstreams whose endpoints l7run finds at run time: `upstream api = "NAME:PORT";` (a DNS name,
+ * resolved at load and again every --resolve-every seconds) and `upstream api = endpoints("api");`
+ * (the lines `api ADDR:PORT [weight W]` of --endpoints FILE, re-read when it changes, checked
+ * every second, like --identities).
+ *
+ * Each such upstream has L7_RT_SLOTS backend slots (the manifest's RUNTIME record says which)
+ * and two tables in l7_lb_tab (l7/dataplane.h): the data plane picks over the half l7_lb_gen
+ * names. A change fills the other half and flips the gen: no lookup sees a half-written table
+ * and no recompilation, no gap in enforcement. Slots:
+ *   free     no address; never in a table
+ *   live     an endpoint of the set, in the table unless ejected (passive health, below)
+ *   retired  its endpoint left the set: out of the table, so it takes no new request, but the
+ *            connections to it finish what they carry; the mode (gateway.c) closes its idle
+ *            pool sockets and says when none is left (ep_drained): free again.
+ * An endpoint keeps its slot while it stays in the set, so its pool connections stay too, and
+ * a Ketama ring point belongs to the endpoint (its address), not to its slot: a change moves
+ * only the keys of the endpoints that changed (stdlib/bpf/balance.h).
+ *
+ * Passive health (Envoy's outlier detection, for connects): the pools report what their
+ * connects find (upstream.c, ep_seen); an endpoint whose connect is refused, or whose
+ * connection ends with a response owed, is ejected from every version's table of its set for
+ * EJECT_BASE_MS, doubled on each ejection in a row up to EJECT_MAX_MS, then put back; a connect
+ * that succeeds ends the row. Counted per endpoint (l7_endpoint_ejections_total).
+ *
+ * The loader thread fills a new version's tables from the file and the resolver without the
+ * health (touches only that version); the loop applies the health when it is published. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "policy.h"
+#include "ring.h"
+
+#define EJECT_BASE_MS 1000
+#define EJECT_MAX_MS  30000
+#define FLIP_GAP_US   2000   /* at least this long between two writes of one set's tables */
+
+enum { SLOT_FREE, SLOT_LIVE, SLOT_RETIRED };
+
+struct ep {                  /* an endpoint a source gives */
+	struct sockaddr_in addr;
+	unsigned weight;
+};
+
+struct eps {
+	struct ep e[EP_MAX];
+	int n;
+	int truncated;
+};
+
+struct rtset {
+	const struct l7m_runtime *r;
+	char name[L7M_NAME_MAX + 1];
+	int state[L7_RT_SLOTS];
+	unsigned weight[L7_RT_SLOTS];
+	uint32_t half;           /* the half l7_lb_gen names */
+	uint64_t written_us;     /* when a half was last written */
+	int full_said;
+};
+
+struct rtsets {
+	struct config *cfg;
+	struct rtset set[L7_MAX_RT_SETS];
+	int n;
+	int tab_fd, gen_fd;
+	struct stat seen;        /* the file as this version last read it */
+	struct ep_env *env;
+	struct rtsets *next;     /* the env's watched list */
+	struct l7_lb_tab tab;    /* scratch: the table being built */
+};
+
+int ep_file_arg(struct ep_env *env, const char *path)
+{
+	if (!path[0] || strlen(path) >= sizeof env->file)
+		return -1;
+	snprintf(env->file, sizeof env->file, "%s", path);
+	return 0;
+}
+
+int ep_resolve_arg(struct ep_env *env, const char *s)
+{
+	char *end;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || v < 1 || v > 86400)
+		return -1;
+	env->resolve_every = (unsigned)v;
+	return 0;
+}
+
+static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
+{
+	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
+}
+
+static void add_ep(struct eps *s, const struct sockaddr_in *a, unsigned w)
+{
+	for (int i = 0; i < s->n; i++)
+		if (same_addr(&s->e[i].addr, a)) {
+			s->e[i].weight = w;   /* a line given twice: the last weight */
+			return;
+		}
+	if (s->n == EP_MAX) {
+		s->truncated = 1;
+		return;
+	}
+	s->e[s->n++] = (struct ep){ *a, w };
+}
+
+/* The addresses of a DNS name (IPv4), port given; -1 and why if it does not resolve. */
+static int resolve(const char *host, unsigned port, struct eps *out, char *err, size_t errlen)
+{
+	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
+	int rc = getaddrinfo(host, NULL, &hints, &res);
+	if (rc) {
+		snprintf(err, errlen, "%s: %s", host, gai_strerror(rc));
+		return -1;
+	}
+	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
+		struct sockaddr_in a = *(struct sockaddr_in *)ai->ai_addr;
+		a.sin_port = htons((uint16_t)port);
+		add_ep(out, &a, 1);
+	}
+	freeaddrinfo(res);
+	return 0;
+}
+
+/* The --endpoints file's endpoints of set `name` (none without a file); -1 if the file does
+ * not parse (why on stderr, once per read). */
+static int read_file(const char *path, const char *name, struct eps *out, int quiet)
+{
+	FILE *f = fopen(path, "r");
+	char line[1024];
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		if (!quiet)
+			fprintf(stderr, "l7run: --endpoints %s: %s\n", path, strerror(errno));
+		return -1;
+	}
+	while (!rc && fgets(line, sizeof line, f)) {
+		lineno++;
+		char *hash = strchr(line, '#'), *save = NULL;
+		if (hash)
+			*hash = 0;
+		char *set = strtok_r(line, " \t\r\n", &save);
+		if (!set)
+			continue;
+		char *addr = strtok_r(NULL, " \t\r\n", &save), *kw = strtok_r(NULL, " \t\r\n", &save);
+		char *wv = kw ? strtok_r(NULL, " \t\r\n", &save) : NULL, *extra = wv ? strtok_r(NULL, " \t\r\n", &save) : NULL;
+		struct sockaddr_in a;
+		long w = 1;
+		char *end = NULL;
+		if (!addr || parse_addr(addr, &a) || !a.sin_port) {
+			if (!quiet)
+				fprintf(stderr, "l7run: %s:%d: expected `NAME A.B.C.D:PORT [weight W]`%s%s\n", path, lineno,
+					addr ? ", not address " : "", addr ? addr : "");
+			rc = -1;
+		} else if (kw && (strcmp(kw, "weight") || !wv || (w = strtol(wv, &end, 10), *end) || w < 1 || w > 255 || extra)) {
+			if (!quiet)
+				fprintf(stderr, "l7run: %s:%d: after the address only `weight W` (1-255)\n", path, lineno);
+			rc = -1;
+		} else if (!strcmp(set, name)) {
+			add_ep(out, &a, (unsigned)w);
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* What the set's source gives now; -1 (the set keeps what it has) if it cannot say. */
+static int source_of(const struct ep_env *env, const struct rtset *s, struct eps *out, int quiet)
+{
+	char err[512];
+
+	out->n = out->truncated = 0;
+	if (s->r->source == L7M_RT_DNS) {
+		if (resolve(s->r->name.s, s->r->port, out, err, sizeof err)) {
+			if (!quiet)
+				fprintf(stderr, "l7run: upstream %s: %s (the endpoints in force stay)\n", s->name, err);
+			return -1;
+		}
+		return 0;
+	}
+	return env->file[0] ? read_file(env->file, s->r->name.s, out, quiet) : 0;
+}
+
+static const struct ep_health *health_of(const struct ep_env *env, const char *set, const struct sockaddr_in *a)
+{
+	for (int i = 0; i < env->n_health; i++)
+		if (same_addr(&env->health[i].addr, a) && !strcmp(env->health[i].upstream, set))
+			return &env->health[i];
+	return NULL;
+}
+
+static int ejected(const struct ep_env *env, const char *set, const struct sockaddr_in *a, int use_health)
+{
+	const struct ep_health *h = use_health ? health_of(env, set, a) : NULL;
+	return h && h->ejected;
+}
+
+/* Smooth weighted round robin (as ir/balance.c), and the ring (ring.h), of the live slots. */
+static void build(struct rtsets *d, struct rtset *s, int use_health)
+{
+	struct l7_lb_tab *t = &d->tab;
+	struct l7_ring_ep e[L7_RT_SLOTS];
+	int n = 0, total = 0, cur[L7_RT_SLOTS] = { 0 };
+	const struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
+
+	for (int i = 0; i < L7_RT_SLOTS; i++)
+		if (s->state[i] == SLOT_LIVE && !ejected(d->env, s->name, &up[i].addr, use_health)) {
+			e[n++] = (struct l7_ring_ep){ ntohl(up[i].addr.sin_addr.s_addr), ntohs(up[i].addr.sin_port), s->weight[i],
+						      s->r->slot + (unsigned)i };
+			total += (int)s->weight[i];
+		}
+	t->nturns = t->npoints = 0;
+	if (!n)
+		return;
+	if (s->r->balance == L7M_RT_HASH) {
+		int npts;
+		struct l7_ring_point *pts = l7_ring_points(e, n, L7_LB_DRING_LOG2, &npts);
+		if (!pts)
+			return;
+		l7_ring_fill(e, pts, npts, L7_LB_DRING, t->ring, t->ring_slot);
+		t->npoints = (__u32)npts;
+		free(pts);
+		return;
+	}
+	for (int k = 0; k < total; k++) {
+		int best = 0;
+		for (int i = 0; i < n; i++) {
+			cur[i] += (int)e[i].weight;
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= total;
+		t->turns[k] = (__u8)e[best].slot;
+	}
+	t->nturns = (__u32)total;
+}
+
+/* Write the half not in force, then name it. */
+static int publish_table(struct rtsets *d, struct rtset *s, int idx)
+{
+	uint64_t now = now_us();
+	if (s->written_us && now - s->written_us < FLIP_GAP_US)
+		usleep((useconds_t)(FLIP_GAP_US - (now - s->written_us)));   /* a lookup of the old half is long over */
+	uint32_t half = s->half ^ 1, key = 2 * (uint32_t)idx + half;
+	if (bpf_map_update_elem(d->tab_fd, &key, &d->tab, BPF_ANY) ||
+	    bpf_map_update_elem(d->gen_fd, &(uint32_t){ (uint32_t)idx }, &half, BPF_ANY))
+		return -1;
+	s->half = half;
+	s->written_us = now_us();
+	return 0;
+}
+
+/* Give the set exactly the endpoints of `want`, keeping the slots of those it has. */
+static int apply(struct rtsets *d, int idx, const struct eps *want, int use_health, int force)
+{
+	struct rtset *s = &d->set[idx];
+	struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
+	int changed = 0;
+
+	for (int i = 0; i < L7_RT_SLOTS; i++) {
+		if (s->state[i] == SLOT_FREE)
+			continue;
+		int k = -1;
+		for (int j = 0; j < want->n && k < 0; j++)
+			k = same_addr(&want->e[j].addr, &up[i].addr) ? j : -1;
+		int st = k >= 0 ? SLOT_LIVE : SLOT_RETIRED;
+		unsigned w = k >= 0 ? want->e[k].weight : s->weight[i];
+		changed |= st != s->state[i] || w != s->weight[i];
+		s->state[i] = st;
+		s->weight[i] = w;
+	}
+	for (int j = 0; j < want->n; j++) {
+		int have = 0, free_slot = -1;
+		for (int i = 0; i < L7_RT_SLOTS; i++) {
+			have |= s->state[i] == SLOT_LIVE && same_addr(&want->e[j].addr, &up[i].addr);
+			if (s->state[i] == SLOT_FREE && free_slot < 0)
+				free_slot = i;
+		}
+		if (have)
+			continue;
+		if (free_slot < 0) {
+			if (!s->full_said++)
+				fprintf(stderr, "l7run: upstream %s: more than %d endpoints (with those still draining): the rest wait for a slot\n",
+					s->name, L7_RT_SLOTS);
+			continue;
+		}
+		up[free_slot].addr = want->e[j].addr;
+		s->state[free_slot] = SLOT_LIVE;
+		s->weight[free_slot] = want->e[j].weight;
+		changed = 1;
+	}
+	if (want->truncated && !s->full_said++)
+		fprintf(stderr, "l7run: upstream %s: more than %d endpoints given; the first are used\n", s->name, EP_MAX);
+	if (!changed && !force)
+		return 0;
+	build(d, s, use_health);
+	return publish_table(d, s, idx) ? -1 : changed;
+}
+
+static void say_set(const struct rtsets *d, const struct rtset *s)
+{
+	const struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
+	char list[512] = "";
+	int o = 0, live = 0;
+
+	for (int i = 0; i < L7_RT_SLOTS; i++) {
+		if (s->state[i] == SLOT_FREE)
+			continue;
+		char a[INET_ADDRSTRLEN];
+		inet_ntop(AF_INET, &up[i].addr.sin_addr, a, sizeof a);
+		int ej = ejected(d->env, s->name, &up[i].addr, 1);
+		live += s->state[i] == SLOT_LIVE && !ej;
+		o += snprintf(list + o, sizeof list - (size_t)o, " %s:%d%s", a, ntohs(up[i].addr.sin_port),
+			      s->state[i] == SLOT_RETIRED ? "(draining)" : ej ? "(ejected)" : "");
+	}
+	fprintf(stderr, "l7run: upstream %s: %d endpoints in force:%s\n", s->name, live, live || o ? list : " none (503)");
+}
+
+/* Refresh every set of d from its source; force: apply even an unchanged source (the health). */
+static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, int force)
+{
+	for (int i = 0; i < d->n; i++) {
+		struct rtset *s = &d->set[i];
+		struct eps want;
+		if (only_dns && s->r->source != L7M_RT_DNS)
+			continue;
+		if (source_of(d->env, s, &want, quiet))
+			continue;
+		int r = apply(d, i, &want, use_health, force || !s->written_us);
+		if (r > 0 && !quiet)
+			say_set(d, s);
+	}
+}
+
+/* At load (the loader: only this version): slots and tables from the sources. -1 refuses the
+ * version: the mode cannot serve run-time endpoints, or the file does not parse. */
+int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int supported, char *err, size_t errlen)
+{
+	const struct manifest *mf = cfg->mf;
+
+	if (!mf->n_runtime)
+		return 0;
+	if (!supported) {
+		snprintf(err, errlen, "upstream %s has run-time endpoints: this mode serves only endpoints written in the policy",
+			 mf->upstream[mf->runtime[0].slot].name.s);
+		return -1;
+	}
+	int tab = bpf_object__find_map_fd_by_name(obj, "l7_lb_tab"), gen = bpf_object__find_map_fd_by_name(obj, "l7_lb_gen");
+	if (tab < 0 || gen < 0) {
+		snprintf(err, errlen, "the object has no l7_lb_tab or l7_lb_gen map");
+		return -1;
+	}
+	struct rtsets *d = cfg->rt = calloc(1, sizeof *cfg->rt);
+	if (!d) {
+		snprintf(err, errlen, "out of memory");
+		return -1;
+	}
+	d->cfg = cfg;
+	d->env = env;
+	d->tab_fd = tab;
+	d->gen_fd = gen;
+	d->n = (int)mf->n_runtime;   /* the reader bounds it by L7_MAX_RT_SETS */
+	for (int i = 0; i < d->n; i++) {
+		struct rtset *s = &d->set[i];
+		s->r = &mf->runtime[i];
+		if (s->r->slot + L7_RT_SLOTS > mf->n_upstream || mf->upstream[s->r->slot].endpoints != L7_RT_SLOTS ||
+		    mf->upstream[s->r->slot].endpoint != 0) {
+			snprintf(err, errlen, "corrupt manifest: runtime[%d] is not %d slots of one upstream", i, L7_RT_SLOTS);
+			return -1;
+		}
+		s->half = 1;   /* the first write goes to half 0, which l7_lb_gen names from the start */
+		snprintf(s->name, sizeof s->name, "%s", mf->upstream[s->r->slot].name.s);
+		for (int k = 0; k < L7_RT_SLOTS; k++)
+			cfg->upstream[s->r->slot + (unsigned)k].set = 1;
+	}
+	if (env->file[0]) {
+		stat(env->file, &d->seen);
+		struct eps probe;
+		if (read_file(env->file, "", &probe, 0)) {   /* the whole file parses, or the version is refused */
+			snprintf(err, errlen, "endpoints: %s does not parse (above)", env->file);
+			return -1;
+		}
+	}
+	refresh(d, 0, 0, 0, 1);
+	return 0;
+}
+
+static int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_size == b->st_size && a->st_ino == b->st_ino;
+}
+
+void ep_watch(struct ep_env *env, struct config *cfg, int on)
+{
+	struct rtsets *d = cfg->rt;
+
+	if (!d)
+		return;
+	for (struct rtsets **pp = &env->watched; *pp; pp = &(*pp)->next)
+		if (*pp == d) {
+			if (!on)
+				*pp = d->next;
+			return;
+		}
+	if (!on)
+		return;
+	d->next = env->watched;
+	env->watched = d;
+	struct stat st;
+	int file_changed = env->file[0] && !stat(env->file, &st) && !same_file(&st, &d->seen);
+	if (file_changed)
+		d->seen = st;
+	refresh(d, 0, 1, !file_changed, 1);   /* the health of the published versions, and what changed since the load */
+}
+
+void ep_free(struct config *cfg)
+{
+	if (!cfg->rt)
+		return;
+	ep_watch(cfg->rt->env, cfg, 0);
+	free(cfg->rt);
+	cfg->rt = NULL;
+}
+
+int ep_retired(const struct config *cfg, int slot)
+{
+	const struct rtsets *d = cfg->rt;
+	for (int i = 0; d && i < d->n; i++) {
+		int k = slot - (int)d->set[i].r->slot;
+		if (k >= 0 && k < L7_RT_SLOTS)
+			return d->set[i].state[k] == SLOT_RETIRED;
+	}
+	return 0;
+}
+
+const char *ep_empty_set(const struct config *cfg, uint32_t upstream)
+{
+	const struct rtsets *d = cfg->rt;
+	uint32_t i = upstream - L7_MAX_UPSTREAMS;
+	return d && upstream >= L7_MAX_UPSTREAMS && i < (uint32_t)d->n ? d->set[i].name : NULL;
+}
+
+void ep_drained(struct config *cfg, int slot)
+{
+	struct rtsets *d = cfg->rt;
+	for (int i = 0; d && i < d->n; i++) {
+		int k = slot - (int)d->set[i].r->slot;
+		if (k >= 0 && k < L7_RT_SLOTS && d->set[i].state[k] == SLOT_RETIRED) {
+			d->set[i].state[k] = SLOT_FREE;
+			d->set[i].full_said = 0;
+			memset(&cfg->upstream[slot].addr, 0, sizeof cfg->upstream[slot].addr);
+			cfg->upstream[slot].addr.sin_family = AF_INET;
+			d->env->changed = 1;   /* an endpoint that waited for a slot may take it */
+		}
+	}
+}
+
+/* The set (upstream name) of a slot of a published version: NULL if it is not run-time. */
+static const char *set_named(const struct ep_env *env, const char *name)
+{
+	for (const struct rtsets *d = env->watched; d; d = d->next)
+		for (int i = 0; i < d->n; i++)
+			if (!strcmp(d->set[i].name, name))
+				return d->set[i].name;
+	return NULL;
+}
+
+int ep_seen(struct ep_env *env, const struct cfg_endpoint *e, int ok, uint64_t now)
+{
+	char name[L7M_NAME_MAX + 1];
+	snprintf(name, sizeof name, "%.*s", L7M_NAME_MAX, e->name);
+	char *hash = strrchr(name, '#');
+	if (hash)
+		*hash = 0;   /* NAME#i: the endpoint's set */
+	if (!set_named(env, name))
+		return 0;
+	struct ep_health *h = (struct ep_health *)health_of(env, name, &e->addr);
+	if (!h) {
+		if (env->n_health == EP_HEALTH_MAX)
+			return 0;
+		h = &env->health[env->n_health++];
+		memset(h, 0, sizeof *h);
+		snprintf(h->upstream, sizeof h->upstream, "%s", name);
+		h->addr = e->addr;
+	}
+	if (ok) {
+		h->fails = 0;
+		if (!h->ejected)
+			h->row = 0;   /* it answers: the next ejection starts from the base again */
+		return 0;
+	}
+	if (h->ejected)
+		return 0;   /* connects still under way when it was ejected */
+	h->fails++;
+	uint64_t ms = (uint64_t)EJECT_BASE_MS << (h->row < 5 ? h->row : 5);
+	h->ejected = 1;
+	h->row++;
+	h->ejections++;
+	h->until = now + (ms < EJECT_MAX_MS ? ms : EJECT_MAX_MS);
+	env->changed = 1;
+	char a[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &e->addr.sin_addr, a, sizeof a);
+	fprintf(stderr, "l7run: upstream %s: endpoint %s:%d ejected for %.1f s (its connect failed)\n", name, a,
+		ntohs(e->addr.sin_port), (double)(h->until - now) / 1000.0);
+	return 1;
+}
+
+int ep_health_row(const struct config *cfg, int i, const char **upstream, struct sockaddr_in *a, uint64_t *n)
+{
+	const struct ep_env *env = cfg->rt ? cfg->rt->env : NULL;
+	for (int k = 0; env && k < env->n_health; k++) {
+		const struct ep_health *h = &env->health[k];
+		int mine = 0;
+		for (int s = 0; s < cfg->rt->n; s++)
+			mine |= !strcmp(cfg->rt->set[s].name, h->upstream);
+		if (mine && i-- == 0) {
+			*upstream = h->upstream;
+			*a = h->addr;
+			*n = h->ejections;
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/* The loop: re-read the file when it changed (once a second), re-resolve names every
+ * resolve_every seconds, put back the endpoints whose ejection is over, rebuild what changed. */
+void ep_tick(struct ep_env *env, uint64_t now)
+{
+	if (!env->watched)
+		return;
+	for (int i = 0; i < env->n_health; i++) {
+		struct ep_health *h = &env->health[i];
+		if (h->ejected && now >= h->until) {
+			char a[INET_ADDRSTRLEN];
+			inet_ntop(AF_INET, &h->addr.sin_addr, a, sizeof a);
+			fprintf(stderr, "l7run: upstream %s: endpoint %s:%d back after its ejection\n", h->upstream, a,
+				ntohs(h->addr.sin_port));
+			h->ejected = 0;
+			env->changed = 1;
+		}
+	}
+	int file = 0, dns = 0;
+	time_t t = time(NULL);
+	struct stat st;
+	if (env->file[0] && t != env->checked) {
+		env->checked = t;
+		if (!stat(env->file, &st))
+			for (struct rtsets *d = env->watched; d; d = d->next)
+				file |= !same_file(&st, &d->seen);
+	}
+	unsigned every = env->resolve_every ? env->resolve_every : EP_RESOLVE_DEFAULT;
+	if (now - env->resolved_at >= every * 1000ull) {
+		env->resolved_at = now;
+		dns = 1;
+	}
+	if (!file && !dns && !env->changed)
+		return;
+	int all = file || env->changed, force = env->changed;
+	env->changed = 0;
+	if (file) {
+		struct eps probe;
+		if (read_file(env->file, "", &probe, 0)) {
+			fprintf(stderr, "l7run: endpoints: %s ignored, the endpoints in force stay\n", env->file);
+			for (struct rtsets *d = env->watched; d; d = d->next)
+				d->seen = st;   /* said once; read again when it changes again */
+			if (!dns)
+				return;
+			all = 0;
+		} else {
+			for (struct rtsets *d = env->watched; d; d = d->next)
+				d->seen = st;
+		}
+	}
+	for (struct rtsets *d = env->watched; d; d = d->next)
+		refresh(d, !all, 1, 0, force);
+}
