@@ -1,6 +1,7 @@
 /* Clocks, socket cookies and rate-limited notes, for every layer of l7run (base.h). */
 #include <time.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include "base.h"
 
 uint64_t now_us(void)
@@ -35,4 +36,10 @@ unsigned long long rate_note(struct rate_note *r)
 	r->n = 0;
 	r->at = now;
 	return n;
+}
+
+int same_file(const struct stat *a, const struct stat *b)
+{
+	return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+	       a->st_size == b->st_size && a->st_ino == b->st_ino;
 }

@@ -18,6 +18,10 @@ struct rate_note {
 };
 unsigned long long rate_note(struct rate_note *r);
 
+/* a watched file (--identities, --endpoints) is as it was: same inode, size and mtime */
+struct stat;
+int same_file(const struct stat *a, const struct stat *b);
+
 /* answer.c: l7run's own HTTP answers; why: a reason for the body (NULL: the status alone) */
 int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
 int http_answer_why(char *buf, size_t cap, int status, int close_conn, int head_only, const char *why);

@@ -396,12 +396,6 @@ int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int
 	return 0;
 }
 
-static int same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_size == b->st_size && a->st_ino == b->st_ino;
-}
-
 void ep_watch(struct ep_env *env, struct config *cfg, int on)
 {
 	struct rtsets *d = cfg->rt;

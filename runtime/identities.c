@@ -244,12 +244,6 @@ int ident_setup(struct ident_env *env, struct bpf_object *obj, struct config *cf
 	return 0;
 }
 
-static int same_file(const struct stat *a, const struct stat *b)
-{
-	return a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
-	       a->st_size == b->st_size && a->st_ino == b->st_ino;
-}
-
 /* Keep (on) or stop keeping (off) a published version's l7_idents current. */
 void ident_watch(struct ident_env *env, struct config *cfg, int on)
 {

@@ -7,8 +7,10 @@
 #include <string.h>
 
 #include "balance.h"
+#include "ring.h"
 #include "pipeline.h"
 #include "l7/abi.h"
+#include "l7/dataplane.h"
 
 /* One upstream set of n endpoints 10.0.0.1:port0+i with the given weights, built as l7c does. */
 struct set {
@@ -307,4 +309,57 @@ Test(balance, evaluator_keys)
 	}
 	cr_assert_eq(pick(p, "GET /r HTTP/1.1\r\nHost: a\r\n\r\n", lo), -1);   /* round robin: rotates */
 	l7_unit_free(&unit);
+}
+
+/* The ring l7run builds for a run-time set (runtime/endpoints.c, the same ring.h, in the
+ * 4,096 entries of l7_lb_tab): removing one of N endpoints moves only the keys that were on it,
+ * about 1/N of them, and the set's slots may be any (an endpoint keeps its slot while it stays). */
+struct rt_ring {
+	__u32 ring[L7_LB_DRING];
+	__u8 slot[L7_LB_DRING];
+};
+
+static void rt_build(struct rt_ring *r, const struct l7_ring_ep *e, int n)
+{
+	int npts;
+	struct l7_ring_point *pts = l7_ring_points(e, n, L7_LB_DRING_LOG2, &npts);
+	cr_assert(pts && npts < (int)L7_LB_DRING);
+	l7_ring_fill(e, pts, npts, L7_LB_DRING, r->ring, r->slot);
+	free(pts);
+}
+
+static unsigned rt_owner(const struct rt_ring *r, const char *key)
+{
+	__u32 h = l7_lb_hash((const __u8 *)key, 0, (__u32)strlen(key));
+	return r->slot[l7_ketama_find(r->ring, L7_LB_DRING_LOG2, h)];
+}
+
+Test(balance, run_time_ring_moves_only_the_removed_keys)
+{
+	for (int n = 2; n <= L7_RT_SLOTS; n++)
+		for (int gone = 0; gone < n; gone++) {
+			struct l7_ring_ep all[L7_RT_SLOTS], rest[L7_RT_SLOTS];
+			int m = 0;
+			for (int i = 0; i < n; i++) {
+				all[i] = (struct l7_ring_ep){ 0x7f000001u, 20000u + (unsigned)i, 1, 6u + (unsigned)i };
+				if (i != gone)
+					rest[m++] = all[i];
+			}
+			static struct rt_ring ra, rb;
+			rt_build(&ra, all, n);
+			rt_build(&rb, rest, m);
+			int moved = 0, keys = 4000;
+			for (int k = 0; k < keys; k++) {
+				char key[32];
+				snprintf(key, sizeof key, "user-%d", k);
+				unsigned a = rt_owner(&ra, key), b = rt_owner(&rb, key);
+				if (a != b) {
+					cr_assert_eq(a, all[gone].slot, "n=%d gone=%d: %s moved from slot %u", n, gone, key, a);
+					moved++;
+				}
+				cr_assert_neq(b, all[gone].slot);
+			}
+			double share = (double)moved / keys;
+			cr_expect(share > 0.5 / n && share < 1.6 / n, "n=%d gone=%d: %.3f of the keys moved", n, gone, share);
+		}
 }
