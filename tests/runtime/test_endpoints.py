@@ -8,6 +8,8 @@ x-user header) and a DNS name (a policy written here: "localhost:PORT").
   - removing one of four endpoints of the ring moves only the keys that were on it (about a
     quarter), and adding it back restores every key;
   - a set with no endpoint answers 503 naming it (and counts no_endpoint);
+  - a reload (SIGHUP) fills the new version's tables from the file as it is (a bad file
+    refuses it);
   - a killed backend is ejected (logged, l7_endpoint_ejections_total, --stats), the others take
     the requests, and once it is restarted it gets requests again;
   - a name resolves (localhost) and a name that does not leaves its set empty (503);
@@ -15,6 +17,7 @@ x-user header) and a DNS name (a policy written here: "localhost:PORT").
 Run by ctest:  test_endpoints.py L7C L7RUN POLICY.l7 ECHO_BACKEND.py
 Every process started here is ended by pid; ports derive from our pid; pins and files go."""
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -201,6 +204,22 @@ def main():
                 ports = {get("/x")[1] for _ in range(6)}
                 assert ports == {B[1], B[2]}, ports
             case(bad_file_keeps_what_is_in_force)
+
+            def reload_keeps_the_endpoints():
+                since = os.path.getsize(logpath)
+                l7.send_signal(signal.SIGHUP)   # the file is still the bad one: the reload is refused
+                assert wait_log(logpath, "endpoints: %s does not parse" % epfile, since, 30), "a bad file let a reload through"
+                time.sleep(1.1)
+                write(epfile, ep_lines("api", [B[1], B[2]]))
+                time.sleep(1.5)
+                since = os.path.getsize(logpath)
+                l7.send_signal(signal.SIGHUP)   # the same object again: version 2 fills its tables itself
+                assert wait_log(logpath, "reload: version 2", since, 30), "no reload"
+                ports = {get("/x")[1] for _ in range(8)}
+                assert ports == {B[1], B[2]}, ports
+                st, _, body = get("/users/me", user="a")
+                assert st == 503 and "upstream users has no endpoint" in body, (st, body)
+            case(reload_keeps_the_endpoints)
 
             def killed_backend_is_ejected_and_returns():
                 write(epfile, ep_lines("api", B[1:4]))
