@@ -16,6 +16,7 @@
 
 struct ir_program;
 struct l7_diags;
+struct l7_timers;
 
 enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
 
@@ -52,6 +53,7 @@ struct codegen_opts {
 	size_t *out_len;
 	const struct codegen_split *split;   /* NULL: nothing split */
 	struct l7_diags *diags;     /* errors in the policy, at its .l7 lines (NULL: to stderr) */
+	struct l7_timers *timers;   /* NULL: not timed (l7c --time) */
 };
 
 /* Returns 0 on success; on failure says why (a policy past the data plane's tables through

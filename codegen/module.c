@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "l7/manifest.h"
+#include "timers.h"
 
 /* The stdlib bitcode, embedded at build time (stdlib/CMakeLists.txt). */
 extern const unsigned char l7_dataplane_bc[], l7_policy_bc[];
@@ -283,6 +284,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 		return -1;
 	}
 	int rc = -1;
+	struct l7_tick t = l7_tick();
 	g.ctx = LLVMContextCreate();
 	LLVMContextSetDiagnosticHandler(g.ctx, on_diagnostic, NULL);
 	g.mod = LLVMModuleCreateWithNameInContext(p->source_path, g.ctx);
@@ -303,6 +305,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	cg_policy(&g);
 	cg_programs(&g);
 	LLVMDIBuilderFinalize(g.di);
+	t = l7_timers_add(o->timers, L7_T_CODEGEN, t);
 
 	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size, 1) ||
 	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size, 1) || internalise(&g))
@@ -316,11 +319,14 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 		goto out;
 	}
 	LLVMDisposeMessage(msg);
+	t = l7_timers_add(o->timers, L7_T_LINK, t);
 	if (optimise(&g, o->opt_level) || inline_chunks(&g))
 		goto out;
 	attribute_comparisons_to_policy(&g);
+	t = l7_timers_add(o->timers, L7_T_OPTIMISE, t);
 	if (emit(&g, o))
 		goto out;
+	l7_timers_add(o->timers, L7_T_EMIT, t);
 	rc = 0;
 out:
 	free(g.used);

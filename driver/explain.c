@@ -21,6 +21,7 @@
 #include "ir.h"
 #include "limits.h"
 #include "report.h"
+#include "timers.h"
 
 /* ---- the report ---- */
 
@@ -590,14 +591,17 @@ int explain(const struct ir_program *p, const struct explain_opts *o)
 	memset(&r, 0, sizeof(r));
 	r.p = p;
 	r.budget = o->budget;
-	int rc = split_build(p, o->opt_level, o->budget, (enum split_mode)o->split, &r.sb);
+	int rc = split_build(p, o->opt_level, o->budget, (enum split_mode)o->split, &r.sb, o->timers);
 	if (rc) {
 		report_free(&r);
 		return rc;
 	}
 	fill_programs(&r);
+	struct l7_tick t = l7_tick();
 	if (o->verify && verify_object(&r, o->cgroup_root))
 		rc = 2;
+	if (o->verify)
+		l7_timers_add(o->timers, L7_T_VERIFY, t);
 	fill_budget(&r);
 	fill_rules(&r);
 	fill_limits(&r);

@@ -4,6 +4,7 @@
 #define L7_EXPLAIN_H
 
 struct ir_program;
+struct l7_timers;
 
 enum explain_format { EXPLAIN_TEXT, EXPLAIN_JSON, EXPLAIN_HTML };
 
@@ -16,6 +17,7 @@ struct explain_opts {
 	long budget;             /* processed-instruction budget per program */
 	int split;               /* enum split_mode (split.h) */
 	const char *out_path;    /* also write the object explained there (NULL: don't) */
+	struct l7_timers *timers;   /* NULL: not timed (l7c --time) */
 };
 
 /* Prints the report to stdout. Returns 0; 1 when the policy cannot fit the kernel's limits or

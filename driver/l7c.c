@@ -24,6 +24,7 @@
 #include "ir.h"
 #include "l7/abi.h"
 #include "pipeline.h"
+#include "timers.h"
 
 #ifndef L7C_VERIFY_IR_DEFAULT
 #define L7C_VERIFY_IR_DEFAULT 0   /* 1 in Debug builds (driver/CMakeLists.txt) */
@@ -79,6 +80,9 @@ static const struct opt {
 	  "with --eval: the Unix time JWTs' exp and nbf are checked against\n(default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)" },
 	{ "eval-audit", 'A', no_argument, "--eval-audit",
 	  "with --eval: decide as `l7run --audit` does (no Deny enforced,\neach one audited)" },
+	{ "time", 'T', no_argument, "--time",
+	  "print the wall and CPU time of each stage (parse, resolve, lower,\npasses, codegen, link, optimise, emit, "
+	  "budget model, verify) and\nthe splitter's compile rounds to stderr" },
 	{ "color", 'c', required_argument, "--color=WHEN", "never | always | auto (default auto)" },
 	{ "version", 'V', no_argument, "--version", "print the version" },
 	{ "help", 'h', no_argument, "-h, --help", "print this text" },
@@ -242,16 +246,16 @@ static int write_file(const char *path, const char *data, size_t n)
 /* The object (or assembly, or LLVM IR), with the programs the budget model finds too big for
  * the verifier split into tail-call chains (split.c). */
 static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum emit emit,
-		   const char *path, struct l7_diags *d)
+		   const char *path, struct l7_diags *d, struct l7_timers *timers)
 {
 	struct split_build sb;
-	int rc = split_build(ir, opt_level, budget, mode, &sb);
+	int rc = split_build(ir, opt_level, budget, mode, &sb, timers);
 	for (int i = 0; !rc && i < sb.nwarnings; i++)
 		fprintf(stderr, "l7c: warning: %s: %s (l7c --explain --verify shows the kernel's numbers)\n",
 			ir->source_path, sb.warnings[i]);
 	if (!rc && emit != EMIT_OBJ) {   /* the text of the same plan */
 		struct codegen_opts o = { .opt_level = opt_level, .output = emit == EMIT_LLVM ? CG_EMIT_LLVM : CG_EMIT_ASM,
-					  .out_path = path, .split = &sb.plan, .diags = d };
+					  .out_path = path, .split = &sb.plan, .diags = d, .timers = timers };
 		rc = codegen_emit(ir, &o) ? 2 : 0;
 	} else if (!rc) {
 		rc = write_file(path, sb.obj, sb.obj_len);
@@ -275,6 +279,7 @@ int main(int argc, char **argv)
 	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
 	bool do_explain = false, eval_audit = false;
+	struct l7_timers timers = { .start = l7_tick() }, *tm = NULL;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
 	const char *env_verify = getenv("L7C_VERIFY_IR");
@@ -340,6 +345,7 @@ int main(int argc, char **argv)
 		case 'P': passes = optarg; break;
 		case 'R': verify_ir = true; break;
 		case 'X': do_explain = true; break;
+		case 'T': tm = &timers; break;
 		case 'Y': ex.verify = 1; break;
 		case 'G': ex.cgroup_root = optarg; break;
 		case 'F':
@@ -380,7 +386,7 @@ int main(int argc, char **argv)
 
 	struct l7_diags d = { .out = stderr, .color = color < 0 ? isatty(2) : color };
 	struct l7_pipeline po = { .include_dirs = incs, .ninclude = ninc, .ast_only = emit == EMIT_AST, .passes = passes,
-				  .verify_ir = verify_ir, .dump_each = emit == EMIT_IR ? stdout : NULL };
+				  .verify_ir = verify_ir, .dump_each = emit == EMIT_IR ? stdout : NULL, .timers = tm };
 	struct l7_unit u;
 	int rc = (int)l7_unit_load(&u, input, &po, &d);
 	if (rc == L7_UNIT_INTERNAL)
@@ -393,6 +399,7 @@ int main(int argc, char **argv)
 	} else if (do_explain) {
 		ex.opt_level = opt_level;
 		ex.out_path = out;
+		ex.timers = tm;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
 		rc = eval(ir, eval_request, eval_source, eval_service, eval_now, eval_audit);
@@ -401,10 +408,12 @@ int main(int argc, char **argv)
 	} else {
 		char *def = NULL;
 		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
-			     &d);
+			     &d, tm);
 		free(def);
 	}
 done:
+	if (tm)
+		l7_timers_print(tm, stderr);
 	if (d.errors && u.src)   /* not for a file that could not be read: that was all */
 		fprintf(stderr, "%d error%s generated.\n", d.errors, d.errors == 1 ? "" : "s");
 	l7_unit_free(&u);

@@ -36,6 +36,7 @@
 #include "frontend.h"
 #include "ir.h"
 #include "limits.h"
+#include "timers.h"
 
 /* Estimated instructions of one chunk's code (codegen_rule_size, an upper estimate: measured
  * code is 0.5-0.9 of it). A CPU v3 jump reaches 32K instructions, and the decide program's own
@@ -273,7 +274,8 @@ static void note_over(struct split_build *sb, long budget)
 	}
 }
 
-int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, struct split_build *sb)
+int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, struct split_build *sb,
+		struct l7_timers *timers)
 {
 	memset(sb, 0, sizeof(*sb));
 	int total = rules_of(p, NULL);
@@ -324,12 +326,17 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 		nlines += *c == '\n';
 	for (int round = 0;; round++) {
 		struct codegen_opts co = { .opt_level = opt_level, .output = CG_EMIT_OBJ, .out_buf = &sb->obj,
-					   .out_len = &sb->obj_len, .split = &sb->plan };
+					   .out_len = &sb->obj_len, .split = &sb->plan, .timers = timers };
+		if (timers)
+			timers->rounds++;
 		if (codegen_emit(p, &co)) {
 			rc = 2;
 			goto out;
 		}
-		if (budget_analyse(&sb->b, sb->obj, sb->obj_len, base, nlines)) {
+		struct l7_tick t = l7_tick();
+		int bad = budget_analyse(&sb->b, sb->obj, sb->obj_len, base, nlines);
+		l7_timers_add(timers, L7_T_BUDGET, t);
+		if (bad) {
 			fprintf(stderr, "l7c: internal error: the budget model cannot read the object\n");
 			rc = 2;
 			goto out;

@@ -43,8 +43,11 @@ enum l7_unit_status l7_unit_build(struct l7_unit *u, struct l7_source *src, cons
 	for (int i = 0; i < o->ninclude; i++)
 		dirs[i] = o->include_dirs[i];
 	dirs[o->ninclude] = l7_stdlib_dir();
+	struct l7_tick t = l7_tick();
 	l7_parse(&u->ast, src, false, d);
+	t = l7_timers_add(o->timers, L7_T_PARSE, t);
 	l7_resolve(&u->ast, dirs, o->ninclude + 1, d);
+	t = l7_timers_add(o->timers, L7_T_RESOLVE, t);
 	free(dirs);
 	if (d->errors)
 		return L7_UNIT_ERRORS;
@@ -52,6 +55,7 @@ enum l7_unit_status l7_unit_build(struct l7_unit *u, struct l7_source *src, cons
 		return L7_UNIT_OK;
 
 	u->ir = ir_lower(&u->ast, d);
+	t = l7_timers_add(o->timers, L7_T_LOWER, t);
 	if (!u->ir || d->errors) {
 		if (!d->errors)
 			l7_diag(d, L7_ERROR, (struct l7_loc){ 0 }, "internal error: lowering failed without a diagnostic");
@@ -68,6 +72,7 @@ enum l7_unit_status l7_unit_build(struct l7_unit *u, struct l7_source *src, cons
 		if (!after(u, o, ir_pass_name(i), d))
 			return L7_UNIT_INTERNAL;
 	}
+	l7_timers_add(o->timers, L7_T_PASSES, t);
 	return d->errors ? L7_UNIT_ERRORS : L7_UNIT_OK;
 }
 

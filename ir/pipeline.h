@@ -9,6 +9,7 @@
 
 #include "frontend.h"
 #include "ir.h"
+#include "timers.h"
 
 struct l7_pipeline {           /* how far, and what to show on the way */
 	const char *const *include_dirs;   /* -I: searched for interface files after the policy's own
@@ -19,6 +20,7 @@ struct l7_pipeline {           /* how far, and what to show on the way */
 	bool quiet_passes;         /* the passes' warnings (rules removed) are not reported */
 	bool verify_ir;            /* ir_verify after lowering and after every pass */
 	FILE *dump_each;           /* the IR after lowering and after every pass (l7c --emit=ir) */
+	struct l7_timers *timers;  /* NULL: not timed (l7c --time) */
 };
 
 struct l7_unit {               /* one policy file through the pipeline */
