@@ -31,8 +31,8 @@ void cg_di_init(struct cg *g)
 	g->dbg_kind = LLVMGetMDKindIDInContext(g->ctx, "dbg", 3);
 	LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Debug Info Version", 18,
 			  LLVMValueAsMetadata(LLVMConstInt(g->i32, LLVMDebugMetadataVersion(), 0)));
-	LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "Dwarf Version", 13,
-			  LLVMValueAsMetadata(LLVMConstInt(g->i32, 5, 0)));
+	LLVMAddModuleFlag(g->mod, LLVMModuleFlagBehaviorWarning, "CodeView", 8,
+			  LLVMValueAsMetadata(LLVMConstInt(g->i32, 1, 0)));
 }
 
 /* A DISubprogram with named pointer parameters: the kernel rejects BTF whose function

@@ -63,6 +63,27 @@ check obj 0 "$l7c" "$ex" -o "$tmp/route.o"
 magic=$(od -An -tx1 -N4 "$tmp/route.o" | tr -d ' \n'); mach=$(od -An -tu2 -j18 -N2 "$tmp/route.o" | tr -d ' ')
 [ "$magic" = 7f454c46 ] && [ "$mach" = 247 ] && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL obj: not a BPF ELF ($magic, machine $mach)"; }
 check O1 0 "$l7c" -O1 "$ex" -o "$tmp/route1.o"
+# BTF (map definitions, prototypes, line info) and no DWARF: the machinery is built with
+# -gcodeview, so the backend emits only what the kernel reads (the code is the same)
+python3 - "$tmp/route.o" <<'PY' && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL obj: sections"; }
+import struct, sys
+b = open(sys.argv[1], "rb").read()
+shoff, = struct.unpack_from("<Q", b, 0x28); shentsize, shnum, shstrndx = struct.unpack_from("<HHH", b, 0x3a)
+sh = lambda i: struct.unpack_from("<IIQQQQ", b, shoff + i * shentsize)
+strtab = sh(shstrndx)[4]
+names = {b[strtab + sh(i)[0]:b.index(b"\0", strtab + sh(i)[0])].decode() for i in range(shnum)}
+assert {".BTF", ".BTF.ext", ".maps", "license"} <= names, names
+assert not [n for n in names if n.startswith(".debug")], names
+PY
+# --time: every stage the compile ran, on stderr; the object the same as without it
+check time 0 "$l7c" --time "$ex" -o "$tmp/route_t.o"
+for stage in $(sed -n 's/^L7_STAGE([A-Z]*, "\([a-z ]*\)".*/\1/p' "$src/support/timers.def" | grep -v -e verify -e ' '); do
+  contains "time-$stage" "^$stage +[0-9.]+ +[0-9.]+"
+done
+contains time-budget '^budget model +[0-9.]+'
+contains time-total '^total +[0-9.]+ +[0-9.]+'
+cmp -s "$tmp/route.o" "$tmp/route_t.o" && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL time: the object differs with --time"; }
+check time-explain 0 "$l7c" --time --explain "$ex";   contains time-explain '^emit +[0-9.]+'
 check ast 0 "$l7c" --emit=ast "$ex";                      contains ast '^\(policy edge \(act HttpRequest request\)'
 check ir 0 "$l7c" --emit=ir "$ex";                        contains ir '^policy edge \(line [0-9]+\): [0-9]+ rules'
 check llvm 0 "$l7c" --emit=llvm "$ex";                    contains llvm 'define .*@l7_client_verdict\(ptr'
