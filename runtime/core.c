@@ -33,6 +33,7 @@ void l7run_init(struct l7run *L, const struct mode_ops *mode)
 	L->mode = mode;
 	L->stats_fd = L->epfd = L->sigfd = -1;
 	L->args.pool_max = 1024;
+	L->args.pool_idle = 8;
 	L->args.drain_ms = 5000;
 	L->reload.efd = L->reload.state_fd = -1;
 	L->watch.fd = -1;

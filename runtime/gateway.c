@@ -43,6 +43,7 @@ static void gw_unload(struct l7run *L, struct version *ver)
 
 	(void)L;
 	pool_fini(&v->pool);
+	idle_unmap(v);
 	for (int i = 0; i < v->n_progs; i++)
 		bpf_prog_detach2(v->prog_fd[i], v->prog_map[i], v->prog_type[i]);
 }
@@ -97,6 +98,7 @@ static int gw_load(struct l7run *L, struct version *ver, char *err, size_t errle
 	if (ver->cfg.resp_mut && ((v->map_rxq = find_map(o, "l7_rxq", err, errlen)) < 0 ||
 				  (v->map_rxport = find_map(o, "l7_rxport", err, errlen)) < 0))
 		return -1;
+	idle_map(v, bpf_object__find_map_fd_by_name(o, "l7_idle"));
 	return attach_programs(v, err, errlen);
 }
 
@@ -145,13 +147,15 @@ static void gw_drain(struct l7run *L, uint64_t now)
 }
 
 /* Slots whose run-time endpoint left its set (endpoints.c): no new request goes there, so
- * their idle pool sockets close now and the lent ones when their clients are done with them;
- * once none is left the slot may take another endpoint. */
+ * their idle pool sockets close now (parked ones too, unless the kernel has just taken one)
+ * and the lent ones when their clients are done with them; once none is left the slot may
+ * take another endpoint. */
 static void gw_tick(struct l7run *L, uint64_t now)
 {
 	struct gateway *g = gw_of(L);
 
 	clients_tick(L, now);
+	idle_tick(L, now);
 	if (now - g->retired_at < 100)
 		return;
 	g->retired_at = now;
@@ -161,6 +165,7 @@ static void gw_tick(struct l7run *L, uint64_t now)
 			continue;
 		for (int s = 0; s < L7_MAX_UPSTREAMS; s++)
 			if (ep_retired(&ver->cfg, s)) {
+				idle_unpark(v, s);
 				pool_close_idle(&v->pool, s);
 				if (!v->pool.count[s])
 					ep_drained(&ver->cfg, s);

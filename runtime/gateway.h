@@ -18,6 +18,14 @@ struct gw_version {
 	int n_progs;
 	int prog_fd[8], prog_map[8], prog_type[8];
 	struct pool pool;        /* pool sockets: owner a struct client */
+	/* Idle pool sockets the kernel may take for a new client (gateway_pool.c): l7_idle mapped
+	 * (NULL: the kernel takes none), what l7run put in each slot until it knows who took it,
+	 * connects opened to fill slots, and no such connect before park_retry (ms). */
+	struct l7_idle *idle;
+	size_t idle_len;
+	struct pool_sock *parked[L7_MAX_UPSTREAMS][L7_IDLE_SLOTS];
+	int parking[L7_MAX_UPSTREAMS];
+	uint64_t park_retry[L7_MAX_UPSTREAMS];
 };
 
 static inline struct gw_version *gwv(struct version *v)
@@ -109,5 +117,10 @@ uint64_t pool_inflight(struct pool_sock *ps);
 void pool_bind(struct client *c, struct pool_sock *ps);
 int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7_pass *rec);
 void ctl_publish(struct client *c);
+void client_adopt(struct client *c);
+void idle_map(struct gw_version *v, int fd);
+void idle_unmap(struct gw_version *v);
+void idle_tick(struct l7run *L, uint64_t now);
+void idle_unpark(struct gw_version *v, int up);
 
 #endif

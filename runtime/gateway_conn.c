@@ -178,6 +178,7 @@ static int client_delivered(struct client *c)
  * answering or sending now keeps the order. */
 static int client_quiet(struct client *c)
 {
+	client_adopt(c);   /* a socket the kernel bound it to owes responses too */
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i] && pool_inflight(c->bind[i]))
 			return 0;
@@ -382,6 +383,7 @@ void client_finish(struct l7run *L, struct client *c)
 	struct l7_conn st;
 
 	loop_close(L, c->fd);   /* leaves l7_clients with the fd */
+	client_adopt(c);        /* what the kernel bound it to goes back with the rest */
 	for (int i = 0; i < L7_MAX_UPSTREAMS; i++)
 		if (c->bind[i])
 			pool_give_back(c->bind[i]);

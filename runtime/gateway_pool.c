@@ -1,17 +1,203 @@
 /* Gateway mode's pool sockets (the machinery is pool.c): each in its version's l7_upstreams,
- * opened lazily on a pool miss, bounded per upstream (--pool-max), lent to one client while it
- * is connected (so pairing is by construction), idle again when it leaves. The data plane finds
- * a socket by its cookie (l7_conns, l7_txq) and by its local port (l7_txport); a client's
- * l7_ctl names the sockets it is bound to. */
+ * opened on a pool miss or to keep --pool-idle of them idle, bounded per upstream
+ * (--pool-max), lent to one client while it is connected (so pairing is by construction), idle
+ * again when it leaves. The data plane finds a socket by its cookie (l7_conns, l7_txq) and by
+ * its local port (l7_txport); a client's l7_ctl names the sockets it is bound to.
+ *
+ * Idle sockets are the kernel's to give (l7_idle): l7run parks one in an empty slot, and a new
+ * client's first request takes it there (gateway.h l7g_claim) and is forwarded at once,
+ * instead of being a pool miss that l7run forwards. l7run learns who took it from the client's
+ * l7_conn.kbind or the slot's claimer, and adopts it as if it had lent it (client_adopt,
+ * idle_tick): from then on it is that client's binding, given back when the client leaves. */
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include "gateway.h"
 
+#define PARK_RETRY_MS 200   /* no connect to fill an upstream's slots sooner after a failed one */
+
 static struct gw_version *ver_of(struct pool_sock *ps)
 {
 	return ps->pool->ctx;
+}
+
+/* l7_idle, mapped (BPF_F_MMAPABLE, load.c): l7run's side of the slots is atomics, as the
+ * kernel's is; a map update would overwrite a slot the kernel has just taken. */
+void idle_map(struct gw_version *v, int fd)
+{
+	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
+	size_t len = (sizeof(struct l7_idle) * L7_MAX_UPSTREAMS + pg - 1) / pg * pg;
+	void *m = fd < 0 ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+
+	v->idle = m == MAP_FAILED ? NULL : m;
+	v->idle_len = len;
+}
+
+void idle_unmap(struct gw_version *v)
+{
+	if (v->idle)
+		munmap(v->idle, v->idle_len);
+	v->idle = NULL;
+}
+
+/* Into an empty slot for the kernel to take (only the serving version's: a retired one takes
+ * no new clients). 0 parked. */
+static int park(struct pool_sock *ps)
+{
+	struct gw_version *v = ver_of(ps);
+
+	if (!v->idle || v->v.retired || ps->pool->L->args.pool_idle <= 0)
+		return -1;
+	struct l7_idle *id = &v->idle[ps->up];
+	for (int i = 0; i < L7_IDLE_SLOTS; i++) {
+		if (v->parked[ps->up][i] || __atomic_load_n(&id->slot[i], __ATOMIC_ACQUIRE))
+			continue;
+		__atomic_store_n(&id->claimer[i], 0, __ATOMIC_RELAXED);
+		v->parked[ps->up][i] = ps;
+		__atomic_store_n(&id->slot[i], ps->cookie, __ATOMIC_RELEASE);   /* the kernel may take it now */
+		return 0;
+	}
+	return -1;
+}
+
+/* Out of its slot: 0 if it was still there (or never parked), else the cookie of the client
+ * that took it without l7run knowing yet (0 too while the kernel is still writing it). */
+static uint64_t unpark(struct pool_sock *ps)
+{
+	struct gw_version *v = ver_of(ps);
+
+	if (!v->idle || ps->up < 0 || ps->up >= L7_MAX_UPSTREAMS)
+		return 0;
+	for (int i = 0; i < L7_IDLE_SLOTS; i++) {
+		if (v->parked[ps->up][i] != ps)
+			continue;
+		v->parked[ps->up][i] = NULL;
+		uint64_t was = __atomic_exchange_n(&v->idle[ps->up].slot[i], 0, __ATOMIC_ACQ_REL);
+		return was == ps->cookie ? 0 : __atomic_load_n(&v->idle[ps->up].claimer[i], __ATOMIC_ACQUIRE);
+	}
+	return 0;
+}
+
+static struct client *client_by_cookie(struct l7run *L, struct gw_version *v, uint64_t cookie)
+{
+	struct gateway *g = gw_of(L);
+
+	for (int i = 0; i < g->n_clients; i++)
+		if (g->clients[i]->cookie == cookie && g->clients[i]->v == v)
+			return g->clients[i];
+	return NULL;
+}
+
+/* The kernel gave slot i's socket to c: c's binding now, as if l7run had lent it (the data
+ * plane already made c its peer). Only where c has none for that upstream: the kernel takes
+ * one only then, and l7run binds one only while it handles a record of c, when the kernel
+ * takes none. */
+static int adopt(struct client *c, int up, int i)
+{
+	struct pool_sock *ps = c->v->parked[up][i];
+
+	if (c->bind[up])
+		return -1;
+	c->v->parked[up][i] = NULL;
+	c->bind[up] = ps;
+	ps->owner = c;
+	ctl_publish(c);
+	return 0;
+}
+
+/* Adopt the socket the kernel took for c, if it did: before l7run decides on c's order (an
+ * answer must wait for the response owed on it) and before c leaves (it goes back then). */
+void client_adopt(struct client *c)
+{
+	struct gw_version *v = c->v;
+	struct l7_conn st;
+
+	if (!v->idle || bpf_map_lookup_elem(v->map_conns, &c->cookie, &st) || !st.kbind ||
+	    st.kbind_up >= L7_MAX_UPSTREAMS || c->bind[st.kbind_up])
+		return;
+	for (int i = 0; i < L7_IDLE_SLOTS; i++) {
+		struct pool_sock *ps = v->parked[st.kbind_up][i];
+		if (ps && ps->cookie == st.kbind &&
+		    __atomic_load_n(&v->idle[st.kbind_up].slot[i], __ATOMIC_ACQUIRE) != ps->cookie) {
+			adopt(c, (int)st.kbind_up, i);
+			return;
+		}
+	}
+}
+
+/* Keep --pool-idle sockets of upstream up in slots: idle ones first, else new connects
+ * (parked when they are up, ready()). */
+static void refill(struct l7run *L, struct gw_version *v, int up, int in_slots, uint64_t now)
+{
+	int want = L->args.pool_idle < L7_IDLE_SLOTS ? L->args.pool_idle : L7_IDLE_SLOTS;
+
+	for (int n = want - in_slots - v->parking[up]; n > 0 && now >= v->park_retry[up]; n--) {
+		int err;
+		struct pool_sock *ps = pool_take(&v->pool, up, NULL, &err);
+		if (!ps)
+			v->park_retry[up] = now + PARK_RETRY_MS;   /* at the bound, or the upstream is down */
+		else if (ps->connecting)
+			v->parking[up]++;
+		else
+			pool_give_back(ps);   /* an idle one: into a slot */
+	}
+}
+
+/* From the loop: adopt what the kernel gave away (a socket whose client is gone is closed:
+ * a request may be on it), and fill the serving version's slots. */
+void idle_tick(struct l7run *L, uint64_t now)
+{
+	for (struct version *ver = L->cur; ver; ver = ver->older) {
+		struct gw_version *v = gwv(ver);
+		if (!v->idle)
+			continue;
+		for (int up = 0; up < L7_MAX_UPSTREAMS; up++) {
+			if (!ver->cfg.upstream[up].set)
+				continue;
+			int in_slots = 0;
+			for (int i = 0; i < L7_IDLE_SLOTS; i++) {
+				struct pool_sock *ps = v->parked[up][i];
+				if (!ps)
+					continue;
+				if (__atomic_load_n(&v->idle[up].slot[i], __ATOMIC_ACQUIRE) == ps->cookie) {
+					in_slots++;
+					continue;
+				}
+				uint64_t who = __atomic_load_n(&v->idle[up].claimer[i], __ATOMIC_ACQUIRE);
+				if (!who)
+					continue;   /* being taken: the claimer follows */
+				struct client *c = client_by_cookie(L, v, who);
+				if (!c) {
+					v->parked[up][i] = NULL;
+					pool_drop(ps);
+				} else {
+					adopt(c, up, i);
+				}
+			}
+			if (ver == L->cur && !ep_retired(&ver->cfg, up))
+				refill(L, v, up, in_slots, now);
+		}
+	}
+}
+
+/* Take back the sockets parked for upstream slot up (its endpoint left): each still in its
+ * slot is closed; one the kernel has just taken is left to idle_tick, which adopts it. */
+void idle_unpark(struct gw_version *v, int up)
+{
+	if (!v->idle)
+		return;
+	for (int i = 0; i < L7_IDLE_SLOTS; i++) {
+		struct pool_sock *ps = v->parked[up][i];
+		__u64 want = ps ? ps->cookie : 0;
+		if (ps && __atomic_compare_exchange_n(&v->idle[up].slot[i], &want, 0, false, __ATOMIC_ACQ_REL,
+						      __ATOMIC_ACQUIRE)) {
+			v->parked[up][i] = NULL;
+			pool_drop(ps);
+		}
+	}
 }
 
 /* Requests on this socket whose final response the kernel has not framed yet. */
@@ -96,6 +282,7 @@ static void leave(struct pool_sock *ps)
 {
 	struct gw_version *v = ver_of(ps);
 
+	unpark(ps);   /* before its maps go: the kernel must not take it any more */
 	if (ps->port)
 		bpf_map_delete_elem(v->map_txport, &ps->port);
 	if (ps->cookie) {
@@ -114,17 +301,22 @@ static int recycle(struct pool_sock *ps)
 	    (u.flags & (L7_CONN_NOREUSE | L7_CONN_CLOSE | L7_CONN_BROKEN)) || u.body != L7_BODY_NONE)
 		return -1;
 	set_peer(ps, 0);
-	return 0;
+	return park(ps) ? 0 : 1;   /* the kernel's to give, or l7run's idle list */
 }
 
 /* The connect a client waits for finished: bind it, and let the client send. */
 static void ready(struct pool *p, void *owner, struct pool_sock *ps)
 {
-	(void)p;
+	struct gw_version *v = p->ctx;
+
 	if (owner) {
 		pool_bind(owner, ps);
 		client_pump(owner);
+		return;
 	}
+	if (v->parking[ps->up] > 0)
+		v->parking[ps->up]--;
+	pool_give_back(ps);   /* opened to fill a slot (refill) */
 }
 
 /* A socket lent to a client is gone: the waiting request gets a 502 (a failed connect), or a
@@ -132,8 +324,18 @@ static void ready(struct pool *p, void *owner, struct pool_sock *ps)
 static void lost(struct pool *p, void *owner, struct pool_sock *ps, enum pool_loss why, uint64_t owed)
 {
 	struct client *c = owner;
+	struct gw_version *v = p->ctx;
 
-	(void)p;
+	if (!c && why == POOL_CONNECT_FAILED) {   /* opened to fill a slot */
+		if (v->parking[ps->up] > 0)
+			v->parking[ps->up]--;
+		v->park_retry[ps->up] = now_ms() + PARK_RETRY_MS;
+		return;
+	}
+	if (!c) {
+		uint64_t who = unpark(ps);   /* the kernel may have given it to a client */
+		c = who ? client_by_cookie(p->L, v, who) : NULL;
+	}
 	if (!c)
 		return;
 	if (c->bind[ps->up] == ps)

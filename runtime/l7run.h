@@ -46,6 +46,7 @@ struct l7run_args {
 	const char *cgroup;       /* mesh mode */
 	int create_cgroup, pool_n;
 	int pool_max;             /* gateway mode: pool sockets per upstream and version */
+	int pool_idle;            /* gateway mode: idle ones kept for the kernel to take (l7_idle) */
 	uint64_t drain_ms;        /* gateway mode: --drain-timeout */
 	const char *watch;        /* --watch DIR: build the policy from it (watch.c), no POLICY.o */
 	const char *l7c, *status_file;

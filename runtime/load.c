@@ -135,7 +135,8 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 		const char *n = bpf_map__name(m);
 		int gw_only = !strcmp(n, "l7_clients") || !strcmp(n, "l7_upstreams") || !strcmp(n, "l7_conns") ||
 			      !strcmp(n, "l7_ctl") || !strcmp(n, "l7_pass") || !strcmp(n, "l7_txq") ||
-			      !strcmp(n, "l7_txport") || !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport");
+			      !strcmp(n, "l7_txport") || !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") ||
+			      !strcmp(n, "l7_idle");
 		int other_mode = mode == LOAD_MESH ? gw_only : is_mesh(n);
 		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
 		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
@@ -145,6 +146,8 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 			bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH ? 64 : 1);
 		if (bpf_map__type(m) == BPF_MAP_TYPE_HASH)
 			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_NO_PREALLOC);
+		if (!strcmp(n, "l7_idle"))   /* l7run fills and reads its slots with atomics (gateway_pool.c) */
+			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_MMAPABLE);
 	}
 }
 

@@ -155,6 +155,7 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 			break;
 		case O_FALLBACK: ov->fallback = atoi(v); break;
 		case O_POOL_MAX: a->pool_max = atoi(v); break;
+		case O_POOL_IDLE: a->pool_idle = atoi(v); break;
 		case O_DRAIN_TIMEOUT:
 			if (seconds_arg(v, &d))
 				return usage_error("--drain-timeout expects seconds, not ", v);

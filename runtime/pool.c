@@ -265,13 +265,17 @@ struct pool_sock *pool_take(struct pool *p, int up, void *owner, int *err)
 	return ps;
 }
 
-/* The owner is gone: back to the idle list if the mode can reuse it, else closed. */
+/* The owner is gone: back to the idle list if the mode can reuse it (or to the mode itself,
+ * which hands it to its data plane), else closed. */
 void pool_give_back(struct pool_sock *ps)
 {
 	struct pool *p = ps->pool;
 
 	ps->owner = NULL;
-	if (ps->dead || ps->connecting || !p->ops->recycle || p->ops->recycle(ps)) {
+	int r = ps->dead || ps->connecting || !p->ops->recycle ? -1 : p->ops->recycle(ps);
+	if (r > 0)
+		return;   /* the mode's now (gateway: an idle socket the kernel may take) */
+	if (r) {
 		sock_free(ps);
 		return;
 	}

@@ -46,7 +46,7 @@ struct pool_ops {
 	void (*leave)(struct pool_sock *ps);
 	int (*readable)(struct pool_sock *ps);       /* input arrived; -1: it ended */
 	uint64_t (*owed)(struct pool_sock *ps);      /* responses still owed on it (NULL: 0) */
-	int (*recycle)(struct pool_sock *ps);        /* back from its owner: 0 reused (made ready), -1 closed */
+	int (*recycle)(struct pool_sock *ps);        /* back from its owner: 0 idle, 1 kept by the mode, -1 closed */
 	int (*stale)(struct pool_sock *ps, uint64_t now);   /* 1: close it (pool_tick), and refill */
 	/* The pool's news for its mode: ps connected and enrolled; ps lost (why), with `owed`
 	 * responses owed, while it was lent to owner (NULL: to nobody). ps goes after lost(). */

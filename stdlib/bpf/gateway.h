@@ -231,6 +231,57 @@ static __always_inline int l7_rx_room(__u64 cookie, __u64 target)
 	return rq && rq->wr - rq->rd + l7_inflight(target, 0) < L7_RXQ_DEPTH;
 }
 
+/* Take an idle pool socket of upstream `up` for client `client` out of l7_idle: its cookie, or
+ * 0 if none is there. The compare-and-swap makes every taking one; the socket must still be
+ * l7run's idle one (in l7_conns, nobody's peer), else it is leaving and the next is tried.
+ * A global function, verified once, not once per path of the parser reaching it. */
+__attribute__((noinline)) __u64 l7g_claim(__u64 client, __u32 up)
+{
+	__u32 k = up & (L7_MAX_UPSTREAMS - 1);
+	struct l7_idle *id = bpf_map_lookup_elem(&l7_idle, &k);
+
+	if (!id)
+		return 0;
+	for (__u32 i = 0; i < L7_IDLE_SLOTS; i++) {
+		__u64 s = *(volatile __u64 *)&id->slot[i];
+		if (!s || __sync_val_compare_and_swap(&id->slot[i], s, 0) != s)
+			continue;
+		struct l7_conn *u = bpf_map_lookup_elem(&l7_conns, &s);
+		if (!u || u->role != L7_ROLE_UPSTREAM || u->upstream != k || u->peer)
+			continue;
+		u->peer = client;   /* its responses go to this client from now on */
+		id->claimer[i] = client;
+		return s;
+	}
+	return 0;
+}
+
+/* The pool socket the kernel binds this client to for upstream `up` itself when l7run has
+ * bound none: the one it took before (while it is still there and still this client's), else
+ * an idle one from l7_idle, one at a time: a second only once l7run has adopted the first into
+ * l7_ctl.bind (l7run learns of it from l7_conn.kbind). 0: a pool miss, for l7run. */
+static __always_inline __u64 l7_kernel_bind(struct l7_conn *c, __u64 cookie, const struct l7_ctl *ctl, __u32 up)
+{
+	__u64 k = c->kbind;
+
+	if (!ctl)
+		return 0;
+	if (k && c->kbind_up == up) {
+		struct l7_conn *u = bpf_map_lookup_elem(&l7_conns, &k);
+		if (u && u->peer == cookie)
+			return k;
+	} else if (k && ctl->bind[c->kbind_up & (L7_MAX_UPSTREAMS - 1)] != k) {
+		return 0;
+	}
+	k = l7g_claim(cookie, up);
+	if (k) {
+		c->kbind = k;
+		c->kbind_up = up;
+		l7_stat(L7_STAT_POOL_CLAIM);
+	}
+	return k;
+}
+
 #define L7_LAST_UP_UNKNOWN 0xffffu   /* l7_conn.last_up: an upstream only l7run knows */
 
 /* What the policy reads besides the head, before it runs. */
@@ -281,7 +332,7 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 		why = L7_WHY_BEHIND;
 	} else if (req->flags & (L7_REQ_CHUNKED | L7_REQ_UPGRADE)) {
 		why = L7_WHY_UNSUPPORTED;
-	} else if (!target) {
+	} else if (!target && !(target = l7_kernel_bind(c, cookie, ctl, up))) {
 		why = L7_WHY_POOL_MISS;
 		l7_stat(L7_STAT_POOL_MISS);
 	} else {
@@ -290,7 +341,10 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 		if (c->last_up == L7_LAST_UP_UNKNOWN) {
 			why = L7_WHY_ORDER;   /* l7run sent the last one to the fallback */
 		} else if (c->last_up && c->last_up != up + 1 && ctl) {
-			__u64 prev = ctl->bind[(c->last_up - 1) & (L7_MAX_UPSTREAMS - 1)];
+			__u32 pu = (c->last_up - 1) & (L7_MAX_UPSTREAMS - 1);
+			__u64 prev = ctl->bind[pu];
+			if (!prev && c->kbind_up == pu)
+				prev = c->kbind;   /* taken by the kernel, l7run has not adopted it yet */
 			if (prev && l7_inflight(prev, 0))
 				why = L7_WHY_ORDER;
 		}

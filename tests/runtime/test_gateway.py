@@ -24,6 +24,7 @@ procs = []
 pins = []
 failures = []
 GW_PID = 0   # the l7run serving FRONT
+POOL_IDLE = 8   # l7run's --pool-idle (its default)
 
 
 def start(args, **kw):
@@ -56,6 +57,11 @@ def l7run(obj, listen, up1, pin, log, *extra):
 def stats(pin):
     out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True, timeout=10).stdout
     return {m.group(1): int(m.group(2)) for m in re.finditer(r"sockets (\S+)\s+(\d+)", out)}
+
+
+def counters(pin):
+    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True, timeout=10).stdout
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
 
 
 def case(fn):
@@ -187,8 +193,9 @@ def t_churn_200x5():
     once it has been quiet for 20 ms), whose pool sockets are still bound, so on a loaded
     machine the pool grows past the 200 a round needs (405 and 538 seen). So the test waits
     (bounded) for l7run to have reaped every client, and then as many clients at once as the
-    pool has sockets to each backend must all be served from it, without a single new pool
-    socket: one lost to the pool (neither idle nor bound) would show there."""
+    pool has sockets to each backend, less the POOL_IDLE l7run keeps idle per upstream, must all
+    be served from it, without a single new pool socket: one lost to the pool (neither idle nor
+    bound) would show there."""
     base = stats(pins[0])
 
     def churn(rnd, n_a, n_b):
@@ -219,7 +226,9 @@ def t_churn_200x5():
     pool = reaped()["l7_upstreams"]
     per = pool_sockets(GW_PID)
     assert sum(per.values()) == pool and pool <= base.get("l7_upstreams", 0) + 5 * 200, (base, pool, per)
-    churn(5, per.get(B1, 0), per.get(B2, 0))
+    # l7run keeps POOL_IDLE sockets per upstream idle for the kernel to give new clients, and
+    # opens new ones when a round takes them: a round leaves it those
+    churn(5, per.get(B1, 0) - POOL_IDLE, per.get(B2, 0) - POOL_IDLE)
     again = reaped()["l7_upstreams"]
     print("     churn: %d pool sockets after 1,000 connections %s, %d after a round that used them all"
           % (pool, per, again))
@@ -368,6 +377,50 @@ def t_denied_head():
     assert rest.startswith(b"HTTP/1.1 200"), "the 403 to a HEAD carried a body: %r" % data[:300]
 
 
+def curl(path, *extra):
+    r = subprocess.run(["curl", "-s", "-m", "5", "-w", "\n%{http_code}", *extra, "http://127.0.0.1:%d%s" % (FRONT, path)],
+                       capture_output=True, text=True, timeout=10)
+    body, _, code = r.stdout.rpartition("\n")
+    return int(code or 0), body
+
+
+def t_short_connections():
+    """One request per connection (separate curl runs, Connection: close or not): each is a new
+    client whose first request is decided and forwarded in the kernel, on an idle pool
+    connection l7run keeps for it (l7_idle), never a pool miss for l7run to forward once the
+    pool is warm; a denied one is still l7run's 403; the responses are each request's own."""
+    try:
+        short_connections()
+    finally:
+        # l7run reaps them (20 ms after each went quiet; earlier cases' within 3 s):
+        # t_churn_200x5 counts clients from here
+        end = time.time() + 5
+        while stats(pins[0]).get("l7_clients", 0) and time.time() < end:
+            time.sleep(0.02)
+
+
+def short_connections():
+    for i in range(4):   # warm-up: l7run fills the idle slots of both upstreams (from its loop)
+        curl("/a/warm%d" % i)
+        curl("/b/warm%d" % i)
+    time.sleep(0.3)
+    before = counters(pins[0])
+    n = 40
+    for i in range(n):
+        path = ("/a/s%d" if i % 2 else "/b/s%d") % i
+        st, body = curl(path, *(["-H", "Connection: close"] if i % 4 < 2 else []))
+        want = "backend=one" if path.startswith("/a") else "backend=two"
+        assert st == 200 and want in body and "target=%s\n" % path in body and "x-l7: yes" in body, (i, st, body)
+    st, _ = curl("/deny/s", "-H", "Connection: close")
+    assert st == 403, st
+    after = counters(pins[0])
+    d = {k: after.get(k, 0) - before.get(k, 0) for k in set(after) | {"pool_claims"}}
+    print("     short connections: %s" % {k: d[k] for k in ("requests", "forwarded", "pool_claims", "pool_miss",
+                                                             "passed_to_l7run")})
+    assert d["requests"] == n + 1 and d["pool_miss"] == 0, d
+    assert d["forwarded"] == n and d["pool_claims"] == n and d["passed_to_l7run"] == 1, d
+
+
 def t_down_backend_502():
     t = time.time()
     st, _, b = get(FRONT_DOWN, "/b/down")
@@ -392,7 +445,7 @@ def main():
         GW_PID = gw.pid
         gw_down = l7run(obj, FRONT_DOWN, DEAD, "/sys/fs/bpf/l7rt-%d-b" % os.getpid(), log)
         for fn in (t_routing, t_deny, t_header_added, t_keepalive_1000, t_pipelined_mixed, t_split_writes,
-                   t_headers_16k, t_malformed_400, t_churn_200x5, t_down_backend_502, t_metrics_http,
+                   t_headers_16k, t_malformed_400, t_short_connections, t_churn_200x5, t_down_backend_502, t_metrics_http,
                    t_upstream_metrics, t_denied_head):
             case(fn)
         for p in (gw, gw_down):

@@ -13,7 +13,10 @@
  *   l7_rxq    response mutations for a client: records written by the pool socket serving it
  *             (its parser stages one, its verdict publishes it), applied and counted by the
  *             client socket's SK_MSG; l7run creates and deletes the entry
- *   l7_rxport l7run only: client 4-tuple -> cookie (for the client's SK_MSG, as l7_txport) */
+ *   l7_rxport l7run only: client 4-tuple -> cookie (for the client's SK_MSG, as l7_txport)
+ *   l7_idle   both, by atomic operations only (l7run through an mmap of the array): l7run
+ *             puts an idle pool socket's cookie into an empty slot, a client parser takes it
+ *             with a compare-and-swap to 0 (struct l7_idle) */
 #ifndef L7_DATAPLANE_H
 #define L7_DATAPLANE_H
 
@@ -48,6 +51,7 @@ struct l7_lb_tab {
 #define L7_MAX_MUT       64    /* entries of l7_mut_off/l7_mut_len (codegen pads to this) */
 #define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */
 #define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request (or response) */
+#define L7_IDLE_SLOTS    32    /* idle pool sockets per upstream the kernel can take (l7_idle) */
 #define L7_RXQ_DEPTH     16    /* responses with mutations framed but not yet sent to a client */
 /* The access log: one record per request at its decision, into the l7_log ring buffer
  * (stdlib/bpf/alog.h), which l7run reads (--access-log). The fields the kernel knows then. */
@@ -138,6 +142,22 @@ struct l7_conn {
 	 * l7run or dropped). Equal to TCP_INFO bytes_received only when no byte is waiting in the
 	 * stream parser: what tells l7run that a draining client has no request on its way. */
 	__u64 rx_done;
+	/* Clients: the idle pool socket the kernel took for this client itself (l7_idle), for
+	 * upstream kbind_up, until l7run adopts it into l7_ctl.bind (it reads this field). */
+	__u64 kbind;
+	__u32 kbind_up;
+	__u32 pad;
+};
+
+/* Idle pool sockets of one upstream the data plane may take for a new client (l7_idle, one
+ * value per upstream index): a new connection's first request is forwarded in the kernel, not
+ * by l7run. slot[i] is a pool socket's cookie (0: empty), written by l7run only into an empty
+ * slot; a client parser takes it with a compare-and-swap to 0 and writes its own cookie in
+ * claimer[i] (which tells l7run who has it, should the socket be lost before l7run learns of
+ * it from the client's l7_conn.kbind). */
+struct l7_idle {
+	__u64 slot[L7_IDLE_SLOTS];
+	__u64 claimer[L7_IDLE_SLOTS];
 };
 
 #define L7_CONN_BROKEN  (1u << 0)  /* framing lost (malformed): drop everything further */
