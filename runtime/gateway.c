@@ -173,10 +173,13 @@ static void gw_tick(struct l7run *L, uint64_t now)
 	}
 }
 
-/* The 1 ms tick runs only while something waits or drains. */
+/* The 1 ms tick runs only while something waits or drains, 5 ms while a new client may take a
+ * pool socket in the kernel (l7run adopts it). */
 static int gw_poll_ms(struct l7run *L)
 {
-	return clients_waiting(L) || versions_draining(L) ? 1 : 200;
+	if (clients_waiting(L) || versions_draining(L))
+		return 1;
+	return clients_unbound(L) ? 5 : 200;
 }
 
 static void gw_close(struct l7run *L)

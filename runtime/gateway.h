@@ -109,6 +109,8 @@ void client_fin(struct l7run *L, struct client *c, uint64_t linger_ms);
 int client_idle(struct client *c, struct drain_snap *snap);
 void clients_tick(struct l7run *L, uint64_t now);
 int clients_waiting(struct l7run *L);
+int clients_unbound(struct l7run *L);
+void client_close_after(struct client *c);
 void clients_close_all(struct l7run *L);
 
 /* gateway_pool.c */

@@ -457,6 +457,24 @@ static void client_event(struct l7run *L, struct io *io, uint32_t ev)
 		loop_watch(L, c->fd, &c->io, 0);   /* level-triggered EOF would fire forever: the tick finishes the drain */
 }
 
+/* Clients that may have just taken a pool socket in the kernel (none bound yet): l7run
+ * should adopt it soon (gateway_pool.c idle_tick), and close the client after it if the
+ * request said so. */
+int clients_unbound(struct l7run *L)
+{
+	struct gateway *g = gw_of(L);
+
+	for (int i = 0; i < g->n_clients; i++) {
+		struct client *c = g->clients[i];
+		int bound = 0;
+		for (int u = 0; u < L7_MAX_UPSTREAMS && !bound; u++)
+			bound = c->bind[u] != NULL;
+		if (!bound && !c->closing)
+			return 1;
+	}
+	return 0;
+}
+
 int clients_waiting(struct l7run *L)
 {
 	struct gateway *g = gw_of(L);
@@ -496,6 +514,10 @@ static void client_check_stall(struct l7run *L, struct client *c, uint64_t now)
 	if (c->closing || bpf_map_lookup_elem(c->v->map_conns, &c->cookie, &st) ||
 	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &tl))
 		return;
+	if (st.flags & L7_CONN_LAST) {
+		client_close_after(c);   /* a close request the kernel forwarded on its binding */
+		return;
+	}
 	/* at a request boundary only: a body cut short would leave a pool socket mid-request */
 	int stuck = !st.parse_pending && st.body == L7_BODY_NONE && ti.tcpi_bytes_received > st.rx_done &&
 		    ti.tcpi_bytes_received == c->seen_rx && st.rx_done == c->seen_done;
@@ -522,6 +544,17 @@ static void client_check_stall(struct l7run *L, struct client *c, uint64_t now)
 		c->stalled = 1;
 		ctl_publish(c);
 	}
+}
+
+/* A request said the connection closes after it (L7_CONN_LAST) and went by the kernel: l7run
+ * closes the client once its responses are delivered, as after one it forwards itself. */
+void client_close_after(struct client *c)
+{
+	if (c->closing)
+		return;
+	c->close_after = 1;
+	c->closing = 1;
+	c->deadline = now_ms() + DRAIN_LIMIT_MS;
 }
 
 /* From the run loop: requests waiting (for quiet, a connect or a pool socket), closing

@@ -98,6 +98,7 @@ static struct client *client_by_cookie(struct l7run *L, struct gw_version *v, ui
 static int adopt(struct client *c, int up, int i)
 {
 	struct pool_sock *ps = c->v->parked[up][i];
+	struct l7_conn st;
 
 	if (c->bind[up])
 		return -1;
@@ -105,6 +106,8 @@ static int adopt(struct client *c, int up, int i)
 	c->bind[up] = ps;
 	ps->owner = c;
 	ctl_publish(c);
+	if (!bpf_map_lookup_elem(c->v->map_conns, &c->cookie, &st) && (st.flags & L7_CONN_LAST))
+		client_close_after(c);   /* its request said close: after its response */
 	return 0;
 }
 

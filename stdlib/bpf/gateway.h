@@ -16,6 +16,10 @@
  * A client parser too big for the verifier is split (l7_split_gw, docs/architecture.md): after
  * parsing it tail-calls l7_gw_decide_prog, which decides and chooses the action.
  *
+ * A client with no pool socket bound for the upstream of its request takes an idle one l7run
+ * parked in l7_idle (l7g_claim): a new connection's first request is forwarded here, not by
+ * l7run.
+ *
  * Response path: the pool socket's parser frames responses (Content-Length, chunked, no-body
  * statuses, HEAD) and counts completed exchanges (l7_conn.done), which is how the client side
  * knows whether another upstream still owes it a response. */
