@@ -17,6 +17,7 @@
 
 #define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
 #define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
+#define CLOSE_AFTER_LIMIT_MS 60000  /* ... one whose close request the kernel forwarded */
 #define STALL_MS        1000  /* received, not parsed, nothing moving: stuck (client_check_stall) */
 #define STALL_LOOK_MS   500   /* one TCP_INFO and one map lookup per client per look */
 #define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
@@ -547,14 +548,15 @@ static void client_check_stall(struct l7run *L, struct client *c, uint64_t now)
 }
 
 /* A request said the connection closes after it (L7_CONN_LAST) and went by the kernel: l7run
- * closes the client once its responses are delivered, as after one it forwards itself. */
+ * closes the client once its responses are delivered, as after one it forwards itself, but
+ * not as soon as a drain gives up: its body may still be on its way to the backend. */
 void client_close_after(struct client *c)
 {
 	if (c->closing)
 		return;
 	c->close_after = 1;
 	c->closing = 1;
-	c->deadline = now_ms() + DRAIN_LIMIT_MS;
+	c->deadline = now_ms() + CLOSE_AFTER_LIMIT_MS;
 }
 
 /* From the run loop: requests waiting (for quiet, a connect or a pool socket), closing
