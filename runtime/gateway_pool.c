@@ -180,7 +180,8 @@ void idle_tick(struct l7run *L, uint64_t now)
 					adopt(c, up, i);
 				}
 			}
-			if (ver == L->cur && !ep_retired(&ver->cfg, up))
+			/* not a run-time slot without its endpoint, or whose endpoint left */
+			if (ver == L->cur && ver->cfg.upstream[up].addr.sin_port && !ep_retired(&ver->cfg, up))
 				refill(L, v, up, in_slots, now);
 		}
 	}
