@@ -1,9 +1,11 @@
 /* The access log (--access-log FILE|-): one JSON line per request, from the records the data
  * plane writes at each decision into its version's l7_log ring buffer (stdlib/bpf/alog.h).
  * Each version's buffer is an fd in the event loop (libbpf's ring_buffer epoll fd), drained
- * when it is readable and once more when the version is unloaded. What the kernel knows at the
- * decision is in the line; what only the response tells (status of a forwarded request, bytes
- * back, duration) is null: docs/language.md, *Access log*. */
+ * when it is readable and once more when the version is unloaded. A request whose response
+ * comes through the kernel (its record has a seq) is held until the response's record (same
+ * conn and seq: status, bytes back, its end's time) and written with it as one line; one held
+ * longer than ALOG_HOLD_MS, or past ALOG_HOLD_MAX held, is written with those fields null and
+ * counted (access_log_no_response): docs/language.md, *Access log*. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +14,35 @@
 #include <bpf/libbpf.h>
 #include <sys/epoll.h>
 #include "l7run.h"
+
+#define ALOG_HOLD_MS  10000   /* a response slower than this is logged without its fields */
+#define ALOG_HOLD_MAX 65536   /* requests held at once: past it the oldest goes without */
+#define ALOG_BUCKETS  4096
+
+/* requests waiting for their response record: hashed by (conn, seq), listed oldest first */
+struct held {
+	struct l7_log_rec r;
+	uint64_t at_ms;
+	struct held *hnext, *prev, *next;
+};
+struct alog_join {
+	struct held *bucket[ALOG_BUCKETS];
+	struct held *old, *young;
+	unsigned n;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (uint64_t)t.tv_sec * 1000 + (uint64_t)t.tv_nsec / 1000000;
+}
+
+static struct held **slot_of(struct alog_join *j, uint64_t conn, uint32_t seq)
+{
+	uint64_t h = (conn ^ (uint64_t)seq * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+	return &j->bucket[(h >> 40) % ALOG_BUCKETS];
+}
 
 int alog_open(struct l7run *L, const char *path)
 {
@@ -59,15 +90,12 @@ static const char *why_text(unsigned why)
 	return why < sizeof t / sizeof t[0] && t[why] ? t[why] : "?";
 }
 
-static int on_record(void *ctx, void *data, size_t size)
+/* request r's line, with its response's record (NULL: none came) */
+static void write_line(struct version *v, const struct l7_log_rec *r, const struct l7_log_resp *rs)
 {
-	struct version *v = ctx;
-	const struct l7_log_rec *r = data;
 	const struct manifest *mf = v->cfg.mf;
 	FILE *o = v->log_out;
 
-	if (size < sizeof *r || !o)
-		return 0;
 	/* the record's monotonic time as wall time */
 	struct timespec mono, real;
 	clock_gettime(CLOCK_MONOTONIC, &mono);
@@ -136,6 +164,8 @@ static int on_record(void *ctx, void *data, size_t size)
 	fputs(",\"status\":", o);
 	if (r->verdict == L7_DENY)
 		fprintf(o, "%u", r->status);
+	else if (rs)
+		fprintf(o, "%u", rs->status);
 	else
 		fputs("null", o);
 	/* why: a deny's rule (or the default), l7run's reason to take a request */
@@ -150,9 +180,96 @@ static int on_record(void *ctx, void *data, size_t size)
 		fprintf(o, "\"%s\"", why_text(r->why));
 	else
 		fputs("null", o);
-	fprintf(o, ",\"bytes_in\":%u,\"body_chunked\":%s,\"bytes_out\":null,\"duration_ms\":null,\"conn\":\"%016llx\"}\n",
-		r->head_len + r->body_len, r->flags & L7_REQ_CHUNKED ? "true" : "false", (unsigned long long)r->conn);
+	fprintf(o, ",\"bytes_in\":%u,\"body_chunked\":%s", r->head_len + r->body_len, r->flags & L7_REQ_CHUNKED ? "true" : "false");
+	if (rs)   /* kernel clocks at the decision and at the response's last byte */
+		fprintf(o, ",\"bytes_out\":%llu,\"duration_ms\":%.3f", (unsigned long long)rs->bytes,
+			rs->ts_ns > r->ts_ns ? (double)(rs->ts_ns - r->ts_ns) / 1e6 : 0.0);
+	else
+		fputs(",\"bytes_out\":null,\"duration_ms\":null", o);
+	fprintf(o, ",\"conn\":\"%016llx\"}\n", (unsigned long long)r->conn);
+}
+
+static void unhold(struct alog_join *j, struct held *h, struct held **at)
+{
+	*at = h->hnext;
+	if (h->prev)
+		h->prev->next = h->next;
+	else
+		j->old = h->next;
+	if (h->next)
+		h->next->prev = h->prev;
+	else
+		j->young = h->prev;
+	j->n--;
+}
+
+/* the oldest held request written without its response, counted */
+static void give_up_oldest(struct version *v)
+{
+	struct alog_join *j = v->log_join;
+	struct held *h = j->old, **at = slot_of(j, h->r.conn, h->r.seq);
+
+	while (*at != h)
+		at = &(*at)->hnext;
+	unhold(j, h, at);
+	write_line(v, &h->r, NULL);
+	stat_bump(v->stats, L7_STAT_LOG_NO_RESPONSE);
+	free(h);
+}
+
+static int on_record(void *ctx, void *data, size_t size)
+{
+	struct version *v = ctx;
+	struct alog_join *j = v->log_join;
+
+	if (!v->log_out)
+		return 0;
+	if (size == sizeof(struct l7_log_resp)) {
+		const struct l7_log_resp *rs = data;
+		struct held **at = j ? slot_of(j, rs->conn, rs->seq) : NULL;
+		for (; at && *at; at = &(*at)->hnext)
+			if ((*at)->r.conn == rs->conn && (*at)->r.seq == rs->seq) {
+				struct held *h = *at;
+				unhold(j, h, at);
+				write_line(v, &h->r, rs);
+				free(h);
+				break;
+			}
+		return 0;   /* not found: its request was sampled out, NoLog or its record lost */
+	}
+	if (size < sizeof(struct l7_log_rec))
+		return 0;
+	const struct l7_log_rec *r = data;
+	struct held *h = r->seq && j ? malloc(sizeof *h) : NULL;
+	if (!h) {
+		write_line(v, r, NULL);
+		return 0;
+	}
+	if (j->n >= ALOG_HOLD_MAX)
+		give_up_oldest(v);
+	h->r = *r;
+	h->at_ms = mono_ms();
+	struct held **at = slot_of(j, r->conn, r->seq);
+	h->hnext = *at;
+	*at = h;
+	h->prev = j->young;
+	h->next = NULL;
+	if (j->young)
+		j->young->next = h;
+	else
+		j->old = h;
+	j->young = h;
+	j->n++;
 	return 0;
+}
+
+void alog_tick(struct l7run *L)
+{
+	uint64_t now = mono_ms();
+
+	for (struct version *v = L->cur; v; v = v->older)
+		while (v->log_join && v->log_join->old && now - v->log_join->old->at_ms >= ALOG_HOLD_MS)
+			give_up_oldest(v);
 }
 
 static void on_ready(struct l7run *L, struct io *io, uint32_t events)
@@ -178,6 +295,7 @@ int alog_version_open(struct l7run *L, struct version *v, char *err, size_t errl
 			v->rule_line[mf->rule[i].id] = (uint16_t)(mf->rule[i].line > 65535 ? 65535 : mf->rule[i].line);
 	int fd = bpf_object__find_map_fd_by_name(v->obj, "l7_log");
 	v->log_out = L->alog;
+	v->log_join = calloc(1, sizeof *v->log_join);
 	v->log_rb = fd >= 0 ? ring_buffer__new(fd, on_record, v, NULL) : NULL;
 	if (!v->log_rb) {
 		snprintf(err, errlen, "--access-log: cannot read the l7_log ring buffer: %s",
@@ -204,6 +322,10 @@ void alog_version_close(struct l7run *L, struct version *v)
 		ring_buffer__free(v->log_rb);
 		v->log_rb = NULL;
 	}
+	while (v->log_join && v->log_join->old)
+		give_up_oldest(v);   /* the version's responses can no longer come */
+	free(v->log_join);
+	v->log_join = NULL;
 	free(v->rule_line);
 	v->rule_line = NULL;
 }

@@ -215,6 +215,8 @@ static int run_loop(struct l7run *L)
 		uint64_t now = now_ms();
 		L->mode->tick(L, now);
 		versions_tick(L, now);
+		if (L->alog)
+			alog_tick(L);
 		jwt_tick(&L->env.jwt);
 		ident_tick(&L->env.ident);
 		ep_tick(&L->env.ep, now);

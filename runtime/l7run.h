@@ -102,6 +102,7 @@ struct version {
 	struct ring_buffer *log_rb;
 	struct io log_io;
 	FILE *log_out;
+	struct alog_join *log_join;   /* requests waiting for their response's record */
 	uint16_t *rule_line;     /* .l7 line of each rule id (the manifest's RULE records) */
 	uint32_t n_rule_line;
 };
@@ -281,6 +282,7 @@ int alog_open(struct l7run *L, const char *path);
 int alog_version_open(struct l7run *L, struct version *v, char *err, size_t errlen);   /* loader thread */
 void alog_version_watch(struct l7run *L, struct version *v);   /* the loop: at publish */
 void alog_version_close(struct l7run *L, struct version *v);   /* drains what is left */
+void alog_tick(struct l7run *L);   /* the loop: requests whose response is overdue go without */
 
 void l7run_init(struct l7run *L, const struct mode_ops *mode);   /* defaults */
 int l7run_serve(struct l7run *L);   /* run the mode until stopped; the exit code */

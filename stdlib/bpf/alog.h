@@ -13,8 +13,27 @@
 #define L7_LOG_VW(verdict, why, mode, status) \
 	((__u32)(verdict) | (__u32)(why) << 4 | (__u32)(mode) << 8 | (__u32)(status) << 12)
 
-/* vw: L7_LOG_VW; port: the client's port | backend slot << 16; rule, audit as in the decision */
-__attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 rule, __u32 audit)
+#define L7_LOG_RA(rule, audit) (((__u32)(rule) & 0xffff) | (__u32)(audit) << 16)
+
+static __always_inline int l7_log_on(void)
+{
+	__u32 zero = 0;
+	struct l7_config *cfg = bpf_map_lookup_elem(&l7_config, &zero);
+
+	return cfg && (cfg->flags & L7_CFG_LOG);
+}
+
+static __always_inline void l7_log_dropped(__u32 k)
+{
+	__u64 *v = bpf_map_lookup_elem(&l7_stats, &k);
+
+	if (v)
+		__sync_fetch_and_add(v, 1);
+}
+
+/* vw: L7_LOG_VW; port: the client's port | backend slot << 16; ra: L7_LOG_RA(rule, audit) as
+ * in the decision; seq: 0, or the request's number for its response record (l7g_log_resp) */
+__attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 ra, __u32 seq)
 {
 	__u32 zero = 0;
 	struct l7_config *cfg = bpf_map_lookup_elem(&l7_config, &zero);
@@ -30,10 +49,7 @@ __attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 ru
 		return 0;
 	r = bpf_ringbuf_reserve(&l7_log, sizeof(*r), 0);
 	if (!r) {
-		__u32 k = L7_STAT_LOG_DROPPED;
-		__u64 *v = bpf_map_lookup_elem(&l7_stats, &k);
-		if (v)
-			__sync_fetch_and_add(v, 1);
+		l7_log_dropped(L7_STAT_LOG_DROPPED);
 		return 0;
 	}
 	r->ts_ns = bpf_ktime_get_ns();
@@ -50,8 +66,9 @@ __attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 ru
 	r->why = vw >> 4 & 15;
 	r->status = vw >> 12;
 	r->upstream = port >> 16;
-	r->rule = rule;
-	r->audit = audit;
+	r->rule = ra & 0xffff;
+	r->audit = ra >> 16;
+	r->seq = seq;
 	r->head_len = req->head_len;
 	r->body_len = req->body_len;
 	r->flags = req->flags;
@@ -64,6 +81,28 @@ __attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 ru
 	__builtin_memcpy(r->method, &req->buf[req->method_s.off & (L7_MAX_HEAD - 1)], L7_LOG_METHOD);
 	__builtin_memcpy(r->target, &req->buf[req->target.off & (L7_MAX_HEAD - 1)], L7_LOG_PATH);
 	__builtin_memcpy(r->host, &req->buf[req->host.off & (L7_MAX_HEAD - 1)], L7_LOG_HOST);
+	bpf_ringbuf_submit(r, 0);
+	return 0;
+}
+
+/* The end of the response to request `seq` of client connection `conn` (as l7g_log had them):
+ * its final status and bytes. Sampled out requests have no record: l7run drops the response's. */
+__attribute__((noinline)) int l7g_log_resp(__u64 conn, __u32 seq, __u32 status, __u32 bytes)
+{
+	struct l7_log_resp *r;
+
+	if (!seq || !l7_log_on())
+		return 0;
+	r = bpf_ringbuf_reserve(&l7_log, sizeof(*r), 0);
+	if (!r) {   /* its request's line goes without (access_log_no_response) */
+		l7_log_dropped(L7_STAT_LOG_RESP_DROPPED);
+		return 0;
+	}
+	r->ts_ns = bpf_ktime_get_ns();
+	r->conn = conn;
+	r->seq = seq;
+	r->status = status;
+	r->bytes = bytes;
 	bpf_ringbuf_submit(r, 0);
 	return 0;
 }

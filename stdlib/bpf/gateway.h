@@ -380,12 +380,15 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 		c->last_up = up + 1;
 		l7_stat(L7_STAT_FORWARDED);
 		if (!dp->nolog)
-			l7g_log(cookie, L7_LOG_VW(dp->verdict, 0, L7_LOG_GATEWAY, 0), dp->upstream << 16, dp->rule, dp->audit);
+			l7g_log(cookie, L7_LOG_VW(dp->verdict, 0, L7_LOG_GATEWAY, 0), dp->upstream << 16,
+				L7_LOG_RA(dp->rule, dp->audit), ++c->log_req);
 		return;
 	}
+	/* forwarded by l7run (pool miss, order, chunked): the response comes on a pool socket */
+	__u32 lseq = dp->verdict == L7_FORWARD && dp->upstream < L7_MAX_UPSTREAMS ? ++c->log_req : 0;
 	if (!dp->nolog)
 		l7g_log(cookie, L7_LOG_VW(dp->verdict, why, L7_LOG_GATEWAY, dp->verdict == L7_DENY ? dp->status & 1023 : 0),
-			dp->upstream << 16, dp->rule, dp->audit);
+			dp->upstream << 16, L7_LOG_RA(dp->rule, dp->audit), lseq);
 
 	p.kind = L7_PASS_HEAD;
 	p.len = req->head_len;
@@ -670,6 +673,8 @@ static __always_inline int l7_upstream_head(struct l7_conn *c, __u64 cookie, str
 	__u32 st = s.status;
 
 	l7g_upstat(c->upstream, st ? st : 1, 0, 0);   /* every head, interim 1xx too */
+	if (st < 100 || st >= 200)
+		c->log_status = st;   /* the final one: the access log's */
 
 	if (rmut && (st < 100 || st >= 200))   /* the final response, not an interim 1xx */
 		l7_rx_stage(c, tr, sp, (__u32)h, 0);
@@ -759,10 +764,15 @@ L7_ENTRY int l7_gw_upstream_verdict(struct __sk_buff *skb)
 	}
 	if (c->flags & L7_CONN_BROKEN)
 		return SK_DROP;   /* l7_rx_stage: nothing more of it may reach the client unedited */
+	c->log_bytes += len;
 	if (c->resp_final) {
 		c->resp_final = 0;
 		__sync_fetch_and_add(&c->done, 1);
 		l7_stat(L7_STAT_RESPONSES);
+		/* the access log: the client's responses end in its requests' order */
+		if (cc)
+			l7g_log_resp(peer, __sync_fetch_and_add(&cc->log_resp, 1) + 1, c->log_status, c->log_bytes);
+		c->log_bytes = 0;
 	}
 	if (!peer)
 		return SK_DROP;   /* nobody to answer: the client is gone */

@@ -471,9 +471,11 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 	__u32 up = *(volatile __u32 *)&req->decided_up;
 	if (dp->audit)
 		l7_mesh_stat(L7_STAT_AUDITED);
+	/* a forward's response record finds it by seq + 1 (l7_mesh_slot.log_seq) */
 	if (!dp->nolog)
 		l7g_log((__u64)k->lport << 32 | k->lip, L7_LOG_VW(dp->verdict, 0, L7_LOG_MESH, dp->verdict == L7_DENY ? dp->status & 1023 : 0),
-			(k->lport & 0xffff) | (dp->upstream & 0xffff) << 16, dp->rule, dp->audit);
+			(k->lport & 0xffff) | (dp->upstream & 0xffff) << 16, L7_LOG_RA(dp->rule, dp->audit),
+			dp->verdict == L7_FORWARD || dp->verdict == L7_FALLBACK ? (__u32)seq + 1 : 0);
 	if (dp->verdict == L7_FALLBACK) {
 		struct l7_mesh_addr_key fk = { 0, 0 };
 		struct l7_mesh_addr *fb = bpf_map_lookup_elem(&l7_mesh_addrs, &fk);
@@ -531,6 +533,7 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 			__builtin_memcpy(m->set, dp->rset, sizeof(m->set));
 		}
 	}
+	s->log_seq[ri & (L7_MESH_NOBODY_DEPTH - 1)] = (__u32)seq + 1;
 	__sync_fetch_and_add(&s->req_cnt, 1);
 	if (req->flags & L7_REQ_CHUNKED)
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CHUNKED, 0, total, b - 1, seq);
@@ -718,8 +721,16 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	 * raw: never counted final, and the client's next switch of upstream waited forever). */
 	bpf_msg_apply_bytes(msg, len);
 	struct l7_mesh_key owner = s->owner;
-	if (final)
+	if (status >= 200 || (status && status < 100))
+		s->log_status = status;   /* the final one (1: outside 100-599) */
+	s->log_bytes += len;
+	if (final) {
+		/* the access log: the response to request resp_cnt of this connection */
+		l7g_log_resp((__u64)owner.lport << 32 | owner.lip, s->log_seq[s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1)],
+			     s->log_status, s->log_bytes);
+		s->log_bytes = 0;
 		__sync_fetch_and_add(&s->resp_cnt, 1);
+	}
 	struct l7_mesh_conn *oc = NULL;
 	if (s->state == L7_MS_BUSY)
 		oc = bpf_map_lookup_elem(&l7_mesh_conns, &owner);

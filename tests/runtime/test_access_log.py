@@ -5,6 +5,9 @@
     (allow / deny / audit), the deciding rule's line (the policy's own line numbers), status of
     a deny, upstream and endpoint of a forward, bytes_in (the request's bytes), and why a deny
     denied; requests sent by curl too;
+  - the response side of forwarded requests, joined to the request's line: the backend's real
+    status (200, 201, 404; also on keep-alive connections, several requests each), bytes_out
+    equal to the response's bytes on the wire, a duration >= 0 from kernel clocks;
   - NoLog(request): that rule's requests are not in the log;
   - `--access-log-sample 4`: about a quarter of 400 requests is logged;
   - a full ring buffer (`--access-log-buffer 4096`, pipelined requests): every request is either
@@ -70,11 +73,12 @@ def req_bytes(path, host="t"):
 
 
 def get(port, path):
+    """(status, the response's bytes on the wire)"""
     s = connect(port)
     try:
         s.sendall(req_bytes(path))
-        st, _, body = Reader(s).framed()
-        return st, body
+        st, wire, _ = Reader(s).framed()
+        return st, wire
     finally:
         s.close()
 
@@ -111,10 +115,12 @@ def t_fields(mode, obj, svc, pa):
     path = os.path.join(TMP, "fields-%s.json" % mode)
     ctx, log = serving(mode, obj, svc, pa, "fields", ("--access-log", path))
     cases = [("/ok/1", 200, "allow"), ("/secret/x", 200, "audit"), ("/admin/y", 403, "deny"),
-             ("/quiet/z", 200, None), ("/nowhere", 404, "deny"), ("/ok/2?a=b", 200, "allow")]
+             ("/quiet/z", 200, None), ("/nowhere", 404, "deny"), ("/ok/2?a=b", 200, "allow"),
+             ("/ok/made?status=201", 201, "allow"), ("/ok/gone?status=404", 404, "allow")]
+    wire = {}
     with ctx:
         for p, want, _ in cases:
-            st, _ = get(svc, p)
+            st, wire[p] = get(svc, p)
             check(st == want, "%s %s: %d, expected %d" % (mode, p, st, want))
         r = subprocess.run(["curl", "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
                             "http://127.0.0.1:%d/ok/curl" % svc], capture_output=True, text=True, timeout=10)
@@ -135,13 +141,41 @@ def t_fields(mode, obj, svc, pa):
             else:
                 check(l["rule"] == 0 and l["why"] == "no policy routes it", what)
         else:
-            check(l["status"] is None and l["upstream"] == "app" and l["endpoint"] == "127.0.0.1:%d" % pa, what)
+            check(l["upstream"] == "app" and l["endpoint"] == "127.0.0.1:%d" % pa, what)
             check(l["line"] == LINE["route"], what)
+            # the response's record, joined: the backend's status, its bytes, kernel clocks
+            check(l["status"] == want and l["bytes_out"] == wire[p], what + " (response: %d bytes)" % wire[p])
+            check(isinstance(l["duration_ms"], float) and 0 <= l["duration_ms"] < 5000, what)
         if decision == "audit":
             check(l["audit_line"] == 11, what)
         if mode == "mesh":
             check(isinstance(l["client_port"], int) and l["client_port"] > 0, what)
     check(lines[-1]["target"] == "/ok/curl" and lines[-1]["decision"] == "allow", "%s curl line: %s" % (mode, lines[-1]))
+    check(lines[-1]["status"] == 200 and lines[-1]["bytes_out"] > 0, "%s curl line: %s" % (mode, lines[-1]))
+
+
+def t_keepalive(mode, obj, svc, pa):
+    """Several requests on each of three connections, interleaved: each line gets its own
+    response (status and bytes), joined by connection and request number."""
+    path = os.path.join(TMP, "keepalive-%s.json" % mode)
+    ctx, log = serving(mode, obj, svc, pa, "keepalive", ("--access-log", path))
+    paths = ["/ok/k%d?status=%d&size=%d" % (i, (200, 201, 404)[i % 3], 10 * i + 1) for i in range(12)]
+    want = {}
+    with ctx:
+        socks = [connect(svc) for _ in range(3)]
+        rds = [Reader(s) for s in socks]
+        for i, p in enumerate(paths):
+            socks[i % 3].sendall(req_bytes(p))
+            st, w, body = rds[i % 3].framed()
+            check(st == (200, 201, 404)[i % 3] and len(body) == 10 * i + 1, "%s %s: %d" % (mode, p, st))
+            want[p] = (st, w)
+        for s in socks:
+            s.close()
+        lines = log_lines(path, len(paths))
+    check(len(lines) == len(paths), "%s: %d lines for %d requests" % (mode, len(lines), len(paths)))
+    for l in lines:
+        check((l["status"], l["bytes_out"]) == want[l["target"]], "%s: %s, response %s" % (mode, l, want[l["target"]]))
+    check(len({l["conn"] for l in lines}) == 3, "%s: three connections" % mode)
 
 
 def t_sample(mode, obj, svc, pa):
@@ -181,10 +215,13 @@ def t_drops(mode, obj, svc, pa):
         s.close()
         check(sts == [200] * (n - 1), "%s: statuses %s" % (mode, sts))
         time.sleep(0.5)
-        lines = log_lines(path, n, 0.5)
         text = subprocess.run(["curl", "-sS", "-m", "5", "http://127.0.0.1:%d/metrics" % mport],
                               capture_output=True, text=True, timeout=10).stdout
+    # after l7run stopped: a request whose response's record was dropped is written then
+    lines = log_lines(path, n, 0.5)
     s = samples(text)
+    no_resp = [l for l in lines if l["bytes_out"] is None]
+    check(all(l["status"] is None and l["duration_ms"] is None for l in no_resp), "%s: nulls" % mode)
     dropped = s.get("l7_access_log_dropped_total", -1)
     check(dropped == s.get('l7_dataplane_total{event="access_log_dropped"}'), "%s: the two counts agree" % mode)
     check(dropped > 0, "%s: a 4 KiB ring buffer under %d pipelined requests dropped none (%d lines)" % (mode, n, len(lines)))
@@ -207,7 +244,7 @@ def main():
                 f.write(POLICY % (base, base + 1))
             obj = src[:-3] + ".o"
             subprocess.run([L7C, src, "-o", obj], check=True, timeout=120)
-            for name, fn in (("fields", t_fields), ("sample", t_sample), ("drops", t_drops)):
+            for name, fn in (("fields", t_fields), ("keepalive", t_keepalive), ("sample", t_sample), ("drops", t_drops)):
                 t = time.time()
                 try:
                     fn(mode, obj, base, base + 1)

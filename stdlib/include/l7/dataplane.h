@@ -54,7 +54,10 @@ struct l7_lb_tab {
 #define L7_IDLE_SLOTS    32    /* idle pool sockets per upstream the kernel can take (l7_idle) */
 #define L7_RXQ_DEPTH     16    /* responses with mutations framed but not yet sent to a client */
 /* The access log: one record per request at its decision, into the l7_log ring buffer
- * (stdlib/bpf/alog.h), which l7run reads (--access-log). The fields the kernel knows then. */
+ * (stdlib/bpf/alog.h), which l7run reads (--access-log). The fields the kernel knows then;
+ * a request the kernel expects an upstream's response for carries a seq (1.., per client
+ * connection), and the response's end writes a struct l7_log_resp with the same conn and seq,
+ * which l7run joins to it (runtime/alog.c). */
 #define L7_LOG_RING      (1u << 20) /* bytes of l7_log (l7run --access-log-buffer changes it) */
 #define L7_LOG_METHOD    16
 #define L7_LOG_PATH      128        /* the first bytes of the request-target */
@@ -76,12 +79,22 @@ struct l7_log_rec {
 	__u32 rule;            /* the deciding rule's id (0: none, the default) */
 	__u32 audit;           /* 1 + the last auditing rule's id, 0 none */
 	__u32 head_len, body_len, flags;   /* flags: L7_REQ_* */
+	__u32 seq;             /* 0: no response record follows; else the one l7_log_resp to join */
 	__u16 method_len, target_len, host_len, pad;   /* the whole lengths (the copies are cut) */
 	char method[L7_LOG_METHOD];
 	char target[L7_LOG_PATH];
 	char host[L7_LOG_HOST];
 };
 #define L7_LOG_NO_CALLER 0xffffffffu
+/* At the end of a response (its last byte framed): what the request's record could not know */
+struct l7_log_resp {
+	__u64 ts_ns;           /* bpf_ktime_get_ns() at the response's end */
+	__u64 conn;            /* as the request's record */
+	__u32 seq;             /* as the request's record */
+	__u32 status;          /* the final status (a 1xx before it is not it) */
+	__u64 bytes;           /* the response's bytes as sent to the client, interim 1xx included */
+};
+_Static_assert(sizeof(struct l7_log_resp) != sizeof(struct l7_log_rec), "l7run tells them by size");
 
 #define L7_SCAN_STATE    256   /* bytes of scanner state per CPU (l7_scan): kept out of the stack,
                                 * where the verifier would enumerate its values per bpf_loop step */
@@ -147,6 +160,10 @@ struct l7_conn {
 	__u64 kbind;
 	__u32 kbind_up;
 	__u32 pad;
+	/* the access log: clients: requests given a seq, responses ended (l7_log_resp.seq);
+	 * pool sockets: the current response's final status and bytes so far */
+	__u32 log_req, log_resp;
+	__u32 log_status, log_bytes;
 };
 
 /* Idle pool sockets of one upstream the data plane may take for a new client (l7_idle, one

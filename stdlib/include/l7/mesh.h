@@ -125,6 +125,11 @@ struct l7_mesh_slot {
 	__u64 no_body;
 	/* ORPHAN: response bytes discarded at l7run's end so far (bounded: see l7_mesh_response) */
 	__u64 orphan_bytes;
+	/* the access log: the seq (l7_log_rec.seq) of request n on this connection at entry
+	 * n & 63, and the current response's final status and bytes so far */
+	__u32 log_seq[64];    /* = L7_MESH_NOBODY_DEPTH */
+	__u32 log_status;
+	__u32 log_bytes;
 };
 #define L7_MESH_NOBODY_DEPTH 64
 
@@ -194,7 +199,7 @@ struct l7_mesh_ctl {
 
 #define L7_MESH_KEY_SIZE   16
 #define L7_MESH_CONN_SIZE  160
-#define L7_MESH_SLOT_SIZE  72
+#define L7_MESH_SLOT_SIZE  336
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
