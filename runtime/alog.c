@@ -90,6 +90,31 @@ static const char *why_text(unsigned why)
 	return why < sizeof t / sizeof t[0] && t[why] ? t[why] : "?";
 }
 
+/* the class of a refusal by the status the parser chose (l7_http_error_status; 503: a split
+ * program's chain broke): a sentence, or (code) the "error" field's name */
+static const char *refusal_text(unsigned status, int code)
+{
+	switch (status) {
+	case 414: return code ? "uri_too_long" : "request-target too long";
+	case 431: return code ? "head_too_large" : "request head too large";
+	case 501: return code ? "not_implemented" : "a transfer coding not implemented";
+	case 503: return code ? "chain_failed" : "a split program's tail call failed";
+	default:  return code ? "bad_request" : "malformed request";
+	}
+}
+
+/* why a JWT check failed: -enum l7_jwt_res (stdlib/bpf/jwt.h), as its comments say */
+static const char *jwt_text(unsigned err)
+{
+	static const char *const t[] = {
+		[1] = "missing", [2] = "not a bearer token", [3] = "empty or too long", [4] = "malformed",
+		[5] = "bad base64url", [6] = "bad JSON", [7] = "algorithm not allowed", [8] = "no key",
+		[9] = "bad signature", [10] = "no expiry", [11] = "expired", [12] = "not yet valid",
+		[13] = "wrong issuer", [14] = "wrong audience", [15] = "internal",
+	};
+	return err < sizeof t / sizeof t[0] && t[err] ? t[err] : "invalid";
+}
+
 /* request r's line, with its response's record (NULL: none came) */
 static void write_line(struct version *v, const struct l7_log_rec *r, const struct l7_log_resp *rs)
 {
@@ -126,16 +151,22 @@ static void write_line(struct version *v, const struct l7_log_rec *r, const stru
 		jname(o, &mf->service[r->service].name);
 	else
 		fputs("null", o);
-	fputs(",\"method\":", o);
-	jfield(o, r->method, r->method_len, L7_LOG_METHOD);
-	fputs(",\"target\":", o);
-	jfield(o, r->target, r->target_len, L7_LOG_PATH);
-	fprintf(o, ",\"target_cut\":%s,\"host\":", r->target_len > L7_LOG_PATH ? "true" : "false");
-	jfield(o, r->host, r->host_len, L7_LOG_HOST);
-	fprintf(o, ",\"protocol\":\"%s\"", r->flags & L7_REQ_HTTP10 ? "HTTP/1.0" : "HTTP/1.1");
+	/* a request the parser refused: its head was not understood, so no field of it is known */
+	int refused = r->verdict == L7_DENY && r->why == L7_WHY_BAD;
+	if (refused) {
+		fputs(",\"method\":null,\"target\":null,\"target_cut\":false,\"host\":null,\"protocol\":null", o);
+	} else {
+		fputs(",\"method\":", o);
+		jfield(o, r->method, r->method_len, L7_LOG_METHOD);
+		fputs(",\"target\":", o);
+		jfield(o, r->target, r->target_len, L7_LOG_PATH);
+		fprintf(o, ",\"target_cut\":%s,\"host\":", r->target_len > L7_LOG_PATH ? "true" : "false");
+		jfield(o, r->host, r->host_len, L7_LOG_HOST);
+		fprintf(o, ",\"protocol\":\"%s\"", r->flags & L7_REQ_HTTP10 ? "HTTP/1.0" : "HTTP/1.1");
+	}
 
 	/* the decision, and who carries it out */
-	const char *decision = r->verdict == L7_DENY ? "deny" : r->verdict == L7_FALLBACK ? "slow path"
+	const char *decision = refused ? "refused" : r->verdict == L7_DENY ? "deny" : r->verdict == L7_FALLBACK ? "slow path"
 			       : r->audit ? "audit" : r->verdict == L7_FORWARD ? "allow" : "?";
 	const char *by = r->verdict == L7_FALLBACK ? "fallback proxy" : r->verdict == L7_DENY || r->why ? "l7run" : "kernel";
 	fprintf(o, ",\"decision\":\"%s\",\"by\":\"%s\",\"rule\":%u,\"line\":", decision, by, r->rule);
@@ -170,7 +201,9 @@ static void write_line(struct version *v, const struct l7_log_rec *r, const stru
 		fputs("null", o);
 	/* why: a deny's rule (or the default), l7run's reason to take a request */
 	fputs(",\"why\":", o);
-	if (r->verdict == L7_DENY && r->rule)
+	if (refused)
+		fprintf(o, "\"%s\",\"error\":\"%s\"", refusal_text(r->status, 0), refusal_text(r->status, 1));
+	else if (r->verdict == L7_DENY && r->rule)
 		fprintf(o, "\"rule %u (line %u)\"", r->rule, r->rule < v->n_rule_line ? v->rule_line[r->rule] : 0);
 	else if (r->verdict == L7_DENY && r->status == 404)
 		fputs("\"no policy routes it\"", o);
@@ -180,7 +213,12 @@ static void write_line(struct version *v, const struct l7_log_rec *r, const stru
 		fprintf(o, "\"%s\"", why_text(r->why));
 	else
 		fputs("null", o);
-	fprintf(o, ",\"bytes_in\":%u,\"body_chunked\":%s", r->head_len + r->body_len, r->flags & L7_REQ_CHUNKED ? "true" : "false");
+	if (r->verdict == L7_DENY && !refused && r->jwt_err)   /* the last JWT check that failed */
+		fprintf(o, ",\"jwt\":\"%s\"", jwt_text(r->jwt_err));
+	if (refused)
+		fputs(",\"bytes_in\":null,\"body_chunked\":false", o);
+	else
+		fprintf(o, ",\"bytes_in\":%u,\"body_chunked\":%s", r->head_len + r->body_len, r->flags & L7_REQ_CHUNKED ? "true" : "false");
 	if (rs)   /* kernel clocks at the decision and at the response's last byte */
 		fprintf(o, ",\"bytes_out\":%llu,\"duration_ms\":%.3f", (unsigned long long)rs->bytes,
 			rs->ts_ns > r->ts_ns ? (double)(rs->ts_ns - r->ts_ns) / 1e6 : 0.0);
@@ -240,7 +278,9 @@ static int on_record(void *ctx, void *data, size_t size)
 	if (size < sizeof(struct l7_log_rec))
 		return 0;
 	const struct l7_log_rec *r = data;
-	struct held *h = r->seq && j ? malloc(sizeof *h) : NULL;
+	/* mesh numbers every request: only a forward's response comes through the kernel */
+	int waits = r->seq && (r->verdict == L7_FORWARD || r->verdict == L7_FALLBACK) && r->why != L7_WHY_BAD;
+	struct held *h = waits && j ? malloc(sizeof *h) : NULL;
 	if (!h) {
 		write_line(v, r, NULL);
 		return 0;

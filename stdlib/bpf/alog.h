@@ -72,7 +72,7 @@ __attribute__((noinline)) int l7g_log(__u64 conn, __u32 vw, __u32 port, __u32 ra
 	r->head_len = req->head_len;
 	r->body_len = req->body_len;
 	r->flags = req->flags;
-	r->pad = 0;
+	r->jwt_err = (__u16)req->jwt_err;
 	/* fixed-size copies at masked offsets (the buffer's slack keeps them inside req->buf) */
 	_Static_assert(L7_LOG_PATH <= L7_BUF_SLACK, "the copies stay inside req->buf");
 	r->method_len = (__u16)req->method_s.len;

@@ -948,6 +948,7 @@ static __always_inline int l7_jwt_check(struct l7_req *req, __u32 cfg)
 		l7_jwt_stat(L7_STAT_JWT_HIT);
 	if (r <= 0) {
 		l7_jwt_stat(L7_STAT_JWT_REJECT);
+		req->jwt_err = (__u32)-r & 31;   /* why, for the access log */
 		if (cfg < L7_MAX_JWT)
 			l7_jwt_claims_base(req, cfg);   /* no half-filled claim spans */
 		return 0;

@@ -8,6 +8,9 @@
   - the response side of forwarded requests, joined to the request's line: the backend's real
     status (200, 201, 404; also on keep-alive connections, several requests each), bytes_out
     equal to the response's bytes on the wire, a duration >= 0 from kernel clocks;
+  - a request the parser refuses (a head over 16 KiB: 431; a bad request line: 400) is a line
+    with its error class; a JWT deny says why the token failed (missing, expired, bad
+    signature, wrong audience), a valid token's request is allowed with no such field;
   - NoLog(request): that rule's requests are not in the log;
   - `--access-log-sample 4`: about a quarter of 400 requests is logged;
   - a full ring buffer (`--access-log-buffer 4096`, pipelined requests): every request is either
@@ -26,6 +29,7 @@ import time
 
 L7C, L7RUN, SRC = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tests", "common"))
+import jwtgen  # noqa: E402
 import procs  # noqa: E402
 from rawhttp import Reader, connect  # noqa: E402
 from telemetry import samples  # noqa: E402
@@ -36,6 +40,8 @@ TMP = tempfile.mkdtemp(prefix="l7alog-")
 CG = os.path.join(procs.CG_ROOT, "l7alog-%d" % PID)
 ECHO = os.path.join(SRC, "tests", "mesh", "echo.py")
 failures = []
+KEY = b"access-log-test-key-0123456789ab"
+KEYFILE = os.path.join(TMP, "jwt.key")
 
 POLICY = """import "http.l7i";
 service front = 127.0.0.1:%d;
@@ -57,6 +63,15 @@ policy routes (
 ) {
   if (!starts_with(request.path, "/nowhere")) {
     Route(request, app);
+  }
+}
+Jwt auth { key_file = "%s"; issuer = "t"; audience = "t"; }
+policy tokens (
+  act (HttpRequest request)
+  using (Jwt auth)
+) {
+  if (starts_with(request.path, "/jwt") && !auth.valid) {
+    Deny(request, 401);
   }
 }
 """
@@ -178,6 +193,45 @@ def t_keepalive(mode, obj, svc, pa):
     check(len({l["conn"] for l in lines}) == 3, "%s: three connections" % mode)
 
 
+def t_errors(mode, obj, svc, pa):
+    path = os.path.join(TMP, "errors-%s.json" % mode)
+    ctx, log = serving(mode, obj, svc, pa, "errors", ("--access-log", path))
+    now = int(time.time())
+    good = {"iss": "t", "aud": "t", "exp": now + 600}
+    cases = [  # path, Authorization, status, the line's "jwt"
+        ("/jwt/none", None, 401, "missing"),
+        ("/jwt/old", jwtgen.token(KEY, dict(good, exp=now - 600)), 401, "expired"),
+        ("/jwt/forged", jwtgen.token(KEY, good, flip=True), 401, "bad signature"),
+        ("/jwt/aud", jwtgen.token(KEY, dict(good, aud="other")), 401, "wrong audience"),
+        ("/jwt/good", jwtgen.token(KEY, good), 200, None)]
+    with ctx:
+        for p, tok, want, _ in cases:
+            s = connect(svc)
+            auth = "Authorization: Bearer %s\r\n" % tok if tok else ""
+            s.sendall(("GET %s HTTP/1.1\r\nHost: t\r\n%s\r\n" % (p, auth)).encode())
+            st = Reader(s).framed()[0]
+            s.close()
+            check(st == want, "%s %s: %d, expected %d" % (mode, p, st, want))
+        refusals = [(b"GET /ok/big HTTP/1.1\r\nHost: t\r\nX-Big: " + b"a" * 20000 + b"\r\n\r\n", 431, "head_too_large"),
+                    (b"GET /ok/bad HTTP/1.1 x\r\nHost: t\r\n\r\n", 400, "bad_request")]
+        for data, want, _ in refusals:
+            s = connect(svc)
+            s.sendall(data)
+            st = Reader(s).framed()[0]
+            s.close()
+            check(st == want, "%s refusal: %d, expected %d" % (mode, st, want))
+        lines = log_lines(path, len(cases) + len(refusals))
+    check(len(lines) == len(cases) + len(refusals), "%s: %d lines: %s" % (mode, len(lines), lines))
+    for (p, _, want, why), l in zip(cases, lines):
+        what = "%s %s: %s" % (mode, p, l)
+        check(l["target"] == p and l["status"] == want and l.get("jwt") == why, what)
+        check(l["decision"] == ("deny" if why else "allow"), what)
+    for (_, want, err), l in zip(refusals, lines[len(cases):]):
+        what = "%s refusal: %s" % (mode, l)
+        check(l["decision"] == "refused" and l["status"] == want and l["error"] == err and l["target"] is None, what)
+        check(l["client"] == "127.0.0.1" and l["service"] == "front" and l["why"], what)
+
+
 def t_sample(mode, obj, svc, pa):
     path = os.path.join(TMP, "sample-%s.json" % mode)
     ctx, log = serving(mode, obj, svc, pa, "sample", ("--access-log", path, "--access-log-sample", "4"))
@@ -235,16 +289,19 @@ def main():
     if os.geteuid() != 0:
         print("FAIL: needs root")
         return 1
+    with open(KEYFILE, "wb") as f:
+        f.write(KEY)
     os.mkdir(CG)
     try:
         for i, mode in enumerate(("gateway", "mesh")):
             base = BASE + i * 10
             src = os.path.join(TMP, "alog-%s.l7" % mode)
             with open(src, "w") as f:
-                f.write(POLICY % (base, base + 1))
+                f.write(POLICY % (base, base + 1, KEYFILE))
             obj = src[:-3] + ".o"
             subprocess.run([L7C, src, "-o", obj], check=True, timeout=120)
-            for name, fn in (("fields", t_fields), ("keepalive", t_keepalive), ("sample", t_sample), ("drops", t_drops)):
+            for name, fn in (("fields", t_fields), ("keepalive", t_keepalive), ("errors", t_errors), ("sample", t_sample),
+                         ("drops", t_drops)):
                 t = time.time()
                 try:
                     fn(mode, obj, base, base + 1)

@@ -97,6 +97,7 @@ struct l7_req {
 	__u32 decided_up;      /* the machinery's copy of the decision's upstream (mesh.h) */
 	__u32 jwt_done;        /* bit i: configuration i was checked for this request */
 	__u32 jwt_ok;          /* bit i: ... and the token was valid */
+	__u32 jwt_err;         /* -enum l7_jwt_res of the last check that failed (0: none): the access log's */
 	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
 	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];
 	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* claim values (unescaped) of the checked tokens */

@@ -80,7 +80,8 @@ struct l7_log_rec {
 	__u32 audit;           /* 1 + the last auditing rule's id, 0 none */
 	__u32 head_len, body_len, flags;   /* flags: L7_REQ_* */
 	__u32 seq;             /* 0: no response record follows; else the one l7_log_resp to join */
-	__u16 method_len, target_len, host_len, pad;   /* the whole lengths (the copies are cut) */
+	__u16 method_len, target_len, host_len;   /* the whole lengths (the copies are cut) */
+	__u16 jwt_err;         /* l7_req.jwt_err: why the last JWT check failed (0: none failed) */
 	char method[L7_LOG_METHOD];
 	char target[L7_LOG_PATH];
 	char host[L7_LOG_HOST];
