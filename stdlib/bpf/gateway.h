@@ -431,19 +431,6 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 	l7_client_act(c, cookie, req, &d);
 }
 
-/* Who a refusal's log line is about: the scratch request may be another connection's */
-static __always_inline void l7_gw_refusal_addr(struct __sk_buff *skb, struct l7_conn *c)
-{
-	__u32 zero = 0;
-	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
-
-	if (req) {
-		req->src_ip4 = skb->remote_ip4;
-		req->dst_port = skb->local_port;
-		req->service = c->service;
-	}
-}
-
 /* Fail closed: the rest of this client's stream is refused (l7run answers `status` and
  * closes), counted as `stat`. For a malformed request, and when a split program's chain is
  * broken. */
@@ -546,8 +533,7 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 			p.why = L7_WHY_BAD;
 			l7_pass_put(c, cookie, &p);
 			c->act = L7_ACT_PASS;
-			l7_gw_refusal_addr(skb, c);
-			l7g_log(cookie, L7_LOG_VW(L7_DENY, L7_WHY_BAD, L7_LOG_GATEWAY, 400), 0, 0, 0);
+
 			return l7_message(c, (__u32)n);
 		}
 		if (c->act == L7_ACT_PASS) {
@@ -583,13 +569,13 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 	int h = l7_http_parse_head(req, avail < L7_MAX_HEAD ? avail : L7_MAX_HEAD);
 	if (h == 0)
 		return l7_need_more(c);
-	if (h < 0) {
-		/* never forwarded: l7run answers the status and closes */
-		l7_gw_refusal_addr(skb, c);
-		return l7_gw_refuse(c, cookie, avail, l7_http_error_status(h), L7_STAT_BAD_REQUEST);
-	}
 	req->src_ip4 = skb->remote_ip4;    /* the client (l7run accepted it) */
 	req->dst_port = skb->local_port;   /* the listener's port, host order */
+	if (h < 0) {
+		/* never forwarded: l7run answers the status and closes (the log's line says who) */
+		req->service = c->service;
+		return l7_gw_refuse(c, cookie, avail, l7_http_error_status(h), L7_STAT_BAD_REQUEST);
+	}
 	if (l7_split_gw)
 		return l7_gw_chain_start(skb, c, cookie, req, (__u32)h, avail);
 	l7_client_decide(c, cookie, req);
