@@ -648,6 +648,16 @@ void istio_authn(struct ictx *x, const struct ynode *doc, const char *ns, const 
 		bool auds_ok = true;
 		for (int a = 0; a < na; a++)
 			auds_ok &= (aud[a] = y_str(x, auds[a], "an audience")) != NULL;
+		/* what a Jwt setting holds (frontend/state.c): longer would be an import that does not compile */
+		if (iss && strlen(iss) > 63) {
+			l7_diag(x->d, L7_ERROR, y_get(r, "issuer")->loc, "issuer is %zu bytes: l7c's Jwt issuer holds at most 63", strlen(iss));
+			continue;
+		}
+		for (int a = 0; a < na && auds_ok; a++)
+			if (strlen(aud[a]) > 63) {
+				l7_diag(x->d, L7_ERROR, auds[a]->loc, "audience is %zu bytes: l7c's Jwt audience holds at most 63", strlen(aud[a]));
+				auds_ok = false;
+			}
 		if (!auds_ok)
 			continue;
 		if (na > 1)
