@@ -281,6 +281,15 @@ int verify_object(struct report *r, const char *cgroup_root)
 				link[nlinks++] = l, g->attach_errno = 0, r->attached++;
 			continue;
 		}
+		if (type == BPF_TRACE_RAW_TP) {   /* as l7run --mesh: a raw tracepoint fd */
+			snprintf(g->attach_to, sizeof(g->attach_to), "tracepoint %.84s", strchr(progs[i].section, '/') + 1);
+			int l = bpf_raw_tracepoint_open(strchr(progs[i].section, '/') + 1, fd);
+			if (l < 0)
+				refused(r, g, errno, type, NULL);
+			else
+				link[nlinks++] = l, g->attach_errno = 0, r->attached++;
+			continue;
+		}
 		int map = bpf_object__find_map_fd_by_name(maps, progs[i].map);
 		snprintf(g->attach_to, sizeof(g->attach_to), "%s", progs[i].map);
 		if (map < 0) {

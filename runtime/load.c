@@ -174,8 +174,10 @@ struct bpf_object *open_policy(struct policy_env *env, const struct policy_file 
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, obj) {
 		const char *n = bpf_program__name(p);
-		int mesh = !strcmp(n, L7_MESH_PROG_SOCKOPS) || !strcmp(n, L7_MESH_PROG_MSG) ||
-			   !strncmp(n, "l7_mesh_decide_", 15);   /* a split SK_MSG's chain */
+		int mesh = !strncmp(n, "l7_mesh_decide_", 15);   /* a split SK_MSG's chain */
+		for (int i = 0; i < l7_n_progs; i++)
+			if (!strcmp(n, l7_progs[i].name))
+				mesh = prog_is_mesh(&l7_progs[i]);
 		/* the client sockets' SK_MSG edits responses: not loaded when no rule does */
 		int unused = !strcmp(n, "l7_client_msg") && !cfg->resp_mut;
 		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh && !unused);

@@ -134,6 +134,8 @@ static void mesh_unload(struct l7run *L, struct version *ver)
 	pool_fini(&v->pool);
 	if (v->sockops_link)
 		bpf_link__destroy(v->sockops_link);
+	if (v->redir_tp > 0)
+		close(v->redir_tp);
 	if (v->msg_attached)
 		bpf_prog_detach2(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT);
 }
@@ -173,8 +175,15 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 		addr_kind(v, NULL, L7_MA_UPSTREAM, (uint32_t)cfg->fallback);   /* key 0: the fallback proxy's */
 
 	struct bpf_program *msg = bpf_object__find_program_by_name(o, L7_MESH_PROG_MSG);
-	if (!msg || !bpf_object__find_program_by_name(o, L7_MESH_PROG_SOCKOPS)) {
+	struct bpf_program *redir = bpf_object__find_program_by_name(o, L7_MESH_PROG_REDIR);
+	if (!msg || !redir || !bpf_object__find_program_by_name(o, L7_MESH_PROG_SOCKOPS)) {
 		snprintf(err, errlen, "%s has no mesh programs (built by an older l7c?)", ver->path);
+		return -1;
+	}
+	/* before any socket is enrolled: a client's order needs every redirect into it counted */
+	v->redir_tp = bpf_raw_tracepoint_open(strchr(bpf_program__section_name(redir), '/') + 1, bpf_program__fd(redir));
+	if (v->redir_tp < 0) {
+		snprintf(err, errlen, "attach %s to %s: %s", L7_MESH_PROG_REDIR, bpf_program__section_name(redir), strerror(errno));
 		return -1;
 	}
 	v->msg_prog = bpf_program__fd(msg);

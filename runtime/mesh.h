@@ -24,6 +24,7 @@
 struct mesh_ver {
 	struct version v;        /* first: the core's */
 	struct bpf_link *sockops_link;
+	int redir_tp;            /* l7_mesh_redir_prog on sock:sk_data_ready: from load to unload */
 	int msg_prog, socks, conns, addrs, pool_map, pass, ctl;
 	int msg_attached;
 	uint32_t gen[L7_MESH_POOL_SIZE];   /* each slot's generation, as the data plane sees it */
@@ -55,6 +56,9 @@ struct mesh_client {
 	size_t chunk_pos;        /* framed up to here */
 	uint64_t chunk_left;     /* data bytes left of the current chunk, then its CRLF */
 	int chunk_state;         /* 0 size line, 1 data, 2 CRLF after data */
+	/* redirects into the client decided but not yet queued (l7/mesh.h redir_dec), as last
+	 * seen, and since when (ms): see answered() */
+	uint64_t redir_seen, redir_since;
 };
 
 struct relay;

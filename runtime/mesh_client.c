@@ -131,14 +131,30 @@ void mesh_client_close(struct l7run *L, struct mesh_client *c)
 	free(c);
 }
 
-/* Responses the client has had so far (kernel-delivered + ours). */
+/* A redirect the kernel has not counted as queued within this long never will be (it failed
+ * before queueing anything): ordering stops waiting for it. */
+#define REDIR_SETTLE_MS 200
+
+/* Responses the client has had so far (kernel-delivered + ours). One the data plane counted
+ * whose redirect is still on its way into the client's queue (l7/mesh.h redir_dec: e.g. its
+ * backend waits for the client's socket lock while the client is still sending) is not had
+ * yet: what l7run forwards now to another upstream could be answered first. */
 static uint64_t answered(struct mesh_client *c)
 {
 	struct l7_mesh_conn cc;
 
 	if (bpf_map_lookup_elem(c->v->conns, &c->key, &cc))
 		return UINT64_MAX;   /* the client is gone: nothing to wait for */
-	return cc.resp_done + c->local_done;
+	uint64_t got = cc.resp_done + c->local_done;
+	if (cc.redir_done == cc.redir_dec || !got)
+		return got;
+	if (c->redir_seen != cc.redir_dec) {
+		c->redir_seen = cc.redir_dec;
+		c->redir_since = now_ms();
+	} else if (now_ms() - c->redir_since >= REDIR_SETTLE_MS) {
+		return got;
+	}
+	return got - 1;
 }
 
 static void consume(struct mesh_client *c, size_t n)

@@ -266,6 +266,18 @@ static int check_btf(char *why, size_t n)
 	return ok ? 0 : -1;
 }
 
+/* The mesh's l7_mesh_redir_prog, reduced to `return 0`, on the tracepoint it uses. */
+static int check_tp(char *why, size_t n)
+{
+	struct bpf_insn p[] = { MOV_IMM(BPF_REG_0, 0), EXIT() };
+	int prog = load(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, p, 2);
+	int tp = prog < 0 ? -1 : bpf_raw_tracepoint_open("sk_data_ready", prog);
+	if (tp < 0)
+		snprintf(why, n, "%s: %s", prog < 0 ? "load" : "attach to sk_data_ready", strerror(errno));
+	close_all((int[]){ tp, prog }, 2);
+	return tp < 0 ? -1 : 0;
+}
+
 static int check_helper(enum bpf_prog_type type, enum bpf_func_id f, char *why, size_t n)
 {
 	int r = libbpf_probe_bpf_helper(type, f, NULL);
@@ -305,6 +317,7 @@ static int check(enum probe_id id, char *why, size_t n)
 	case PROBE_msg_ingress:   return check_msg(0, why, n);
 	case PROBE_msg_tail_call: return check_msg(1, why, n);
 	case PROBE_btf_psock:     return check_btf(why, n);
+	case PROBE_tp_data_ready: return check_tp(why, n);
 	case PROBE_N:             break;
 	}
 	return -1;

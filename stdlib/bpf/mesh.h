@@ -41,13 +41,44 @@ extern const __u32 l7_split_mesh;   /* generated (l7/abi.h): the SK_MSG program 
 
 /* Kernel structures read for the client queue bound, relocated against the running kernel's
  * BTF (CO-RE): a client socket's sk_psock and the bytes queued in its ingress list. */
+struct sock_common___l7 {
+	__be32 skc_daddr;
+	__be32 skc_rcv_saddr;
+	__be16 skc_dport;
+	__u16 skc_num;
+} __attribute__((preserve_access_index));
 struct sock___l7 {
+	struct sock_common___l7 __sk_common;
 	void *sk_user_data;
 } __attribute__((preserve_access_index));
 struct sk_psock___l7 {
 	__u32 msg_tot_len;
 } __attribute__((preserve_access_index));
 #define L7_SK_USER_DATA_PTRMASK (~7ull)   /* SK_USER_DATA_NOCOPY | _BPF | _PSOCK */
+
+/* Have the n responses before this request reached the client's queue, not only been decided?
+ * resp_done first, then redir_dec, then redir_done (l7/mesh.h): a program counts redir_dec
+ * before resp_done, and redir_done only grows after redir_dec, so a redirect on its way
+ * always shows as redir_done < redir_dec here. */
+static __always_inline int l7_mesh_delivered(const struct l7_mesh_conn *c, __u64 n)
+{
+	if (*(volatile const __u64 *)&c->resp_done != n)
+		return 0;
+	__u64 dec = *(volatile const __u64 *)&c->redir_dec;
+	return *(volatile const __u64 *)&c->redir_done == dec;
+}
+
+/* A redirect into a client's socket was decided: count it before anything that lets the client
+ * move on (resp_done), l7_mesh_redir_prog counts it again once it is queued. */
+static __always_inline int l7_mesh_redirect_client(struct sk_msg_md *msg, struct l7_mesh_conn *to,
+						   struct l7_mesh_key *key)
+{
+	if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, key, BPF_F_INGRESS) != SK_PASS)
+		return SK_DROP;
+	if (to)
+		__sync_fetch_and_add(&to->redir_dec, 1);
+	return SK_PASS;
+}
 
 /* Would `len` more bytes put the client over L7_MESH_CLIENT_QMAX unread bytes? */
 static __always_inline int l7_mesh_client_full(const struct l7_mesh_conn *c, __u32 len)
@@ -522,7 +553,7 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 	 * goes to the same connection (a connection answers in order). */
 	struct l7_mesh_ctl *ctl = bpf_map_lookup_elem(&l7_mesh_ctl, k);
 	__u64 done = ctl ? ctl->done_seq : 0, local = ctl ? ctl->local_done : 0;
-	int in_order = c->pass_seq == done && (c->resp_done + local == seq || c->last_up == up + 1);
+	int in_order = c->pass_seq == done && (c->last_up == up + 1 || l7_mesh_delivered(c, seq - local));
 
 	/* only this client's requests write the bits while it owns the slot (its sendmsg runs
 	 * under its socket lock); the response side only reads them */
@@ -748,16 +779,16 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 		oc = NULL;
 	}
 	if (oc) {
+		/* redirected (and counted in redir_dec) before it counts as done */
+		int rc = l7_mesh_redirect_client(msg, oc, &owner);
 		if (final) {
 			l7_mesh_stat(L7_STAT_RESPONSES);
-			if (oc)
-				__sync_fetch_and_add(&oc->resp_done, 1);
+			__sync_fetch_and_add(&oc->resp_done, 1);
 		}
 		/* a failed redirect (client gone) must not become SK_DROP: the backend would get
 		 * EACCES and drop the connection */
-		if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, &owner, BPF_F_INGRESS) == SK_PASS)
-			return SK_PASS;
-		l7_mesh_to_own_end(msg, k);
+		if (rc != SK_PASS)
+			l7_mesh_to_own_end(msg, k);
 		return SK_PASS;
 	}
 	if (s->state == L7_MS_ORPHAN) {
@@ -837,9 +868,49 @@ __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 			pc->flags |= L7_MC_OVER | L7_MC_BROKEN;
 			return SK_DROP;
 		}
+		if (pc && pc->role == L7_MR_CLIENT) {   /* l7run's answer: in the client's order */
+			l7_mesh_redirect_client(msg, pc, &peer);
+			return SK_PASS;
+		}
 	}
 	bpf_msg_redirect_hash(msg, &l7_mesh_socks, &peer, BPF_F_INGRESS);
 	return SK_PASS;
+}
+
+/* The sock:sk_data_ready tracepoint (raw, args[0]: the socket), which sock_def_readable hits
+ * after the kernel has queued a redirect into a socket (bpf_tcp_ingress: queue, data_ready,
+ * then the socket lock is released). For a client socket of this version (the same 4-tuple and
+ * psock, so not a socket of another namespace or object) with a redirect on its way, count it
+ * in redir_done. Every socket of the machine that gets data comes here; most find no entry.
+ * A client socket gets no data but redirects (l7run's end sends through its SK_MSG too), and
+ * the redir_done < redir_dec test keeps a stray wake-up from counting ahead. */
+__attribute__((always_inline)) int l7_mesh_redir(void *ctx)
+{
+	struct sock___l7 *sk = (void *)((__u64 *)ctx)[0];
+	struct l7_mesh_key k;
+	__u64 ud = 0;
+	__be32 daddr = 0, saddr = 0;
+	__be16 dport = 0;
+	__u16 num = 0;
+
+	if (!sk || bpf_core_read(&daddr, sizeof(daddr), &sk->__sk_common.skc_daddr) ||
+	    bpf_core_read(&saddr, sizeof(saddr), &sk->__sk_common.skc_rcv_saddr) ||
+	    bpf_core_read(&dport, sizeof(dport), &sk->__sk_common.skc_dport) ||
+	    bpf_core_read(&num, sizeof(num), &sk->__sk_common.skc_num))
+		return 0;
+	k.lip = saddr;
+	k.rip = daddr;
+	k.lport = num;
+	k.rport = bpf_ntohs(dport);
+	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+	if (!c || c->role != L7_MR_CLIENT || bpf_core_read(&ud, sizeof(ud), &sk->sk_user_data) ||
+	    c->psock != (ud & L7_SK_USER_DATA_PTRMASK))
+		return 0;
+	/* queued under the client's socket lock, so one at a time per client */
+	__u64 done = *(volatile __u64 *)&c->redir_done;
+	if (done < *(volatile __u64 *)&c->redir_dec)
+		__sync_val_compare_and_swap(&c->redir_done, done, done + 1);
+	return 0;
 }
 
 #endif

@@ -21,6 +21,8 @@ static inline int l7_attach_type(const char *section)
 		return BPF_SK_MSG_VERDICT;
 	if (!strcmp(section, "sockops"))
 		return BPF_CGROUP_SOCK_OPS;
+	if (!strncmp(section, "raw_tp/", 7))
+		return BPF_TRACE_RAW_TP;   /* bpf_raw_tracepoint_open(the part after "raw_tp/") */
 	return -1;
 }
 

@@ -91,6 +91,16 @@ struct l7_mesh_conn {
 	/* CLIENT: the kernel's sk_psock of the client's socket (sock_ops reads it after enrolling
 	 * the socket): its msg_tot_len is what redirects queued and the client has not read yet */
 	__u64 psock;
+	/* CLIENT: redirects into the client's socket that a program decided (redir_dec: the
+	 * backend's responses, l7run's answers) and that the kernel has queued (redir_done,
+	 * counted by l7_mesh_redir_prog on the socket's data_ready). A response counts
+	 * in resp_done when its program decides it; the kernel queues it only after the program
+	 * returns, taking the client's socket lock (net/ipv4/tcp_bpf.c), so a backend thread
+	 * preempted in between let the next upstream's answer overtake it when the client
+	 * switched upstream on resp_done alone (balance.mesh, pipelined requests under load).
+	 * Equal: everything decided is in the client's queue, in order. */
+	__u64 redir_dec;
+	__u64 redir_done;
 };
 #define L7_MC_BROKEN 1u   /* a bad request was seen: everything further goes to l7run */
 #define L7_MC_OVER   2u   /* the client stopped reading: l7run resets the connection */
@@ -198,7 +208,7 @@ struct l7_mesh_ctl {
 };
 
 #define L7_MESH_KEY_SIZE   16
-#define L7_MESH_CONN_SIZE  160
+#define L7_MESH_CONN_SIZE  176
 #define L7_MESH_SLOT_SIZE  336
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
@@ -218,5 +228,6 @@ _Static_assert(sizeof(struct l7_mesh_hold) == L7_MESH_HOLD_SIZE, "maps.def: l7_m
 /* Program and map names l7run looks up. */
 #define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
 #define L7_MESH_PROG_MSG     "l7_mesh_msg_prog"
+#define L7_MESH_PROG_REDIR   "l7_mesh_redir_prog"
 
 #endif
