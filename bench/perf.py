@@ -518,8 +518,9 @@ def parse_wrk(out):
     return r
 
 
-def wrk(args, port, path, headers, secs, in_cgroup=False, script=None):
-    argv = ["timeout", str(secs + 15), "wrk", "-t%d" % args.threads, "-c%d" % args.conns,
+def wrk(args, port, path, headers, secs, in_cgroup=False, script=None, conns=None):
+    conns = conns or args.conns
+    argv = ["timeout", str(secs + 15), "wrk", "-t%d" % min(args.threads, conns), "-c%d" % conns,
             "-d%ds" % secs, "--latency"]
     for h in headers:
         argv += ["-H", "%s: %s" % h]
@@ -551,7 +552,7 @@ class Config:
         w0 = kworker_ns()
         b0, s0 = machine()
         r = wrk(args, self.port, point["path"], point["headers"], point["secs"], in_cgroup=ms,
-                script=point.get("script"))
+                script=point.get("script"), conns=point.get("conns"))
         b1, s1 = machine()
         w1 = kworker_ns()
         k1 = task_ns(self.pids())
@@ -619,7 +620,9 @@ def start_config(args, kind, pol, ports, port):
 
 def start_mesh(self, args, point):
     pin = "/sys/fs/bpf/l7bench-mesh-%d-%d" % (PID, self.port)
-    self.p = start([args.l7run, "--mesh", "--cgroup", cgroup, "--pool", "48", "--pin", pin, self.obj],
+    # a pool connection per client connection and upstream: 64 (L7_MESH_SLOTS) for the 64-connection point
+    pool = "64" if (point.get("conns") or args.conns) > 48 else "48"
+    self.p = start([args.l7run, "--mesh", "--cgroup", cgroup, "--pool", pool, "--pin", pin, self.obj],
                    "l7run-mesh", os.path.join(tmp, "l7run-mesh.err"))
     self.pids = lambda p=self.p: [p.pid]
     self.bpf = (pin, "l7_mesh_socks")
@@ -677,7 +680,7 @@ def run_point(args, pol, point, ports, next_port):
     # warm-up: pools filled, caches hot
     for kind, c in cfgs.items():
         if kind != "l7c-mesh":
-            wrk(args, c.port, point["path"], point["headers"], 1, script=point.get("script"))
+            wrk(args, c.port, point["path"], point["headers"], 1, script=point.get("script"), conns=point.get("conns"))
     runs = {k: [] for k in cfgs}
     order = list(cfgs)
     for rnd in range(point["rounds"]):
@@ -777,8 +780,10 @@ set title '%s'
     return os.path.relpath(svg, os.path.dirname(args_global.out))
 
 
-def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None):
+def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None, logx=False):
     """series: {label: [(x, y), ...]} -> docs/perf/NAME.svg via gnuplot."""
+    if not series:
+        return None
     dat = os.path.join(tmp, name + ".dat")
     blocks = []
     with open(dat, "w") as f:
@@ -795,14 +800,16 @@ def plot(name, title, xlabel, series, ylabel, logy=False, xtics=None):
 set ylabel '%s'
 set grid
 set key outside right
-set yrange [0:*]
+%s
 %s
 plot %s
-""" % (xlabel, ylabel, "set logscale y" if logy else "", plots))
+""" % (xlabel, ylabel, "set logscale y" if logy else "set yrange [0:*]", "set logscale x 2" if logx else "", plots))
 
 
 def bar_plot(name, title, labels, series, ylabel):
     """Clustered bars: labels = x groups, series = {config: [value per label]}."""
+    if not labels or not series:
+        return None       # a run without the section (--only)
     dat = os.path.join(tmp, name + ".dat")
     cols = list(series)
     with open(dat, "w") as f:
@@ -840,7 +847,7 @@ def main():
     ap.add_argument("--conns", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-mesh", dest="mesh", action="store_false")
-    ap.add_argument("--only", help="comma-separated sections: main,hdr,cx,mut")
+    ap.add_argument("--only", help="comma-separated sections: main,lat,hdr,cx,mut")
     ap.add_argument("--src", default=REPO, help="source tree that was built (examples/ come from it)")
     ap.add_argument("--commit", default="?")
     ap.add_argument("--report-only", metavar="RESULTS_JSON")
@@ -863,7 +870,7 @@ def main():
     main_secs = args.secs or (2 if args.quick else 5)
     sweep_rounds = args.rounds or (1 if args.quick else 3)
     sweep_secs = args.secs or (2 if args.quick else 3)
-    only = set((args.only or "main,hdr,cx,mut").split(","))
+    only = set((args.only or "main,lat,hdr,cx,mut").split(","))
     if args.report_only:          # re-render the page from a saved results.json
         with open(args.report_only) as fh:
             saved = json.load(fh)
@@ -916,9 +923,9 @@ def main():
         if not all(wait_port(p) for p in ports.values()):
             sys.exit("backend nginx did not start: " + open(os.path.join(tmp, "backend.err")).read())
 
-        def point(section, label, x, pol, path=None, headers=(), rounds=None, secs=None, script=None):
+        def point(section, label, x, pol, path=None, headers=(), rounds=None, secs=None, script=None, conns=None):
             pt = {"path": path or pol.get("path", "/"), "headers": list(pol.get("headers", [])) + list(headers),
-                  "rounds": rounds or sweep_rounds, "secs": secs or sweep_secs, "script": script}
+                  "rounds": rounds or sweep_rounds, "secs": secs or sweep_secs, "script": script, "conns": conns}
             log("[%5.0fs] %s: %s" % (time.time() - t_start, section, label))
             runs, notes = run_point(args, pol, pt, ports, next_port)
             results.append((section, label, x, runs, summarize(runs), notes))
@@ -934,6 +941,11 @@ def main():
             # nginx verify every request either way)
             point("main", "Social Network, a new JWT every request (cache cold)", 5, social(args.src),
                   script=jwt_cycle_script(tmp, 8192), **m)
+        if "lat" in only:
+            # latency by load (L7FP's headline is the median): 1 connection is the unloaded
+            # round trip, 64 a queue on 2 cores
+            for n in ([1, 64] if args.quick else [1, 8, 64]):
+                point("lat", "Route only, %d connection%s" % (n, "s" if n > 1 else ""), n, route_example(args.src), conns=n)
         if "hdr" in only:
             sizes = [16] if args.quick else [1, 2, 4, 8, 12, 16]
             for kind in ("single", "multi"):

@@ -163,6 +163,36 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
                 "%s `%s` %.2f runs/req × %.0f ns" % ("gw" if k == "l7c" else "mesh", n, v[0], v[1] / v[0] if v[0] else 0)
                 for k, n, v in progs if v[0] > 0) + "\n")
 
+    # ---- latency by connections
+    lat = sorted((r for r in results if r[0] == "lat"), key=lambda r: r[2])
+    if lat:
+        w("## Latency by load (Route only policy)\n")
+        w("wrk's median and 99th percentile at 1, 8 and 64 keep-alive connections (wrk -t1 for one); "
+          "the ratios are against the client straight to the backend in the same rounds (issue 17's "
+          "goals: p50 at 1 connection ÷ direct <= 1.0 mesh, <= 1.3 gateway).\n")
+        for col, what in (("p50", "median latency"), ("p99", "99th percentile latency")):
+            series = {}
+            for k in ORDER:
+                pts = [(r[2], r[4][k][col]) for r in lat if k in r[4]]
+                if pts:
+                    series[NAMES[k].split(" (")[0]] = pts
+            p = plot("lat-%s" % col, what, "connections", series, "ms", logy=True, logx=True)
+            if p:
+                w("![%s](%s)\n" % (what, p))
+        w("| connections | config | req/s | p50 ms | p50 ÷ direct | p99 ms | p99 ÷ direct |")
+        w("|---:|---|---:|---:|---:|---:|---:|")
+        for sec, label, x, runs, s, notes in lat:
+            d = s.get("direct", {})
+            for k in ORDER:
+                if k in s:
+                    v = s[k]
+                    w("| %d | %s | %s | %s | %s | %s | %s |" % (
+                        x, NAMES[k], f(v["rps"], 0), f(v["p50"], 3), ratio(v["p50"], d.get("p50")) if k != "direct" else "—",
+                        f(v["p99"], 3), ratio(v["p99"], d.get("p99")) if k != "direct" else "—"))
+                elif k in notes:
+                    w("| %d | %s | pending: %s | | | | |" % (x, NAMES[k], notes[k].replace("|", "\\|")))
+        w("")
+
     # ---- sweeps
     def sweep(prefix, title, xlabel):
         secs = [r for r in results if r[0].startswith(prefix)]
