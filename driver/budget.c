@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bpfobj.h"
+#include "bpfobj/bpfobj.h"
 
 static long STATES = 2, CALLBACK_PASSES = 2, CALLBACK_STATES = 4;
 /* The mesh SK_MSG program's own code is walked many more times than the path count says (the

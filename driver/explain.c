@@ -212,6 +212,8 @@ static void fill_limits(struct report *r)
 
 static void report_free(struct report *r)
 {
+	for (int i = 0; i < r->nprogs; i++)
+		free(r->progs[i].why);
 	split_build_free(&r->sb);
 	free(r->rules);
 	free(r->slow);
@@ -598,7 +600,13 @@ int explain(const struct ir_program *p, const struct explain_opts *o)
 	}
 	fill_programs(&r);
 	struct l7_tick t = l7_tick();
-	if (o->verify && verify_object(&r, o->cgroup_root))
+	/* a refused program's full log: beside the object asked for, else in $TMPDIR */
+	char log_dir[4096] = "";
+	const char *slash = o->out_path ? strrchr(o->out_path, '/') : NULL;
+	if (o->out_path)
+		snprintf(log_dir, sizeof(log_dir), "%.*s", slash ? (int)(slash - o->out_path) + (slash == o->out_path) : 1,
+			 slash ? o->out_path : ".");
+	if (o->verify && verify_object(&r, o->cgroup_root, log_dir[0] ? log_dir : NULL))
 		rc = 2;
 	if (o->verify)
 		l7_timers_add(o->timers, L7_T_VERIFY, t);
@@ -614,6 +622,9 @@ int explain(const struct ir_program *p, const struct explain_opts *o)
 	fflush(stdout);
 	if (rc)
 		fprintf(stderr, "l7c: error: --verify: %s\n", r.verify_error);
+	for (int i = 0; i < r.nprogs; i++)   /* each refusal at its .l7 line, in one sentence */
+		if (r.progs[i].why)
+			vlog_print(stderr, r.progs[i].why, r.progs[i].f->name);
 	if (r.rejected || r.attach_refused) {
 		fprintf(stderr, "l7c: error: %s: the kernel refused %d program%s and %d attach%s (above)%s\n", p->source_path,
 			r.rejected, r.rejected == 1 ? "" : "s", r.attach_refused, r.attach_refused == 1 ? "" : "es",

@@ -8,6 +8,7 @@
 
 #include "budget.h"
 #include "split.h"
+#include "bpfobj/vlog.h"
 
 struct ir_program;
 struct ir_rule;
@@ -27,6 +28,7 @@ struct rp_prog {                  /* a function of the object */
 	double verify_ms;
 	enum rp_verdict verdict;
 	char reason[160];             /* rejected: the verifier's last line */
+	struct vlog_explained *why;   /* rejected: where and why, explained (NULL: no log) */
 	const char *attach_as;        /* how l7run attaches it (NULL: it is not attached) */
 	char attach_to[96];           /* the map, or the cgroup */
 	int attach_errno;             /* 0 attached; the kernel's errno; -1 not tried */
@@ -76,10 +78,11 @@ struct report {
 };
 
 /* verify.c: loads every program of r->sb.obj into the kernel, each on its own (its verifier
- * count and verdict) but over one set of maps, fills the tail-call slots and attaches each
+ * count and verdict; a refused one's log explained and written to log_dir, NULL: $TMPDIR) but
+ * over one set of maps, fills the tail-call slots and attaches each
  * program as l7run would (sock_ops to a child cgroup of cgroup_root it makes and removes), then
  * undoes it all. Returns 0 (refusals are in r), or -1 when it cannot run at all
  * (r->verify_error says why). */
-int verify_object(struct report *r, const char *cgroup_root);
+int verify_object(struct report *r, const char *cgroup_root, const char *log_dir);
 
 #endif

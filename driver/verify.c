@@ -24,6 +24,7 @@
 
 #include "l7/abi.h"
 #include "l7/attach.h"
+#include "ir.h"
 
 static const struct {
 	const char *name, *section, *map;
@@ -92,27 +93,12 @@ static struct bpf_object *open_one(const struct report *r, struct bpf_object *ma
 	return one;
 }
 
-/* The verifier's reason: the last log line before its statistics. */
-static void last_words(char *log, char *out, size_t n)
-{
-	char *stats = strstr(log, "\nverification time");
-	if (!stats)
-		stats = strstr(log, "\nprocessed ");
-	if (stats)
-		*stats = 0;
-	size_t len = strlen(log);
-	while (len && log[len - 1] == '\n')
-		log[--len] = 0;
-	const char *why = log + len;
-	while (why > log && why[-1] != '\n')
-		why--;
-	snprintf(out, n, "%.150s", *why ? why : "(no verifier log)");
-}
-
 /* Loads program g on its own: its count at log level 4 (statistics only: a small log); when
- * rejected, once more at level 1 for the reason. Returns its instance (kept open: the program
- * stays loaded for the attach step), or NULL. */
-static struct bpf_object *load(struct report *r, struct bpf_object *maps, struct rp_prog *g)
+ * rejected, once more at level 1 (the failing path) for the reason, explained (vlog.c) and
+ * written to a file in log_dir. Returns its instance (kept open: the program stays loaded for
+ * the attach step), or NULL. */
+static struct bpf_object *load(struct report *r, struct bpf_object *maps, struct rp_prog *g, const char *log_dir,
+			       const char *stem)
 {
 	size_t size = 1 << 16;
 	char *log = calloc(1, size);
@@ -139,10 +125,13 @@ static struct bpf_object *load(struct report *r, struct bpf_object *maps, struct
 	size = 64u << 20;
 	log = calloc(1, size);
 	one = open_one(r, maps, g->f->name, log, size, 1);
-	if (one && bpf_object__load(one))
-		last_words(log, g->reason, sizeof(g->reason));
-	else
+	if (one && bpf_object__load(one) && log[0] && (g->why = calloc(1, sizeof(*g->why)))) {
+		vlog_explain(log, r->sb.obj, r->sb.obj_len, g->f->name, g->why);
+		vlog_write(log, log_dir, stem, g->f->name, g->why);
+		snprintf(g->reason, sizeof(g->reason), "%.150s", g->why->error);
+	} else {
 		snprintf(g->reason, sizeof(g->reason), "%s", strerror(-err));
+	}
 	if (one)
 		bpf_object__close(one);
 	free(log);
@@ -190,7 +179,7 @@ static const char *cgroup_root_of(const char *given)
 	return mounts[0];
 }
 
-int verify_object(struct report *r, const char *cgroup_root)
+int verify_object(struct report *r, const char *cgroup_root, const char *log_dir)
 {
 	if (!r->sb.obj) {
 		snprintf(r->verify_error, sizeof(r->verify_error), "no object");
@@ -213,13 +202,18 @@ int verify_object(struct report *r, const char *cgroup_root)
 		bpf_object__close(maps);
 		return -1;
 	}
+	char stem[128];   /* the .l7 file's name without .l7: its logs' names */
+	const char *src = strrchr(r->p->source_path, '/') ? strrchr(r->p->source_path, '/') + 1 : r->p->source_path;
+	snprintf(stem, sizeof(stem), "%s", src);
+	if (strlen(stem) > 3 && !strcmp(stem + strlen(stem) - 3, ".l7"))
+		stem[strlen(stem) - 3] = 0;
 	static struct bpf_object *one[BUDGET_MAX_FUNCS];
 	memset(one, 0, sizeof(one));
 	for (int i = 0; i < r->nprogs; i++) {
 		struct rp_prog *g = &r->progs[i];
 		if (g->kind != RP_PROGRAM)
 			continue;
-		one[i] = load(r, maps, g);
+		one[i] = load(r, maps, g, log_dir, stem);
 		if (one[i])
 			r->loaded++;
 		else

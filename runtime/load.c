@@ -1,8 +1,10 @@
 /* Loading: read the object once (its manifest and its programs come from the same bytes, even
- * if the operator replaces the file meanwhile), size its maps for the mode, load it (verifier
- * log on failure), fill the maps the policy needs, attach the programs to the object's own
- * SOCKHASHes as l7/progs.def says. Every step before attaching is done on maps no socket is
- * in yet, so a version is complete before any connection can use it (version.c publishes it). */
+ * if the operator replaces the file meanwhile), size its maps for the mode, load it (a refused
+ * program is named at its source line with the verifier's reason in one sentence,
+ * support/bpfobj/vlog.c, its full log in $TMPDIR), fill the maps the policy needs, attach the
+ * programs to the object's own SOCKHASHes as l7/progs.def says. Every step before attaching is
+ * done on maps no socket is in yet, so a version is complete before any connection can use it
+ * (version.c publishes it). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -17,6 +19,7 @@
 #include <linux/magic.h>
 #include "l7/attach.h"
 #include "l7/mesh.h"
+#include "bpfobj/vlog.h"
 #include "policy.h"
 
 _Static_assert(MAX_SERVICES == L7M_MAX_SERVICES, "l7run listens on every service a manifest may hold");
@@ -38,10 +41,13 @@ int prog_is_mesh(const struct prog_desc *p)
 	return is_mesh(p->map);
 }
 
-/* libbpf prints the verifier log at warning level when a load fails; keep only that, unless
- * --verbose. */
+/* libbpf's warnings only, unless --verbose (the verifier log of a refused program is not one:
+ * open_policy asks for it in a buffer of its own). */
 static int print_warnings(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
+	/* a refused program is l7run's one line (open_policy), not libbpf's three */
+	if (strstr(fmt, "BPF program load failed") || strstr(fmt, "failed to load"))
+		return 0;
 	return level == LIBBPF_WARN ? vfprintf(stderr, fmt, ap) : 0;
 }
 
@@ -194,13 +200,35 @@ struct bpf_object *open_policy(struct policy_env *env, const struct policy_file 
 	struct bpf_map *lm = bpf_object__find_map_by_name(obj, "l7_log");
 	if (lm)   /* a page when nothing reads it */
 		bpf_map__set_max_entries(lm, !(env->dp_flags & L7_CFG_LOG) ? 4096 : env->log_ring ? env->log_ring : L7_LOG_RING);
+	/* A refused program's verifier log (libbpf asks for it, at level 1, only after a refusal),
+	 * explained in one line (support/bpfobj/vlog.c) and kept in a file. Program k logs at
+	 * log + k: only the refused one writes, so the first byte written names it. */
+	enum { LOG_SIZE = 16 << 20 };
+	int k = 0;
+	char *log = calloc(1, LOG_SIZE + 256);
+	bpf_object__for_each_program(p, obj)
+		if (log && bpf_program__autoload(p) && k < 256)
+			bpf_program__set_log_buf(p, log + k++, LOG_SIZE);
 	int e = bpf_object__load(obj);
 	if (e) {
-		snprintf(err, errlen, "the kernel refused %s (%s); the verifier log is above, its last lines "
-			 "name the failing instruction and its source line", path, strerror(-e));
+		const char *refused = NULL;
+		k = 0;
+		bpf_object__for_each_program(p, obj)
+			if (log && bpf_program__autoload(p) && k < 256 && !refused && log[k++])
+				refused = bpf_program__name(p);
+		struct vlog_explained x;
+		if (refused) {
+			vlog_explain(log + k - 1, pf->buf, pf->len, refused, &x);
+			vlog_write(log + k - 1, NULL, name, refused, &x);
+			vlog_line(err, errlen, &x, refused);
+		} else {
+			snprintf(err, errlen, "the kernel refused %s (%s)", path, strerror(-e));
+		}
+		free(log);
 		bpf_object__close(obj);
 		return NULL;
 	}
+	free(log);
 	return obj;
 }
 

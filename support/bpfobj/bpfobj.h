@@ -32,4 +32,7 @@ const char *bpfobj_reloc(const struct bpfobj *o, const struct bpfobj_fn *f, int 
 /* The source line of slot i of f (line info, 0 if none) and its file's base name. */
 unsigned bpfobj_line(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **file);
 
+/* The same with the file's path as the object names it and the column (0 if none). */
+unsigned bpfobj_loc(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **path, unsigned *col);
+
 #endif

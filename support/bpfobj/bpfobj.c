@@ -12,7 +12,7 @@
 
 struct sym { char name[64]; int sec; unsigned long value; int type; };
 struct rel { int sec; unsigned long off; int sym; };
-struct line { int sec; unsigned long off; unsigned line; const char *file; };
+struct line { int sec; unsigned long off; unsigned line, col; const char *file, *path; };
 
 struct priv {
 	Elf *e;
@@ -96,7 +96,7 @@ static void read_lines(struct priv *p, Elf_Data *btf, Elf_Data *ext)
 			if (sec < 0 || file >= slen)
 				continue;
 			const char *f = str + file, *slash = strrchr(f, '/');
-			p->lines[p->nlines++] = (struct line){ sec, insn, line_col >> 10, slash ? slash + 1 : f };
+			p->lines[p->nlines++] = (struct line){ sec, insn, line_col >> 10, line_col & 0x3ff, slash ? slash + 1 : f, f };
 		}
 	}
 	qsort(p->lines, (size_t)p->nlines, sizeof(*p->lines), cmp_line);
@@ -224,7 +224,7 @@ const char *bpfobj_reloc(const struct bpfobj *o, const struct bpfobj_fn *f, int 
 	return target >= 0 ? fn_at(o, s->sec, (unsigned long)target) : NULL;
 }
 
-unsigned bpfobj_line(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **file)
+static const struct line *line_of(const struct bpfobj *o, const struct bpfobj_fn *f, int i)
 {
 	const struct priv *p = o->priv;
 	unsigned long off = f->off + (unsigned long)i * sizeof(struct bpf_insn);
@@ -239,10 +239,22 @@ unsigned bpfobj_line(const struct bpfobj *o, const struct bpfobj_fn *f, int i, c
 			hi = mid - 1;
 		}
 	}
-	if (best < 0 || p->lines[best].sec != f->sec || p->lines[best].off < f->off) {
-		*file = "";
-		return 0;
-	}
-	*file = p->lines[best].file;
-	return p->lines[best].line;
+	if (best < 0 || p->lines[best].sec != f->sec || p->lines[best].off < f->off)
+		return NULL;
+	return &p->lines[best];
+}
+
+unsigned bpfobj_line(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **file)
+{
+	const struct line *l = line_of(o, f, i);
+	*file = l ? l->file : "";
+	return l ? l->line : 0;
+}
+
+unsigned bpfobj_loc(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **path, unsigned *col)
+{
+	const struct line *l = line_of(o, f, i);
+	*path = l ? l->path : "";
+	*col = l ? l->col : 0;
+	return l ? l->line : 0;
 }

@@ -1,0 +1,136 @@
+#!/usr/bin/python3
+"""Programs the kernel refuses, explained (issue 18 item 3, support/bpfobj/vlog.c): each deliberately
+unverifiable input is given to the running kernel, and the diagnostic must name the source line
+of the failing instruction, say why in the sentence of support/bpfobj/vmsg.def, and point to a log file
+that holds the verifier's error.
+  - too large: a 100-rule feature mix compiled with --split=none (one mesh SK_MSG program the
+    kernel stops at 1M processed instructions), through `l7c --explain --verify -o`: the error at
+    a line of the .l7 file, a note naming the machinery's C function at its file:line, the log
+    beside the object;
+  - a helper its program type may not call (a hand-written stream parser calling
+    bpf_msg_apply_bytes) and a stack over 512 bytes (two frames of 320 and 288 bytes, each
+    within the limit: only the kernel adds them up), both BPF C compiled here by clang with an
+    l7c manifest added, given to l7run as POLICY.o: one line on stderr at the C file's line
+    (marked in the sources), exit 1, the log in $TMPDIR.
+
+Usage: refusals.py L7C L7RUN BPF_CLANG OBJCOPY SRC_DIR ARCH_INCLUDE_DIR"""
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from check import check, summary  # noqa: E402
+import featuregen  # noqa: E402
+
+L7C, L7RUN, CLANG, OBJCOPY, SRC, ARCH_INCLUDE = sys.argv[1:7]
+HERE = os.path.join(SRC, "tests", "kernel", "refusals")
+PID = os.getpid()
+BASE = 25000 + (PID % 900) * 8          # below the ephemeral range
+WORK = tempfile.mkdtemp(prefix="l7c-refusals-")
+
+
+def marker_line(path, marker):
+    for n, line in enumerate(open(path), 1):
+        if marker in line:
+            return n
+    raise SystemExit("no %s in %s" % (marker, path))
+
+
+def log_holds(path, text):
+    return bool(path) and os.path.isfile(path) and text in open(path, errors="replace").read()
+
+
+def too_large():
+    src = os.path.join(WORK, "mix.l7")
+    rules = featuregen.rules(100, BASE)
+    open(src, "w").write(featuregen.policy(rules, BASE, [BASE + 1, BASE + 2, BASE + 3], [BASE + 4, BASE + 5], BASE + 6,
+                                           os.path.join(SRC, "examples", "keys", "social.key")))
+    outdir = os.path.join(WORK, "out")
+    os.mkdir(outdir)
+    obj = os.path.join(outdir, "mix.o")
+    p = subprocess.run([L7C, "--explain", "--verify", "--split=none", "-o", obj, src], capture_output=True, text=True,
+                       timeout=300)
+    err = "\n".join(l for l in p.stderr.splitlines() if "ExtAuthz" not in l and not l.startswith(" "))
+    print(err)
+    check(p.returncode == 1 and not os.path.exists(obj), "too large: l7c --verify exits 1 and writes no object (rc %d)"
+          % p.returncode)
+    m = re.search(r"^%s:(\d+):(\d+): error: the kernel refused program l7_mesh_msg_prog: the program needs more than "
+                  r"the kernel's 1M verifier steps" % re.escape(src), err, re.M)
+    if not check(m is not None, "too large: an error at a line of the .l7 file, in vmsg.def's sentence (if the kernel "
+                 "accepted the program, the machinery got cheaper: raise the rule count while --split=none keeps one "
+                 "program)"):
+        return
+    lines = open(src).read().split("\n")
+    line, col = int(m.group(1)), int(m.group(2))
+    text = lines[line - 1] if 0 < line <= len(lines) else ""
+    check(text.strip() != "" and col == len(text) - len(text.lstrip()) + 1,
+          "too large: line %d is policy text and column %d its first character: %r" % (line, col, text))
+    n = re.search(r"^(/\S+/stdlib/bpf/\w+\.[ch]):(\d+):\d+: note: the verifier stopped at instruction \d+: .+, in the "
+                  r"machinery's (\w+)", err, re.M)
+    if check(n is not None, "too large: a note names the machinery's C function at its file:line"):
+        cfile, cline, fn = n.group(1), int(n.group(2)), n.group(3)
+        above = open(cfile).read().split("\n")[:cline]
+        heads = [i for i, l in enumerate(above) if re.match(r"^[A-Za-z_].*\b%s\(" % fn, l)]
+        check(bool(heads), "too large: %s is defined in %s above line %d" % (fn, cfile, cline))
+    check(re.search(r"note: split it \(a lower --budget\) or move rules to tables or sets", err) is not None,
+          "too large: the hint")
+    lp = re.search(r"note: full verifier log in (\S+)", err)
+    check(lp is not None and os.path.dirname(lp.group(1)) == outdir and log_holds(lp.group(1), "BPF program is too large"),
+          "too large: the full log is beside the object and holds the verifier's error")
+    check("processed 1000001 insns" in (open(lp.group(1)).read() if lp and os.path.isfile(lp.group(1)) else ""),
+          "too large: the log holds the kernel's count")
+
+
+def manifest():
+    """An l7c object's manifest section (a policy of its own ports), for the hand-written objects."""
+    src = os.path.join(WORK, "donor.l7")
+    open(src, "w").write('import "http.l7i";\nservice front = 127.0.0.1:%d;\nupstream u = 127.0.0.1:%d;\n'
+                         "policy p (\n  act (HttpRequest request)\n  context ('.*->front')\n) {\n  [Ingress]\n"
+                         "  Route(request, u);\n}\n" % (BASE + 7, BASE + 6))
+    obj = os.path.join(WORK, "donor.o")
+    subprocess.run([L7C, "-o", obj, src], check=True, timeout=120)
+    mf = os.path.join(WORK, "manifest.bin")
+    subprocess.run([OBJCOPY, "--dump-section", "l7.manifest=" + mf, obj], check=True)
+    return mf
+
+
+def hand_written(name, mf, marker, sentence, words, extra=None):
+    csrc = os.path.join(HERE, name + ".bpf.c")
+    plain, obj = os.path.join(WORK, name + ".bpf.o"), os.path.join(WORK, name + ".o")
+    subprocess.run([CLANG, "-target", "bpf", "-mcpu=v3", "-O2", "-g", "-Wall", "-Wextra",
+                    "-I" + ARCH_INCLUDE, "-c", csrc, "-o", plain], check=True)
+    subprocess.run([OBJCOPY, "--add-section", "l7.manifest=" + mf, plain, obj], check=True)
+    tmp = os.path.join(WORK, "tmp-" + name)
+    os.mkdir(tmp)
+    p = subprocess.run([L7RUN, obj], capture_output=True, text=True, timeout=60, env=dict(os.environ, TMPDIR=tmp))
+    print(p.stderr, end="")
+    check(p.returncode == 1, "%s: l7run exits 1 (rc %d)" % (name, p.returncode))
+    lines = p.stderr.strip().split("\n")
+    check(len(lines) == 1, "%s: one line on stderr (%d)" % (name, len(lines)))
+    line = marker_line(csrc, marker)
+    m = re.search(r"%s:(\d+):(\d+): error: the kernel refused program l7_client_parser: %s" % (re.escape(csrc),
+                                                                                               re.escape(sentence)),
+                  p.stderr)
+    check(m is not None and int(m.group(1)) == line, "%s: the error at %s:%d (%s), in vmsg.def's sentence" % (
+        name, os.path.basename(csrc), line, marker))
+    if extra:
+        check(extra in p.stderr, "%s: %s" % (name, extra))
+    lp = re.search(r"full verifier log in (\S+)$", p.stderr.strip())
+    check(lp is not None and os.path.dirname(lp.group(1)) == tmp and log_holds(lp.group(1), words),
+          "%s: the full log is in $TMPDIR and holds %r" % (name, words))
+
+
+try:
+    too_large()
+    mf = manifest()
+    hand_written("helper", mf, "REFUSED HERE", "a helper that programs of this type (and attach type) may not call",
+                 "program of this type cannot use helper bpf_msg_apply_bytes")
+    hand_written("stack", mf, "STACK CALLER", "the stack of its deepest call chain (bpf_loop callbacks included) is "
+                 "over the kernel's 512 bytes", "combined stack size of 2 calls is 608. Too large",
+                 "the deepest call chain: 608 bytes: l7_client_parser (320) -> l7_deep (288)")
+finally:
+    shutil.rmtree(WORK, ignore_errors=True)
+sys.exit(summary("kernel.refusals"))
