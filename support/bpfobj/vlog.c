@@ -243,19 +243,22 @@ static void c_function(const char *path, unsigned line, char *out, size_t n)
 	fclose(f);
 }
 
-/* Line info without a column (codegen's cg_di_at emits none for .l7 lines, and the machinery
- * is built with -gcodeview, which has no column info): the line's first non-blank character,
- * where its statement starts, when the file is there. */
-static void first_column(struct vlog_where *w)
+/* The line's text, when the file is there; and for line info without a column (codegen's
+ * cg_di_at emits none for .l7 lines, and the machinery is built with -gcodeview, which has no
+ * column info) the line's first non-blank character, where its statement starts. */
+static void read_line(struct vlog_where *w)
 {
-	FILE *f = w->col || !w->file[0] ? NULL : fopen(w->file, "r");
+	FILE *f = w->file[0] && w->line ? fopen(w->file, "r") : NULL;
 	if (!f)
 		return;
 	char buf[1024];
 	for (unsigned k = 1; fgets(buf, sizeof(buf), f); k++)
 		if (k == w->line) {
+			buf[strcspn(buf, "\r\n")] = 0;
+			snprintf(w->text, sizeof(w->text), "%.*s", (int)sizeof(w->text) - 1, buf);
 			unsigned c = (unsigned)strspn(buf, " \t");
-			w->col = buf[c] && buf[c] != '\n' ? c + 1 : 0;
+			if (!w->col)
+				w->col = buf[c] ? c + 1 : 0;
 			break;
 		}
 	fclose(f);
@@ -364,8 +367,8 @@ void vlog_explain(const char *log, const void *obj, size_t len, const char *prog
 		if (site >= 0 && locate(&L, site, &x->at))
 			snprintf(x->insn, sizeof(x->insn), "%d: the call of %s", site, o.fns[chain[1]].name);
 	}
-	first_column(&x->at);
-	first_column(&x->policy);
+	read_line(&x->at);
+	read_line(&x->policy);
 	if (x->at.file[0] && !is_l7(x->at.file))
 		c_function(x->at.file, x->at.line, x->at.func, sizeof(x->at.func));
 	if (have_obj)
@@ -435,6 +438,13 @@ void vlog_print(FILE *out, const struct vlog_explained *x, const char *prog)
 	loc(mat, sizeof(mat), &x->at);
 	in_function(fn, sizeof(fn), x, prog);
 	fprintf(out, "%serror: the kernel refused program %s: %s\n", at, prog, x->cause ? x->cause : x->error);
+	const struct vlog_where *w = x->policy.file[0] ? &x->policy : &x->at;
+	if (w->text[0] && w->col && w->col <= strlen(w->text)) {   /* the line and a caret, as l7_diag */
+		fprintf(out, "%5u | %s\n      | ", w->line, w->text);
+		for (unsigned i = 0; i + 1 < w->col; i++)
+			fputc(w->text[i] == '\t' ? '\t' : ' ', out);
+		fprintf(out, "^\n");
+	}
 	if (x->insn[0])
 		fprintf(out, "%snote: the verifier stopped at instruction %s%s%s\n", mat, x->insn, fn[0] ? ", in " : "", fn);
 	if (x->chain[0])

@@ -14,6 +14,7 @@ struct vlog_where {
 	char func[64];                /* the C function holding the line (read from the source,
 	                               * when it is there), else "" */
 	char bpf_func[64];            /* the BPF function (program, callback, subprogram) */
+	char text[256];               /* the line itself, when the file is there */
 };
 
 struct vlog_explained {

@@ -7,11 +7,14 @@ that holds the verifier's error.
     kernel stops at 1M processed instructions), through `l7c --explain --verify -o`: the error at
     a line of the .l7 file, a note naming the machinery's C function at its file:line, the log
     beside the object;
+    and the same object (written by l7c without --verify) through `l7run --mesh`: the same in
+    one line;
   - a helper its program type may not call (a hand-written stream parser calling
     bpf_msg_apply_bytes) and a stack over 512 bytes (two frames of 320 and 288 bytes, each
     within the limit: only the kernel adds them up), both BPF C compiled here by clang with an
     l7c manifest added, given to l7run as POLICY.o: one line on stderr at the C file's line
-    (marked in the sources), exit 1, the log in $TMPDIR.
+    (marked in the sources), exit 1, the log in $TMPDIR; and a read past the context, a refusal
+    vmsg.def has no sentence for: the verifier's line verbatim.
 
 Usage: refusals.py L7C L7RUN BPF_CLANG OBJCOPY SRC_DIR ARCH_INCLUDE_DIR"""
 import os
@@ -23,6 +26,7 @@ import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from check import check, summary  # noqa: E402
+from procs import CG_ROOT  # noqa: E402
 import featuregen  # noqa: E402
 
 L7C, L7RUN, CLANG, OBJCOPY, SRC, ARCH_INCLUDE = sys.argv[1:7]
@@ -83,6 +87,27 @@ def too_large():
     check("processed 1000001 insns" in (open(lp.group(1)).read() if lp and os.path.isfile(lp.group(1)) else ""),
           "too large: the log holds the kernel's count")
 
+    # l7run meets the same program at load, in mesh mode
+    subprocess.run([L7C, "--split=none", "-o", obj, src], capture_output=True, check=True, timeout=300)
+    cg, tmp = os.path.join(CG_ROOT, "l7refusals-%d" % PID), os.path.join(WORK, "tmp-mesh")
+    os.mkdir(cg)
+    os.mkdir(tmp)
+    try:
+        r = subprocess.run([L7RUN, "--mesh", "--cgroup", cg, "--pin", "/sys/fs/bpf/l7refusals-%d" % PID, obj],
+                           capture_output=True, text=True, timeout=120, env=dict(os.environ, TMPDIR=tmp))
+    finally:
+        os.rmdir(cg)
+    print(r.stderr, end="")
+    refusal = [l for l in r.stderr.splitlines() if "error: the kernel refused" in l]
+    check(r.returncode == 1 and len(refusal) == 1, "too large, l7run --mesh: exits 1 with one line (rc %d)" % r.returncode)
+    check(bool(refusal) and refusal[0].find("%s:%d:%d: error: the kernel refused program l7_mesh_msg_prog: the program "
+                                            "needs more than" % (src, line, col)) >= 0 and "in the machinery's %s" % (
+              n.group(3) if n else "?") in refusal[0],
+          "too large, l7run --mesh: the same .l7 line, sentence and machinery function as l7c's")
+    lp = re.search(r"full verifier log in (\S+)$", refusal[0]) if refusal else None
+    check(lp is not None and os.path.dirname(lp.group(1)) == tmp and log_holds(lp.group(1), "BPF program is too large"),
+          "too large, l7run --mesh: the full log is in $TMPDIR")
+
 
 def manifest():
     """An l7c object's manifest section (a policy of its own ports), for the hand-written objects."""
@@ -114,8 +139,8 @@ def hand_written(name, mf, marker, sentence, words, extra=None):
     m = re.search(r"%s:(\d+):(\d+): error: the kernel refused program l7_client_parser: %s" % (re.escape(csrc),
                                                                                                re.escape(sentence)),
                   p.stderr)
-    check(m is not None and int(m.group(1)) == line, "%s: the error at %s:%d (%s), in vmsg.def's sentence" % (
-        name, os.path.basename(csrc), line, marker))
+    check(m is not None and int(m.group(1)) == line, "%s: the error at %s:%d (%s), saying %r" % (
+        name, os.path.basename(csrc), line, marker, sentence))
     if extra:
         check(extra in p.stderr, "%s: %s" % (name, extra))
     lp = re.search(r"full verifier log in (\S+)$", p.stderr.strip())
@@ -131,6 +156,7 @@ try:
     hand_written("stack", mf, "STACK CALLER", "the stack of its deepest call chain (bpf_loop callbacks included) is "
                  "over the kernel's 512 bytes", "combined stack size of 2 calls is 608. Too large",
                  "the deepest call chain: 608 bytes: l7_client_parser (320) -> l7_deep (288)")
+    hand_written("ctx", mf, "PAST THE CONTEXT", "invalid bpf_context access off=1000 size=4", "invalid bpf_context access")
 finally:
     shutil.rmtree(WORK, ignore_errors=True)
 sys.exit(summary("kernel.refusals"))
