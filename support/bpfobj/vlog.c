@@ -115,10 +115,12 @@ static int deepest(const struct bpfobj *o, int fi, int depth, int *chain, int *n
 {
 	const struct bpfobj_fn *f = &o->fns[fi];
 	int best = 0, best_chain[8], best_n = 0;
+	bool seen[VLOG_MAX_FUNCS] = { 0 };   /* each callee once, whatever its call sites */
 	*site = -1;
 	for (int i = 0; depth < 8 && i < f->n; i++) {
 		int t = callee(o, f, i), sub_chain[8], sub_n = 0, sub_site;
-		if (t >= 0 && t != fi) {
+		if (t >= 0 && t != fi && t < VLOG_MAX_FUNCS && !seen[t]) {
+			seen[t] = true;
 			int d = deepest(o, t, depth + 1, sub_chain, &sub_n, &sub_site);
 			if (d > best) {
 				best = d, best_n = sub_n, *site = i;
@@ -303,14 +305,11 @@ void vlog_explain(const char *log, const void *obj, size_t len, const char *prog
 		free(lens);
 		return;
 	}
-	snprintf(x->error, sizeof(x->error), "%.*s", (int)lens[err], lines[err]);
-	for (size_t i = 0; i < sizeof vmsgs / sizeof vmsgs[0] && !x->cause; i++)
-		if (strstr(x->error, vmsgs[i].pattern))
-			x->cause = vmsgs[i].cause, x->hint = vmsgs[i].hint;
-
 	struct bpfobj o;
 	struct layout L = { .o = &o };
 	bool have_obj = obj && !bpfobj_open(&o, obj, len);
+	if (obj && !have_obj)
+		bpfobj_close(&o);   /* what the failed open holds */
 	int main_fn = have_obj ? fn_named(&o, prog, false) : -1;
 	if (main_fn >= 0)
 		append(&L, main_fn);
@@ -328,6 +327,14 @@ void vlog_explain(const char *log, const void *obj, size_t len, const char *prog
 			snprintf(x->insn, sizeof(x->insn), "%s", insn);
 		}
 	}
+	/* the error: the lines after the failing instruction ("invalid access to map value, ..."
+	 * then "R1 min value is outside of the allowed memory range"), else the last line */
+	size_t w = 0;
+	for (long i = fail_line >= 0 ? fail_line + 1 : err; i <= err && w + 2 < sizeof(x->error); i++)
+		w += (size_t)snprintf(x->error + w, sizeof(x->error) - w, "%s%.*s", w ? "; " : "", (int)lens[i], lines[i]);
+	for (size_t i = 0; i < sizeof vmsgs / sizeof vmsgs[0] && !x->cause; i++)
+		if (strstr(x->error, vmsgs[i].pattern))
+			x->cause = vmsgs[i].cause, x->hint = vmsgs[i].hint;
 	for (long i = fail_line - 1; i >= 0 && !log_line; i--) {
 		snprintf(line, sizeof(line), "%.*s", (int)lens[i], lines[i]);
 		source_line(line, log_file, sizeof(log_file), &log_line);
