@@ -27,7 +27,7 @@ struct rp_prog {                  /* a function of the object */
 	long processed;               /* the verifier's count, -1 if not loaded on its own */
 	double verify_ms;
 	enum rp_verdict verdict;
-	char reason[160];             /* rejected: the verifier's last line */
+	char reason[160];             /* rejected: the verifier's error line and where (.l7 line) */
 	struct vlog_explained *why;   /* rejected: where and why, explained (NULL: no log) */
 	const char *attach_as;        /* how l7run attaches it (NULL: it is not attached) */
 	char attach_to[96];           /* the map, or the cgroup */

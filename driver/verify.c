@@ -128,7 +128,12 @@ static struct bpf_object *load(struct report *r, struct bpf_object *maps, struct
 	if (one && bpf_object__load(one) && log[0] && (g->why = calloc(1, sizeof(*g->why)))) {
 		vlog_explain(log, r->sb.obj, r->sb.obj_len, g->f->name, g->why);
 		vlog_write(log, log_dir, stem, g->f->name, g->why);
-		snprintf(g->reason, sizeof(g->reason), "%.150s", g->why->error);
+		const struct vlog_where *w = g->why->policy.file[0] ? &g->why->policy : &g->why->at;
+		const char *base = strrchr(w->file, '/') ? strrchr(w->file, '/') + 1 : w->file;
+		char at[96] = "";
+		if (w->line)
+			snprintf(at, sizeof(at), " (%.80s:%u)", base, w->line);
+		snprintf(g->reason, sizeof(g->reason), "%.*s%s", (int)(sizeof(g->reason) - 1 - strlen(at)), g->why->error, at);
 	} else {
 		snprintf(g->reason, sizeof(g->reason), "%s", strerror(-err));
 	}

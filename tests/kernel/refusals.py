@@ -84,8 +84,15 @@ def too_large():
     lp = re.search(r"note: full verifier log in (\S+)", err)
     check(lp is not None and os.path.dirname(lp.group(1)) == outdir and log_holds(lp.group(1), "BPF program is too large"),
           "too large: the full log is beside the object and holds the verifier's error")
-    check("processed 1000001 insns" in (open(lp.group(1)).read() if lp and os.path.isfile(lp.group(1)) else ""),
-          "too large: the log holds the kernel's count")
+    vlog = open(lp.group(1)).read() if lp and os.path.isfile(lp.group(1)) else ""
+    check("processed 1000001 insns" in vlog, "too large: the log holds the kernel's count")
+    # the object's line info, laid out as libbpf loads the program, says what the kernel's does
+    at = re.search(r"^(\S+):(\d+):\d+: note: the verifier stopped at instruction (\d+):", err, re.M)
+    body = vlog.split("\n%s: (" % at.group(3))[0] if at else ""
+    kernel = re.findall(r"^; .* @ (\S+):(\d+)$", body, re.M)
+    check(bool(kernel) and at is not None and kernel[-1] == (os.path.basename(at.group(1)), at.group(2)),
+          "too large: the note's file:line is the kernel's own source line for that instruction (%s)" % (
+              kernel[-1] if kernel else None,))
 
     # l7run meets the same program at load, in mesh mode
     subprocess.run([L7C, "--split=none", "-o", obj, src], capture_output=True, check=True, timeout=300)
