@@ -266,45 +266,96 @@ static void read_line(struct vlog_where *w)
 	fclose(f);
 }
 
+/* The log's lines, without copying them: lines[i] of lens[i] bytes. */
+struct lines {
+	const char **at;
+	size_t *len, n;
+};
+
+static void split_lines(struct lines *ls, const char *p)
+{
+	size_t cap = 256;
+	ls->at = malloc(cap * sizeof(*ls->at));
+	ls->len = malloc(cap * sizeof(*ls->len));
+	ls->n = 0;
+	while (*p && ls->at && ls->len) {
+		const char *e = strchr(p, '\n');
+		size_t l = e ? (size_t)(e - p) : strlen(p);
+		if (ls->n == cap) {
+			cap *= 2;
+			ls->at = realloc(ls->at, cap * sizeof(*ls->at));
+			ls->len = realloc(ls->len, cap * sizeof(*ls->len));
+			if (!ls->at || !ls->len)
+				break;
+		}
+		ls->at[ls->n] = p, ls->len[ls->n++] = l;
+		p += l + (e != NULL);
+	}
+	if (!ls->at || !ls->len)
+		ls->n = 0;
+}
+
+/* line i as a string (long lines cut: nothing the parser looks at is that far in) */
+static const char *line_at(const struct lines *ls, long i, char *buf, size_t n)
+{
+	snprintf(buf, n, "%.*s", (int)ls->len[i], ls->at[i]);
+	return buf;
+}
+
+/* A stack refusal names no instruction: the object's deepest call chain, and its first call
+ * as the place. */
+static void stack_chain(struct vlog_explained *x, const struct bpfobj *o, const struct layout *L, int main_fn)
+{
+	int chain[8], n, site, total = deepest(o, main_fn, 0, chain, &n, &site);
+	size_t w = (size_t)snprintf(x->chain, sizeof(x->chain), "%d bytes:", total);
+	for (int k = 0; k < n && w < sizeof(x->chain); k++)
+		w += (size_t)snprintf(x->chain + w, sizeof(x->chain) - w, "%s %s (%d)", k ? " ->" : "", o->fns[chain[k]].name,
+				      frame(&o->fns[chain[k]]));
+	if (site >= 0 && locate(L, site, &x->at))
+		snprintf(x->insn, sizeof(x->insn), "%d: call %s", site, o->fns[chain[1]].name);
+}
+
 void vlog_explain(const char *log, const void *obj, size_t len, const char *prog, struct vlog_explained *x)
 {
 	memset(x, 0, sizeof(*x));
 	x->insn_idx = -1;
 	x->processed = -1;
-	const char *p = log ? log : "";
-	/* lines: the error is the last one before the statistics */
-	size_t nl = 0, cap = 256;
-	const char **lines = malloc(cap * sizeof(*lines));
-	size_t *lens = malloc(cap * sizeof(*lens));
-	while (*p) {
-		const char *e = strchr(p, '\n');
-		size_t l = e ? (size_t)(e - p) : strlen(p);
-		if (nl == cap) {
-			cap *= 2;
-			lines = realloc(lines, cap * sizeof(*lines));
-			lens = realloc(lens, cap * sizeof(*lens));
-		}
-		lines[nl] = p, lens[nl++] = l;
-		p += l + (e != NULL);
-	}
-	char line[1024];
+	struct lines ls;
+	split_lines(&ls, log ? log : "");
+	char line[1024], insn[160];
+
+	/* the end of the error: the last line before the statistics */
 	long err = -1;
-	for (long i = (long)nl - 1; i >= 0; i--) {
-		snprintf(line, sizeof(line), "%.*s", (int)lens[i], lines[i]);
+	for (long i = (long)ls.n - 1; i >= 0 && err < 0; i--) {
+		line_at(&ls, i, line, sizeof(line));
 		if (!strncmp(line, "processed ", 10))
 			x->processed = strtol(line + 10, NULL, 10);
-		if (line[0] && !stats_line(line)) {
+		if (line[0] && !stats_line(line))
 			err = i;
-			break;
-		}
 	}
 	if (err < 0) {
 		snprintf(x->error, sizeof(x->error), "(the verifier wrote no log)");
-		x->cause = NULL;
-		free(lines);
-		free(lens);
+		free(ls.at);
+		free(ls.len);
 		return;
 	}
+	/* the failing instruction: the last one before it */
+	long fail = -1;
+	for (long i = err - 1; i >= 0 && fail < 0; i--)
+		if ((x->insn_idx = insn_line(line_at(&ls, i, line, sizeof(line)), insn, sizeof(insn))) >= 0) {
+			fail = i;
+			snprintf(x->insn, sizeof(x->insn), "%s", insn);
+		}
+	/* the error: the lines after it ("invalid access to map value, ..." then "R1 min value is
+	 * outside of the allowed memory range"), else the last line; and vmsg.def's sentence */
+	size_t w = 0;
+	for (long i = fail >= 0 ? fail + 1 : err; i <= err && w + 2 < sizeof(x->error); i++)
+		w += (size_t)snprintf(x->error + w, sizeof(x->error) - w, "%s%.*s", w ? "; " : "", (int)ls.len[i], ls.at[i]);
+	for (size_t i = 0; i < sizeof vmsgs / sizeof vmsgs[0] && !x->cause; i++)
+		if (strstr(x->error, vmsgs[i].pattern))
+			x->cause = vmsgs[i].cause, x->hint = vmsgs[i].hint;
+
+	/* where it is: the object laid out as libbpf loaded it, checked against the log's line */
 	struct bpfobj o;
 	struct layout L = { .o = &o };
 	bool have_obj = obj && !bpfobj_open(&o, obj, len);
@@ -313,75 +364,45 @@ void vlog_explain(const char *log, const void *obj, size_t len, const char *prog
 	int main_fn = have_obj ? fn_named(&o, prog, false) : -1;
 	if (main_fn >= 0)
 		append(&L, main_fn);
-
-	/* the failing instruction, the log's source line for it, and the last .l7 line before it */
-	char log_file[256] = "", insn[160];
+	char log_file[256] = "";
 	unsigned log_line = 0;
-	bool policy_found = false;
-	long fail_line = -1;
-	for (long i = err - 1; i >= 0 && fail_line < 0; i--) {
-		snprintf(line, sizeof(line), "%.*s", (int)lens[i], lines[i]);
-		long idx = insn_line(line, insn, sizeof(insn));
-		if (idx >= 0) {
-			x->insn_idx = idx, fail_line = i;
-			snprintf(x->insn, sizeof(x->insn), "%s", insn);
-		}
-	}
-	/* the error: the lines after the failing instruction ("invalid access to map value, ..."
-	 * then "R1 min value is outside of the allowed memory range"), else the last line */
-	size_t w = 0;
-	for (long i = fail_line >= 0 ? fail_line + 1 : err; i <= err && w + 2 < sizeof(x->error); i++)
-		w += (size_t)snprintf(x->error + w, sizeof(x->error) - w, "%s%.*s", w ? "; " : "", (int)lens[i], lines[i]);
-	for (size_t i = 0; i < sizeof vmsgs / sizeof vmsgs[0] && !x->cause; i++)
-		if (strstr(x->error, vmsgs[i].pattern))
-			x->cause = vmsgs[i].cause, x->hint = vmsgs[i].hint;
-	for (long i = fail_line - 1; i >= 0 && !log_line; i--) {
-		snprintf(line, sizeof(line), "%.*s", (int)lens[i], lines[i]);
-		source_line(line, log_file, sizeof(log_file), &log_line);
-	}
+	for (long i = fail - 1; i >= 0 && !log_line; i--)
+		source_line(line_at(&ls, i, line, sizeof(line)), log_file, sizeof(log_file), &log_line);
+	bool layout = main_fn >= 0;
 	if (x->insn_idx >= 0) {
-		bool mapped = main_fn >= 0 && locate(&L, x->insn_idx, &x->at);
-		if (mapped && log_line && (x->at.line != log_line || strcmp(base_name(x->at.file), log_file)))
-			mapped = false;   /* the layout is not libbpf's: trust the log */
-		if (!mapped) {
+		if (layout && locate(&L, x->insn_idx, &x->at) && log_line &&
+		    (x->at.line != log_line || strcmp(base_name(x->at.file), log_file)))
+			layout = false;   /* not libbpf's layout after all: the log's lines only */
+		if (!layout) {
 			memset(&x->at, 0, sizeof(x->at));
 			snprintf(x->at.file, sizeof(x->at.file), "%s", log_file);
 			x->at.line = log_line;
 		}
 	}
-	/* the path back from the failing instruction: the last of its instructions from the .l7 */
-	for (long i = fail_line; i >= 0 && !policy_found; i--) {
-		snprintf(line, sizeof(line), "%.*s", (int)lens[i], lines[i]);
-		long idx = insn_line(line, insn, sizeof(insn));
-		struct vlog_where w;
-		if (idx >= 0 && main_fn >= 0 && locate(&L, idx, &w) && is_l7(w.file))
-			x->policy = w, policy_found = true;
+	/* the policy's part: the last of the path's instructions (else source lines) from a .l7 */
+	for (long i = fail; i >= 0 && !x->policy.file[0]; i--) {
+		line_at(&ls, i, line, sizeof(line));
+		long idx = layout ? insn_line(line, insn, sizeof(insn)) : -1;
+		struct vlog_where at;
 		char f[256];
 		unsigned l;
-		if (main_fn < 0 && source_line(line, f, sizeof(f), &l) && is_l7(f)) {
+		if (idx >= 0 && locate(&L, idx, &at) && is_l7(at.file))
+			x->policy = at;
+		else if (!layout && source_line(line, f, sizeof(f), &l) && is_l7(f)) {
 			snprintf(x->policy.file, sizeof(x->policy.file), "%s", f);
 			x->policy.line = l;
-			policy_found = true;
 		}
 	}
-	/* a stack refusal names no instruction: the deepest call chain and its first call */
-	if (x->insn_idx < 0 && main_fn >= 0 && (strstr(x->error, "stack size") || strstr(x->error, "stack depth"))) {
-		int chain[8], n, site, total = deepest(&o, main_fn, 0, chain, &n, &site);
-		size_t w = (size_t)snprintf(x->chain, sizeof(x->chain), "%d bytes:", total);
-		for (int k = 0; k < n && w < sizeof(x->chain); k++)
-			w += (size_t)snprintf(x->chain + w, sizeof(x->chain) - w, "%s %s (%d)", k ? " ->" : "", o.fns[chain[k]].name,
-					      frame(&o.fns[chain[k]]));
-		if (site >= 0 && locate(&L, site, &x->at))
-			snprintf(x->insn, sizeof(x->insn), "%d: the call of %s", site, o.fns[chain[1]].name);
-	}
+	if (x->insn_idx < 0 && main_fn >= 0 && (strstr(x->error, "stack size") || strstr(x->error, "stack depth")))
+		stack_chain(x, &o, &L, main_fn);
 	read_line(&x->at);
 	read_line(&x->policy);
 	if (x->at.file[0] && !is_l7(x->at.file))
 		c_function(x->at.file, x->at.line, x->at.func, sizeof(x->at.func));
 	if (have_obj)
 		bpfobj_close(&o);
-	free(lines);
-	free(lens);
+	free(ls.at);
+	free(ls.len);
 }
 
 int vlog_write(const char *log, const char *dir, const char *stem, const char *prog, struct vlog_explained *x)
@@ -452,10 +473,11 @@ void vlog_print(FILE *out, const struct vlog_explained *x, const char *prog)
 			fputc(w->text[i] == '\t' ? '\t' : ' ', out);
 		fprintf(out, "^\n");
 	}
-	if (x->insn[0])
-		fprintf(out, "%snote: the verifier stopped at instruction %s%s%s\n", mat, x->insn, fn[0] ? ", in " : "", fn);
 	if (x->chain[0])
-		fprintf(out, "%snote: the deepest call chain: %s\n", at, x->chain);
+		fprintf(out, "%snote: the deepest call chain, from instruction %s: %s\n", mat, x->insn[0] ? x->insn : "?",
+			x->chain);
+	else if (x->insn[0])
+		fprintf(out, "%snote: the verifier stopped at instruction %s%s%s\n", mat, x->insn, fn[0] ? ", in " : "", fn);
 	if (x->hint && x->hint[0])
 		fprintf(out, "%snote: %s\n", at, x->hint);
 	if (x->cause)
@@ -474,12 +496,14 @@ void vlog_line(char *buf, size_t n, const struct vlog_explained *x, const char *
 	size_t ml = strlen(mat);
 	if (ml >= 2)
 		mat[ml - 2] = 0;   /* without ": " */
-	if (x->insn[0])
+	if (x->chain[0])
+		snprintf(in, sizeof(in), " (the deepest call chain, from instruction %s: %s)", x->insn[0] ? x->insn : "?",
+			 x->chain);
+	else if (x->insn[0])
 		snprintf(in, sizeof(in), " (at instruction %s%s%s%s%s)", x->insn, fn[0] ? ", in " : "", fn,
 			 elsewhere ? ", " : "", elsewhere ? mat : "");
-	snprintf(buf, n, "%serror: the kernel refused program %s: %s%s%s%s%s%s%s%s%s%s; full verifier log in %s", at, prog,
-		 x->cause ? x->cause : x->error, in, x->chain[0] ? " (the deepest call chain: " : "", x->chain,
-		 x->chain[0] ? ")" : "", x->hint && x->hint[0] ? "; " : "", x->hint ? x->hint : "",
+	snprintf(buf, n, "%serror: the kernel refused program %s: %s%s%s%s%s%s%s; full verifier log in %s", at, prog,
+		 x->cause ? x->cause : x->error, in, x->hint && x->hint[0] ? "; " : "", x->hint ? x->hint : "",
 		 x->cause ? " [the verifier: " : "", x->cause ? x->error : "", x->cause ? "]" : "",
 		 x->log_path[0] ? x->log_path : "(not written)");
 }
