@@ -310,6 +310,12 @@ static void text_report(const struct report *r)
 				printf("  %-22s %s\n", r->progs[i].f->name, attach_text(&r->progs[i], buf, sizeof(buf)));
 		printf("verify: %d of %d programs loaded, %d attached; %d refused to load, %d refused to attach\n", r->loaded,
 		       r->nprograms, r->attached, r->rejected, r->attach_refused);
+		for (int i = 0; i < r->nprogs; i++)
+			if (r->progs[i].why) {
+				char line[1024];
+				vlog_line(line, sizeof(line), r->progs[i].why, r->progs[i].f->name);
+				printf("refused: %s\n", line);
+			}
 	}
 	printf("\nkernel limits (the worst program):\n");
 	for (int i = 0; i < r->nlimits; i++) {
@@ -357,6 +363,39 @@ static void json_str(FILE *o, const char *s)
 	fputc('"', o);
 }
 
+/* --verify: a refused program's explanation (support/bpfobj/vlog.c), null if none */
+static void json_refusal(const struct rp_prog *g)
+{
+	const struct vlog_explained *x = g->why;
+	printf(",\"refusal\":");
+	if (!x) {
+		printf("null");
+		return;
+	}
+	const struct vlog_where *w = x->policy.file[0] ? &x->policy : &x->at;
+	char line[1024];
+	vlog_line(line, sizeof(line), x, g->f->name);
+	printf("{\"file\":");
+	json_str(stdout, w->file[0] ? w->file : NULL);
+	printf(",\"line\":%u,\"column\":%u,\"cause\":", w->line, w->col);
+	json_str(stdout, x->cause ? x->cause : x->error);
+	printf(",\"hint\":");
+	json_str(stdout, x->hint && x->hint[0] ? x->hint : NULL);
+	printf(",\"error\":");
+	json_str(stdout, x->error);
+	printf(",\"instruction\":");
+	json_str(stdout, x->insn[0] ? x->insn : NULL);
+	printf(",\"at\":{\"file\":");
+	json_str(stdout, x->at.file[0] ? x->at.file : NULL);
+	printf(",\"line\":%u,\"function\":", x->at.line);
+	json_str(stdout, x->at.func[0] ? x->at.func : x->at.bpf_func[0] ? x->at.bpf_func : NULL);
+	printf("},\"processed\":%ld,\"log\":", x->processed);
+	json_str(stdout, x->log_path[0] ? x->log_path : NULL);
+	printf(",\"diagnostic\":");
+	json_str(stdout, line);
+	printf("}");
+}
+
 static void json_report(const struct report *r)
 {
 	const struct ir_program *p = r->p;
@@ -375,6 +414,7 @@ static void json_report(const struct report *r)
 		       g->f->policy_insns, g->f->estimate, g->processed, g->used, g->f->stack, g->tails, g->verify_ms,
 		       g->f->patched, g->f->jump_reach, g->f->chain_stack, g->f->chain_insns);
 		json_str(stdout, verdict_text(g, buf, sizeof(buf)));
+		json_refusal(g);
 		printf(",\"attach\":");
 		if (!g->attach_as) {
 			printf("null}");
@@ -532,6 +572,14 @@ static void html_report(const struct report *r)
 	if (r->verified)
 		fprintf(f, "\nVerify: %d of %d programs loaded, %d attached; %d refused to load, %d refused to attach.\n",
 			r->loaded, r->nprograms, r->attached, r->rejected, r->attach_refused);
+	for (int i = 0; i < r->nprogs; i++)
+		if (r->progs[i].why) {
+			char line[1024];
+			vlog_line(line, sizeof(line), r->progs[i].why, r->progs[i].f->name);
+			fprintf(f, "\n- **refused**: ");
+			html_text(f, line);
+			fprintf(f, "\n");
+		}
 	fprintf(f, "\n## Kernel limits\n\n<table>\n<tr><th>limit</th><th>worst</th><th>of</th><th>unit</th><th>program</th>"
 		   "<th>what</th></tr>\n");
 	for (int i = 0; i < r->nlimits; i++) {

@@ -1,12 +1,13 @@
 #!/usr/bin/python3
-"""Programs the kernel refuses, explained (issue 18 item 3, support/bpfobj/vlog.c): each deliberately
-unverifiable input is given to the running kernel, and the diagnostic must name the source line
-of the failing instruction, say why in the sentence of support/bpfobj/vmsg.def, and point to a log file
-that holds the verifier's error.
+"""Programs the kernel refuses, explained (issue 18 item 3, support/bpfobj/vlog.c): each
+deliberately unverifiable input is given to the running kernel, and the diagnostic must name the
+source line of the failing instruction, say why in the sentence of support/bpfobj/vmsg.def, and
+point to a log file that holds the verifier's error.
   - too large: a 100-rule feature mix compiled with --split=none (one mesh SK_MSG program the
     kernel stops at 1M processed instructions), through `l7c --explain --verify -o`: the error at
-    a line of the .l7 file, a note naming the machinery's C function at its file:line, the log
-    beside the object;
+    a line of the .l7 file, a note naming the machinery's C function at its file:line (the
+    kernel's own source line for that instruction), the log beside the object, the JSON
+    report's refusal saying the same;
     and the same object (written by l7c without --verify) through `l7run --mesh`: the same in
     one line;
   - a helper its program type may not call (a hand-written stream parser calling
@@ -17,6 +18,7 @@ that holds the verifier's error.
     vmsg.def has no sentence for: the verifier's line verbatim.
 
 Usage: refusals.py L7C L7RUN BPF_CLANG OBJCOPY SRC_DIR ARCH_INCLUDE_DIR"""
+import json
 import os
 import re
 import shutil
@@ -55,8 +57,8 @@ def too_large():
     outdir = os.path.join(WORK, "out")
     os.mkdir(outdir)
     obj = os.path.join(outdir, "mix.o")
-    p = subprocess.run([L7C, "--explain", "--verify", "--split=none", "-o", obj, src], capture_output=True, text=True,
-                       timeout=300)
+    p = subprocess.run([L7C, "--explain", "--verify", "--split=none", "--format=json", "-o", obj, src],
+                       capture_output=True, text=True, timeout=300)
     err = "\n".join(l for l in p.stderr.splitlines() if "ExtAuthz" not in l and not l.startswith(" "))
     print(err)
     check(p.returncode == 1 and not os.path.exists(obj), "too large: l7c --verify exits 1 and writes no object (rc %d)"
@@ -84,6 +86,15 @@ def too_large():
     lp = re.search(r"note: full verifier log in (\S+)", err)
     check(lp is not None and os.path.dirname(lp.group(1)) == outdir and log_holds(lp.group(1), "BPF program is too large"),
           "too large: the full log is beside the object and holds the verifier's error")
+    try:
+        ref = [g["refusal"] for g in json.loads(p.stdout)["programs"] if g["name"] == "l7_mesh_msg_prog"][0] or {}
+    except (ValueError, KeyError, IndexError):
+        ref = {}
+    check(ref.get("file") == src and ref.get("line") == line and ref.get("column") == col and
+          ref.get("cause", "").startswith("the program needs more than the kernel's 1M verifier steps") and
+          ref.get("log") == (lp.group(1) if lp else None) and ref.get("processed") == 1000001 and
+          (ref.get("at") or {}).get("function") == (n.group(3) if n else None),
+          "too large: the JSON report's refusal says what the diagnostic says: %s" % ref)
     vlog = open(lp.group(1)).read() if lp and os.path.isfile(lp.group(1)) else ""
     check("processed 1000001 insns" in vlog, "too large: the log holds the kernel's count")
     # the object's line info, laid out as libbpf loads the program, says what the kernel's does
