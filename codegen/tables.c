@@ -381,6 +381,16 @@ static int manifest_section(struct cg *g)
 						      mstr(t->rt_name), t->rt_port,
 						      t->balance == IR_LB_HASH ? L7M_RT_HASH : L7M_RT_ROUND_ROBIN });
 	}
+	for (int i = 0; i < p->nupstreams; i++) {   /* after the RUNTIME records they name */
+		const struct ir_target *t = &p->upstreams[i];
+		const struct ir_health *h = t->health;
+		if (h && t->rt >= 0)
+			put_health(w, &(struct l7m_health){ (__u32)t->rt, mstr(h->path), h->every_ms, h->timeout_ms, h->unhealthy,
+							    h->healthy, h->status_lo, h->status_hi });
+	}
+	for (int i = 0; i < p->nupstreams; i++)
+		if (p->upstreams[i].retries > 0)
+			put_retry(w, &(struct l7m_retry){ (__u32)p->upstreams[i].slot, (__u32)p->upstreams[i].retries });
 	for (int i = 0; i < p->njwts; i++)
 		put_jwt(w, &(struct l7m_jwt){ mstr(p->jwts[i].name), mstr(p->jwts[i].key_file) });
 	for (int i = 0; i < p->nidentities; i++) {   /* every one: --identities may name any */

@@ -47,7 +47,7 @@ module.exports = grammar({
     // upstream users = [127.0.0.1:9001, 127.0.0.1:9002] balance hash(header "x-user");
     upstream_declaration: ($) => seq('upstream', field('name', $.identifier), '=',
       field('targets', choice($.endpoint, seq('[', commaSep($.endpoint), ']'), $.endpoint_name, $.endpoint_set)),
-      optional(field('balance', $.balance)), ';'),
+      repeat(choice(field('balance', $.balance), field('health', $.health), field('retries', $.retries))), ';'),
     // endpoints l7run finds at run time: a DNS name it resolves, or a set it reads from its
     // --endpoints file.  upstream api = "api.default.svc:8080";  upstream api = endpoints("api");
     endpoint_name: ($) => field('name', $.string),
@@ -59,6 +59,12 @@ module.exports = grammar({
     balance: ($) => seq('balance', field('policy', $.identifier),
       optional(seq('(', optional(field('key', $.balance_key)), ')'))),
     balance_key: ($) => seq(field('kind', $.identifier), optional(field('name', $.string))),
+    // health "/healthz" every 2s timeout 1s unhealthy 3 healthy 2 status 200..399: active
+    // checks l7run sends to each endpoint; retries 1: connect failures of idempotent requests
+    // tried again on another endpoint. Option names are identifiers the front end checks.
+    health: ($) => seq('health', field('path', $.string), repeat(field('option', $.health_option))),
+    health_option: ($) => seq(field('name', $.identifier), field('value', choice($.duration, $.integer, $.range))),
+    retries: ($) => seq('retries', field('count', $.integer)),
 
     // fallback proxy = 127.0.0.1:15001;  (the userspace proxy of the slow path)
     fallback_declaration: ($) => seq('fallback', field('name', $.identifier), '=', field('address', $.address), ';'),
@@ -137,6 +143,7 @@ module.exports = grammar({
     // ---- tokens ----
     identifier: (_) => /[A-Za-z_][A-Za-z0-9_]*/,
     integer: (_) => /[0-9]+/,
+    duration: (_) => token(prec(1, /[0-9]+(ms|s|m)/)),
     boolean: (_) => choice('true', 'false'),
     // Addresses lex as single tokens so that 10.0.0.1 is never read as numbers and dots.
     ip: (_) => token(prec(2, /[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}\.[0-9]{1,3}/)),

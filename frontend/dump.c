@@ -102,6 +102,12 @@ static void decl_out(FILE *o, const char *kind, const struct l7_decl *d)
 		fprintf(o, " (balance hash header \"%.*s\")", (int)d->key_header_len, d->key_header);
 	else if (d->balance == LB_HASH)
 		fprintf(o, " (balance hash %s)", d->key == LBK_PATH ? "path" : "source");
+	if (d->health.on)
+		fprintf(o, " (health \"%s\" every %ums timeout %ums unhealthy %u healthy %u status %u..%u)", d->health.path,
+			d->health.every_ms, d->health.timeout_ms, d->health.unhealthy, d->health.healthy, d->health.status_lo,
+			d->health.status_hi);
+	if (d->retries >= 0)
+		fprintf(o, " (retries %d)", d->retries);
 	fprintf(o, ")\n");
 }
 

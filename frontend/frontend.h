@@ -163,6 +163,15 @@ struct l7_decl {                /* service, upstream or fallback */
 	char *key_header;           /* LBK_HEADER: the header name as written (escapes decoded) */
 	size_t key_header_len;
 	struct l7_loc balance_loc, key_loc;
+	/* upstreams: `health "PATH" OPTIONS` (active checks, l7run's) and `retries N` */
+	struct l7_health {
+		bool on;
+		char *path;
+		unsigned every_ms, timeout_ms, unhealthy, healthy, status_lo, status_hi;
+		struct l7_loc loc;
+	} health;
+	int retries;                /* -1: not written (the default) */
+	struct l7_loc retries_loc;
 };
 
 /* ---- interfaces (*.l7i) ---- */

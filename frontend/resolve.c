@@ -757,6 +757,18 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 						l7_diag(d, L7_NOTE, m->identities[j].loc, "'%s' is declared here", m->identities[j].name);
 					}
 	}
+	for (int i = 0; i < m->nupstreams; i++) {
+		const struct l7_decl *u = &m->upstreams[i];
+		/* a literal set's balancing tables are constants of the object: no endpoint of it
+		 * can be taken out, so a check could only watch it fail */
+		if (u->health.on && u->dyn == DYN_NONE && !u->syntax_error)
+			l7_diag(d, L7_ERROR, u->health.loc,
+				"health checks need endpoints l7run can take out of their set: upstream '%s' is written as addresses, whose balancing tables are compiled into the object; use endpoints(\"SET\") or \"HOST:PORT\"",
+				u->name);
+		if (u->retries > 0 && u->dyn == DYN_NONE && u->nendpoints == 1)
+			l7_diag(d, L7_WARNING, u->retries_loc, "upstream '%s' has one endpoint: a retry has no other endpoint to go to",
+				u->name);
+	}
 	for (int i = 0; i < m->nupstreams; i++)
 		if (m->upstreams[i].syntax_error)
 			continue;   /* its address did not parse: said */

@@ -406,6 +406,107 @@ static void balance(struct cx *cx, TSNode n, struct l7_decl *decl)
 	decl->balance = LB_HASH;
 }
 
+/* A duration as written: 500ms, 2s, 1m; ms, or 0 if it is not one. */
+static unsigned long duration_ms(const char *t)
+{
+	char *end;
+	unsigned long v = strtoul(t, &end, 10);
+	unsigned long mul = !strcmp(end, "ms") ? 1 : !strcmp(end, "s") ? 1000 : !strcmp(end, "m") ? 60000 : 0;
+	return v > 86400000ul ? 86400000ul : v * mul;
+}
+
+/* health "PATH" [every D] [timeout D] [unhealthy N] [healthy N] [status LO..HI]: the defaults
+ * are HAProxy's (inter 2s, fall 3, rise 2) with Envoy's 2xx, and a timeout of 1 s. */
+static void health(struct cx *cx, TSNode n, struct l7_decl *decl)
+{
+	struct l7_health *h = &decl->health;
+	struct l7_expr tmp = { 0 };
+	TSNode path = field(n, "path");
+	unsigned seen = 0;
+	static const char *const names[] = { "every", "timeout", "unhealthy", "healthy", "status" };
+
+	if (h->on) {
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "upstream '%s' has two health clauses", decl->name);
+		return;
+	}
+	*h = (struct l7_health){ true, NULL, 2000, 1000, 3, 2, 200, 299, loc_of(cx, n) };
+	string_value(cx, path, &tmp);
+	h->path = tmp.str;
+	bool clean = tmp.str_len > 0 && tmp.str_len <= 1024 && strlen(tmp.str) == tmp.str_len;
+	for (size_t i = 0; clean && i < tmp.str_len; i++)
+		clean = (unsigned char)tmp.str[i] > ' ' && tmp.str[i] != 0x7f;
+	if (!clean || tmp.str[0] != '/')
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, path),
+			"health check path \"%s\" is not a request target: it starts with '/' and has no spaces or control bytes (up to 1024)",
+			tmp.str);
+	for (uint32_t i = 0; i < ts_node_named_child_count(n); i++) {
+		TSNode o = ts_node_named_child(n, i);
+		if (!is(o, "health_option"))
+			continue;
+		TSNode name = field(o, "name"), val = field(o, "value");
+		char *k = text(cx, name), *v = text(cx, val);
+		int which = -1;
+		for (int j = 0; j < 5; j++)
+			which = !strcmp(k, names[j]) ? j : which;
+		if (which < 0) {
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, name),
+				"unknown health option '%s' (expected every, timeout, unhealthy, healthy or status)", k);
+			continue;
+		}
+		if (seen & (1u << which)) {
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, name), "health option '%s' given twice", k);
+			continue;
+		}
+		seen |= 1u << which;
+		if (which <= 1) {
+			unsigned long ms = is(val, "duration") ? duration_ms(v) : 0;
+			if (!is(val, "duration"))
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, val), "'%s' takes a duration: 500ms, 2s, 1m", k);
+			else if (ms < (which ? 10 : 100) || ms > 3600000)
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, val), "health check %s %s is out of range (%s to 1h)", which ? "timeout" : "period", v,
+					which ? "10ms" : "100ms");
+			else if (which)
+				h->timeout_ms = (unsigned)ms;
+			else
+				h->every_ms = (unsigned)ms;
+		} else if (which <= 3) {
+			long c = is(val, "integer") ? strtol(v, NULL, 10) : 0;
+			if (c < 1 || c > 100)
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, val), "'%s' takes a count of checks in a row, 1 to 100", k);
+			else if (which == 2)
+				h->unhealthy = (unsigned)c;
+			else
+				h->healthy = (unsigned)c;
+		} else {
+			long lo = is(val, "range") ? strtol(text(cx, field(val, "low")), NULL, 10) : 0;
+			long hi = is(val, "range") ? strtol(text(cx, field(val, "high")), NULL, 10) : 0;
+			if (is(val, "integer"))
+				lo = hi = strtol(v, NULL, 10);
+			if (lo < 100 || hi > 599 || lo > hi)
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, val),
+					"'status' takes a status or a range of them within 100..599: status 200..399");
+			else
+				h->status_lo = (unsigned)lo, h->status_hi = (unsigned)hi;
+		}
+	}
+	if (h->timeout_ms > h->every_ms)
+		l7_diag(cx->d, L7_ERROR, h->loc, "a health check timeout of %u ms is longer than its period (%u ms)", h->timeout_ms,
+			h->every_ms);
+}
+
+/* retries N: connect failures of an idempotent request tried again, each on another endpoint */
+static void retries(struct cx *cx, TSNode n, struct l7_decl *decl)
+{
+	TSNode c = field(n, "count");
+	long v = strtol(text(cx, c), NULL, 10);
+	if (decl->retries >= 0)
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "upstream '%s' has two retries clauses", decl->name);
+	else if (v > 3)
+		l7_diag(cx->d, L7_ERROR, loc_of(cx, c), "retries must be between 0 and 3 (each goes to another endpoint of the set)");
+	decl->retries = v > 3 ? 3 : (int)v;
+	decl->retries_loc = loc_of(cx, n);
+}
+
 /* A host name as DNS writes it (RFC 1123): dot-separated labels of letters, digits and inner
  * hyphens, 1-63 bytes each, 253 in all (a trailing dot allowed). */
 static bool host_name_ok(const char *h, size_t n)
@@ -474,13 +575,20 @@ static struct l7_decl *decl(struct cx *cx, TSNode n, struct l7_decl **arr, int *
 	struct l7_decl *dcl = PUSH(cx, *arr, *count);
 	dcl->name = name_of(cx, n, &dcl->loc);
 	dcl->syntax_error = ts_node_has_error(n);
+	dcl->retries = -1;
 	uint32_t c = ts_node_named_child_count(n);
 	for (uint32_t i = 0; i < c; i++) {
 		TSNode ch = ts_node_named_child(n, i);
 		if (is(ch, "endpoint") || is(ch, "address"))
 			endpoint(cx, ch, dcl);
+		else if (is(ch, "balance") && dcl->balance != LB_DEFAULT)
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, ch), "upstream '%s' has two balance clauses", dcl->name);
 		else if (is(ch, "balance"))
 			balance(cx, ch, dcl);
+		else if (is(ch, "health"))
+			health(cx, ch, dcl);
+		else if (is(ch, "retries"))
+			retries(cx, ch, dcl);
 		else if (is(ch, "endpoint_name") || is(ch, "endpoint_set"))
 			dyn_target(cx, ch, dcl);
 	}

@@ -224,6 +224,13 @@ struct ir_target {               /* a service, an upstream or the fallback proxy
 	enum ir_rt_kind { IR_RT_NONE, IR_RT_NAME, IR_RT_SET } rt_kind;
 	char *rt_name;               /* the host name, or the --endpoints set's name */
 	unsigned rt_port;            /* IR_RT_NAME */
+	/* l7run's: active checks of a run-time set (NULL: none), and how many times a request
+	 * whose connect failed goes to another endpoint (idempotent methods only) */
+	struct ir_health {
+		char *path;
+		unsigned every_ms, timeout_ms, unhealthy, healthy, status_lo, status_hi;
+	} *health;
+	int retries;
 };
 
 struct ir_mutation {              /* a field line some SET/ADD adds (request or response) */

@@ -914,6 +914,14 @@ static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl 
 			t->endpoints[i] = (struct ir_endpoint){ d->endpoints[i].ip, d->endpoints[i].port, d->endpoints[i].weight };
 	}
 	t->balance = t->nendpoints <= 1 ? IR_LB_ONE : d->balance == LB_HASH ? IR_LB_HASH : IR_LB_ROUND_ROBIN;
+	/* one retry by default wherever there is another endpoint to go to */
+	t->retries = d->retries >= 0 ? d->retries : t->nendpoints > 1 ? 1 : 0;
+	if (d->health.on) {
+		const struct l7_health *h = &d->health;
+		t->health = alloc(x, sizeof *t->health);
+		*t->health = (struct ir_health){ dup(x, h->path, strlen(h->path)), h->every_ms, h->timeout_ms, h->unhealthy,
+						 h->healthy, h->status_lo, h->status_hi };
+	}
 	t->key_field = -1;
 	t->key_header = -1;
 	if (t->balance == IR_LB_HASH && d->key == LBK_PATH)

@@ -91,6 +91,26 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 	cr_expect_eq(mf->n_fallback, p->fallback >= 0 ? 1u : 0u, "%s: fallback", name);
 	if (p->fallback >= 0 && mf->n_fallback)
 		cr_expect_eq(mf->fallback[0].slot, (__u32)p->upstreams[p->fallback].slot, "%s: fallback slot", name);
+	__u32 nh = 0, nr = 0;   /* HEALTH: one per run-time set with checks; RETRY: one per upstream that retries */
+	for (int u = 0; u < p->nupstreams; u++) {
+		const struct ir_target *t = &p->upstreams[u];
+		if (t->health && t->rt >= 0) {
+			cr_assert_lt(nh, mf->n_health, "%s: health records", name);
+			const struct l7m_health *h = &mf->health[nh++];
+			expect_str(h->path, t->health->path, "%s: health path of %s", name, t->name);
+			cr_expect(h->set == (__u32)t->rt && h->every_ms == t->health->every_ms && h->timeout_ms == t->health->timeout_ms &&
+					  h->unhealthy == t->health->unhealthy && h->healthy == t->health->healthy &&
+					  h->status_lo == t->health->status_lo && h->status_hi == t->health->status_hi,
+				  "%s: health of %s", name, t->name);
+		}
+		if (t->retries > 0) {
+			cr_assert_lt(nr, mf->n_retry, "%s: retry records", name);
+			cr_expect(mf->retry[nr].slot == (__u32)t->slot && mf->retry[nr].retries == (__u32)t->retries, "%s: retries of %s",
+				  name, t->name);
+			nr++;
+		}
+	}
+	cr_expect(mf->n_health == nh && mf->n_retry == nr, "%s: %u health and %u retry records", name, mf->n_health, mf->n_retry);
 	cr_assert_eq(mf->n_jwt, (__u32)p->njwts, "%s: jwts", name);
 	for (int i = 0; i < p->njwts; i++) {
 		expect_str(mf->jwt[i].name, p->jwts[i].name, "%s: jwt %d", name, i);
@@ -187,7 +207,9 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 	int lines = 0;
 	for (char *s = text; (s = strchr(s, '\n')); s++)
 		lines++;
-	cr_expect(!strncmp(text, "manifest version 3:", 19), "%s: printed: %.80s", name, text);
+	char head[32];
+	snprintf(head, sizeof head, "manifest version %d:", L7M_VERSION);
+	cr_expect(!strncmp(text, head, strlen(head)), "%s: printed: %.80s", name, text);
 	int comments = 0;
 	for (char *s = text; (s = strstr(s, "\n# ")); s++)
 		comments++;
@@ -298,9 +320,13 @@ Test(manifest, header)
 	cr_assert_eq(manifest_read(b, n, &M, ERR, sizeof ERR), 0, "%s", ERR);
 	manifest_free(&M);
 	put32(b + 4, L7M_VERSION + 1);
-	refused(b, n, "compiled by a newer l7c: manifest version 4, this l7run reads 3");
+	char says[160];
+	snprintf(says, sizeof says, "compiled by a newer l7c: manifest version %d, this l7run reads %d", L7M_VERSION + 1, L7M_VERSION);
+	refused(b, n, says);
 	put32(b + 4, 1);
-	refused(b, n, "compiled by an older l7c: manifest version 1, this l7run reads 3; recompile the policy");
+	snprintf(says, sizeof says, "compiled by an older l7c: manifest version 1, this l7run reads %d; recompile the policy",
+		 L7M_VERSION);
+	refused(b, n, says);
 	put32(b + 4, L7M_VERSION);
 	b[0] = 'X';
 	refused(b, n, "not an l7c manifest");

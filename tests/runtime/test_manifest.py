@@ -28,6 +28,9 @@ PID = os.getpid()
 BASE = 24000 + (PID % 400) * 8          # below the ephemeral range
 SVC, UA, UB = BASE, BASE + 1, BASE + 2
 CG = os.path.join(CG_ROOT, "l7manifest-%d" % PID)
+# the version this tree's l7c writes and l7run reads (stdlib/include/l7/manifest.h)
+VER = int(re.search(r"#define L7M_VERSION (\d+)", open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                    "stdlib", "include", "l7", "manifest.h")).read()).group(1))
 WORK = tempfile.mkdtemp(prefix="l7manifest-")
 N = 40
 
@@ -118,8 +121,9 @@ def bad_objects(obj):
     data = open(obj, "rb").read()
     open(half, "wb").write(data[:len(data) // 2])
     size = sections(data)["l7.manifest"][2]
-    return [("newer", broken(obj, "newer", set_version(4)), "compiled by a newer l7c: manifest version 4, this l7run reads 3"),
-            ("older", broken(obj, "older", set_version(1)), "compiled by an older l7c: manifest version 1, this l7run reads 3"),
+    return [("newer", broken(obj, "newer", set_version(VER + 1)),
+             "compiled by a newer l7c: manifest version %d, this l7run reads %d" % (VER + 1, VER)),
+            ("older", broken(obj, "older", set_version(1)), "compiled by an older l7c: manifest version 1, this l7run reads %d" % VER),
             ("magic", broken(obj, "magic", bad_magic), "not an l7c manifest"),
             ("truncated", broken(obj, "cut", cut_section), "truncated manifest: %d bytes, its header says %d" % (size // 2, size)),
             ("text", broken(obj, "text", old_name), "manifest version 1 (its text section l7.config)"),
@@ -157,7 +161,7 @@ def t_reload_refused(obj):
         time.sleep(0.2)
         log.seek(0)
         text = log.read()
-        check(r.returncode == 1 and "manifest version 4, this l7run reads 3" in text,
+        check(r.returncode == 1 and "manifest version %d, this l7run reads %d" % (VER + 1, VER) in text,
               "a reload to a newer manifest is refused and says why: exit %d, %r" % (r.returncode, text[-400:]))
         st, body = request(SVC, raw(value(1)))
         check(st == 200 and "backend=b" in body, "the serving version still answers: %d %r" % (st, body[:80]))
@@ -188,8 +192,8 @@ def main():
     r = subprocess.run([L7RUN, "--manifest", obj], capture_output=True, timeout=30)
     out = r.stdout
     tables = re.findall(rb'^table\[\d+\] table=0 match=exact method=any group=\d+ key="([^"]*)"$', out, re.M)
-    check(r.returncode == 0 and out.startswith(b"manifest version 3: ") and len(tables) == N,
-          "--manifest: version 3, one table of %d entries (%d): %r" % (N, len(tables), out[:200]))
+    check(r.returncode == 0 and out.startswith(b"manifest version %d: " % VER) and len(tables) == N,
+          "--manifest: version %d, one table of %d entries (%d): %r" % (VER, N, len(tables), out[:200]))
     check(tables[1:2] == [b"acme corp 1"] and tables[5:9] == [b"tab\\x09here 5", b"say \\x22hi\\x22 6",
                                                                b"back\\x5cslash 7", b"caf\\xc3\\xa9 \\xc3\\xbc 8"],
           "--manifest prints the keys as their bytes: %r" % tables[:9])
