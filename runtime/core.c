@@ -39,6 +39,7 @@ void l7run_init(struct l7run *L, const struct mode_ops *mode)
 	L->watch.fd = -1;
 	L->http.fd = -1;
 	pthread_mutex_init(&L->lock, NULL);
+	checks_init(L);
 	policy_env_init(&L->env);
 }
 
@@ -207,7 +208,8 @@ static int run_loop(struct l7run *L)
 	while (!L->stop) {
 		__atomic_store_n(&L->beat, now_ms(), __ATOMIC_RELAXED);
 		reload_poll(L);
-		int n = epoll_wait(L->epfd, ev, 256, L->mode->poll_ms(L));
+		int wait = L->mode->poll_ms(L), due = checks_due_ms(L, now_ms());
+		int n = epoll_wait(L->epfd, ev, 256, due >= 0 && (wait < 0 || due < wait) ? due : wait);
 		if (n < 0 && errno != EINTR)
 			return -1;
 		for (int i = 0; i < n; i++)
@@ -219,6 +221,7 @@ static int run_loop(struct l7run *L)
 			alog_tick(L);
 		jwt_tick(&L->env.jwt);
 		ident_tick(&L->env.ident);
+		checks_tick(L, now);   /* before ep_tick, which applies what they found */
 		ep_tick(&L->env.ep, now);
 		if (L->args.watch)
 			watch_tick(L, now);
@@ -325,6 +328,7 @@ out:
 	metrics_http_stop(&L->http);   /* before the maps it reads go */
 	reload_fini(L);
 	L->mode->close(L);
+	checks_fini(L);
 	listeners_close(L);
 	versions_unload_all(L);
 	watch_fini(L);

@@ -200,10 +200,24 @@ static const struct ep_health *health_of(const struct ep_env *env, const char *s
 	return NULL;
 }
 
+/* Out of its set: ejected by passive health, or down by the active checks. */
 static int ejected(const struct ep_env *env, const char *set, const struct sockaddr_in *a, int use_health)
 {
 	const struct ep_health *h = use_health ? health_of(env, set, a) : NULL;
-	return h && h->ejected;
+	return h && (h->ejected || h->down);
+}
+
+/* The row of an endpoint of a set; a new one if it has none (NULL: the table is full). */
+static struct ep_health *health_row(struct ep_env *env, const char *set, const struct sockaddr_in *a)
+{
+	struct ep_health *h = (struct ep_health *)health_of(env, set, a);
+	if (h || env->n_health == EP_HEALTH_MAX)
+		return h;
+	h = &env->health[env->n_health++];
+	memset(h, 0, sizeof *h);
+	snprintf(h->upstream, sizeof h->upstream, "%s", set);
+	h->addr = *a;
+	return h;
 }
 
 /* Smooth weighted round robin (as ir/balance.c), and the ring (ring.h), of the live slots. */
@@ -480,15 +494,9 @@ int ep_seen(struct ep_env *env, const struct cfg_endpoint *e, int ok, uint64_t n
 		*hash = 0;   /* NAME#i: the endpoint's set */
 	if (!set_named(env, name))
 		return 0;
-	struct ep_health *h = (struct ep_health *)health_of(env, name, &e->addr);
-	if (!h) {
-		if (env->n_health == EP_HEALTH_MAX)
-			return 0;
-		h = &env->health[env->n_health++];
-		memset(h, 0, sizeof *h);
-		snprintf(h->upstream, sizeof h->upstream, "%s", name);
-		h->addr = e->addr;
-	}
+	struct ep_health *h = health_row(env, name, &e->addr);
+	if (!h)
+		return 0;
 	if (ok) {
 		h->fails = 0;
 		if (!h->ejected)
@@ -511,22 +519,111 @@ int ep_seen(struct ep_env *env, const struct cfg_endpoint *e, int ok, uint64_t n
 	return 1;
 }
 
-int ep_health_row(const struct config *cfg, int i, const char **upstream, struct sockaddr_in *a, uint64_t *n)
+const struct ep_health *ep_health_row(const struct config *cfg, int i, int *in_set)
 {
 	const struct ep_env *env = cfg->rt ? cfg->rt->env : NULL;
 	for (int k = 0; env && k < env->n_health; k++) {
 		const struct ep_health *h = &env->health[k];
-		int mine = 0;
+		int mine = -1;
 		for (int s = 0; s < cfg->rt->n; s++)
-			mine |= !strcmp(cfg->rt->set[s].name, h->upstream);
-		if (mine && i-- == 0) {
-			*upstream = h->upstream;
-			*a = h->addr;
-			*n = h->ejections;
-			return 1;
+			mine = !strcmp(cfg->rt->set[s].name, h->upstream) ? s : mine;
+		if (mine >= 0 && i-- == 0) {
+			*in_set = 0;
+			for (int j = 0; j < L7_RT_SLOTS; j++) {
+				struct sockaddr_in a;
+				*in_set |= ep_set_endpoint(cfg, mine, j, &a) && same_addr(&a, &h->addr);
+			}
+			return h;
 		}
 	}
+	return NULL;
+}
+
+int ep_sets(const struct config *cfg)
+{
+	return cfg->rt ? cfg->rt->n : 0;
+}
+
+const char *ep_set_name(const struct config *cfg, int i)
+{
+	return cfg->rt && i >= 0 && i < cfg->rt->n ? cfg->rt->set[i].name : NULL;
+}
+
+int ep_set_endpoint(const struct config *cfg, int i, int k, struct sockaddr_in *a)
+{
+	const struct rtsets *d = cfg->rt;
+	if (!d || i < 0 || i >= d->n || k < 0 || k >= L7_RT_SLOTS || d->set[i].state[k] != SLOT_LIVE)
+		return 0;
+	*a = cfg->upstream[d->set[i].r->slot + (unsigned)k].addr;
+	return 1;
+}
+
+int ep_checked(struct ep_env *env, const char *set, const struct sockaddr_in *a, enum ep_check r, const char *why,
+	       unsigned unhealthy, unsigned healthy)
+{
+	struct ep_health *h = health_row(env, set, a);
+	if (!h)
+		return 0;
+	h->checks[r]++;
+	int was = h->down;
+	if (r == EP_CHECK_PASSED) {
+		h->failures = 0;
+		h->passes++;
+		if (h->down && h->passes >= healthy)
+			h->down = 0;
+	} else {
+		h->passes = 0;
+		h->failures++;
+		if (!h->down && h->failures >= unhealthy)
+			h->down = 1;
+	}
+	if (h->down == was)
+		return 0;
+	env->changed = 1;   /* the tables are rebuilt at the next tick */
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &a->sin_addr, ip, sizeof ip);
+	if (h->down)
+		fprintf(stderr, "l7run: upstream %s: endpoint %s:%d is down: %u health checks in a row failed (last: %s); out of its set\n",
+			set, ip, ntohs(a->sin_port), h->failures, why);
+	else
+		fprintf(stderr, "l7run: upstream %s: endpoint %s:%d is healthy again after %u passed health checks; back in its set\n",
+			set, ip, ntohs(a->sin_port), h->passes);
+	return 1;
+}
+
+int ep_retries(const struct config *cfg, int slot)
+{
+	const struct manifest *mf = cfg->mf;
+	if (slot < 0 || (__u32)slot >= mf->n_upstream)
+		return 0;
+	__u32 first = (__u32)slot - mf->upstream[slot].endpoint;
+	for (__u32 i = 0; i < mf->n_retry; i++)
+		if (mf->retry[i].slot == first)
+			return (int)mf->retry[i].retries;
 	return 0;
+}
+
+/* The next slot after `slot` of its upstream that can take the request: for a run-time set a
+ * live one its health does not keep out, for a set compiled in any other endpoint. */
+int ep_retry_slot(const struct config *cfg, int slot, uint32_t tried)
+{
+	const struct manifest *mf = cfg->mf;
+	if (slot < 0 || (__u32)slot >= mf->n_upstream)
+		return -1;
+	int first = slot - (int)mf->upstream[slot].endpoint, n = (int)mf->upstream[slot].endpoints;
+	const struct rtsets *d = cfg->rt;
+	const struct rtset *s = NULL;
+	for (int i = 0; d && i < d->n; i++)
+		s = (int)d->set[i].r->slot == first ? &d->set[i] : s;
+	for (int j = 1; j < n; j++) {
+		int k = (slot - first + j) % n, cand = first + k;
+		if (cand >= 32 || (tried & (1u << cand)) || !cfg->upstream[cand].set)
+			continue;
+		if (s && (s->state[k] != SLOT_LIVE || ejected(d->env, s->name, &cfg->upstream[cand].addr, 1)))
+			continue;
+		return cand;
+	}
+	return -1;
 }
 
 /* The loop: re-read the file when it changed (once a second), re-resolve names every

@@ -70,6 +70,11 @@ struct client {
 	int waiting;             /* a record waits for quiet, a connect or a pool socket */
 	uint64_t wait_since;
 	unsigned char conn_err[L7_MAX_UPSTREAMS];  /* a connect to this upstream failed */
+	/* the request being sent went to another slot after its connect failed (gateway_conn.c
+	 * retry_to): that slot + 1 (0: the one the data plane chose), the slots tried, how many */
+	int retry_up;
+	uint32_t tried;
+	int ntried;
 	int idx;                 /* position in the client list */
 	uint64_t own_bytes;      /* bytes l7run wrote to this client itself */
 	int rx_set;              /* its l7_rxq / l7_rxport entries exist (rules edit responses) */

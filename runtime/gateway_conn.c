@@ -22,6 +22,7 @@
 #define STALL_LOOK_MS   500   /* one TCP_INFO and one map lookup per client per look */
 #define POOL_WAIT_MS    5000  /* a request waiting for a pool socket gets 503 after this */
 #define HOLD_MAX        (1u << 20)  /* a held chunked request larger than this gets 413 */
+#define CONNECT_TIMEOUT_MS 2000  /* a pool connect a request waits for fails after this */
 
 static int client_add(struct gateway *g, struct client *c)
 {
@@ -257,14 +258,68 @@ static int handle_head(struct client *c, const struct l7_pass *rec)
 	return send_request(c, rec, c->in, rec->len, NULL, 0);
 }
 
+/* RFC 9110 9.2.2: the methods whose request sent twice has the effect of one (POST, PATCH,
+ * CONNECT and unknown methods are not) */
+static int idempotent(const char *head, size_t len)
+{
+	static const char *const m[] = { "GET ", "HEAD ", "OPTIONS ", "PUT ", "DELETE ", "TRACE " };
+	for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+		if (len >= strlen(m[i]) && !memcmp(head, m[i], strlen(m[i])))
+			return 1;
+	return 0;
+}
+
+/* The connect l7run made for this request to slot up failed (refused, unreachable, timed
+ * out): no byte of it went. Another endpoint of its upstream, if the upstream retries, the
+ * method is idempotent and one is left that health does not keep out; -1: answer 502. */
+static int retry_to(struct client *c, const char *head, size_t hlen, int up)
+{
+	struct config *cfg = &c->v->v.cfg;
+	int allowed = ep_retries(cfg, up);
+
+	c->tried |= up < 32 ? 1u << up : 0;
+	if (!allowed || c->ntried >= allowed)
+		return -1;
+	if (!idempotent(head, hlen)) {
+		stat_bump(c->v->v.stats, L7_STAT_NO_RETRY);
+		return -1;
+	}
+	int alt = ep_retry_slot(cfg, up, c->tried);
+	if (alt < 0)
+		return -1;
+	c->ntried++;
+	c->retry_up = alt + 1;
+	__atomic_fetch_add(&cfg->upstream[up].retries, 1, __ATOMIC_RELAXED);   /* the metrics thread reads it */
+	stat_bump(c->v->v.stats, L7_STAT_RETRIES);
+	vlog(c->v->pool.L, "retry: %s failed, the request goes to %s", cfg->upstream[up].name, cfg->upstream[alt].name);
+	return alt;
+}
+
+static int send_once(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen, const char *body,
+		     size_t blen);
+
 /* Send a request (head, and a held body if any) on the client's pool socket for its
  * upstream. Returns 0 done, 1 wait and retry, -1 close the client. */
 static int send_request(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen,
 			const char *body, size_t blen)
 {
-	int up = rec->verdict == L7_FALLBACK ? c->v->v.cfg.fallback : (int)rec->upstream;
+	int r = send_once(c, rec, head, hlen, body, blen);
+	if (r != 1) {   /* sent or answered: the next request starts from the data plane's choice */
+		c->retry_up = 0;
+		c->tried = 0;
+		c->ntried = 0;
+	}
+	return r;
+}
+
+static int send_once(struct client *c, const struct l7_pass *rec, const char *head, size_t hlen, const char *body,
+		     size_t blen)
+{
+	int up = c->retry_up ? c->retry_up - 1 : rec->verdict == L7_FALLBACK ? c->v->v.cfg.fallback : (int)rec->upstream;
 	if (c->conn_err[up]) {
 		c->conn_err[up] = 0;
+		if (retry_to(c, head, hlen, up) >= 0)
+			return send_once(c, rec, head, hlen, body, blen);
 		respond_for(c, up, 502, c->close_after, !!(rec->flags & L7_PASSF_HEADM));   /* the backend is down: fail fast */
 		return 0;
 	}
@@ -275,13 +330,25 @@ static int send_request(struct client *c, const struct l7_pass *rec, const char 
 		if (!ps) {
 			if (err == EAGAIN && now_ms() - c->wait_since < POOL_WAIT_MS)
 				return 1;   /* pool at its bound: wait for a socket to come back */
+			if (err != EAGAIN && err != EMFILE && retry_to(c, head, hlen, up) >= 0)
+				return send_once(c, rec, head, hlen, body, blen);
 			/* at its bound: l7run's limit (503); out of fds: l7run's; else the connect
 			 * failed at once: the upstream's */
 			respond_for(c, err == EAGAIN || err == EMFILE ? -1 : up, err == EAGAIN ? 503 : 502, c->close_after,
 				    !!(rec->flags & L7_PASSF_HEADM));
 			return 0;
 		}
+		ps->since = now_ms();
 		pool_bind(c, ps);
+	}
+	if (ps->connecting && now_ms() - ps->since >= CONNECT_TIMEOUT_MS) {
+		/* the backend does not answer the SYN: a failed connect, for health and retries */
+		c->bind[up] = NULL;
+		ps->owner = NULL;
+		pool_drop(ps);
+		upstream_seen(c->v->pool.L, &c->v->v.cfg.upstream[up], 0, "connect timed out");
+		c->conn_err[up] = 1;
+		return send_once(c, rec, head, hlen, body, blen);
 	}
 	if (ps->connecting)
 		return 1;

@@ -13,7 +13,7 @@
  *                                         manifest.c load.c jwt.c identities.c endpoints.c tables.c
  *                                         tails.c probe.c
  *   telemetry: telemetry.h                stats.c metrics.c metrics_http.c
- *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c alog.c watch.c
+ *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c health.c alog.c watch.c
  *   pool:      pool.h                     pool.c
  *   modes:     gateway.h mesh.h modes.h   gateway.c gateway_conn.c gateway_pool.c
  *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c
@@ -244,6 +244,30 @@ void upstream_seen(struct l7run *L, const struct cfg_endpoint *e, int ok, const 
 /* a connection to it ended with a response owed: a failure for passive health (endpoints.c) */
 void upstream_reset(struct l7run *L, const struct cfg_endpoint *e);
 
+/* ---- active health checks (health.c) ------------------------------------------------------ */
+
+/* One endpoint's checks: what the HEALTH record and the set say (compared every tick: a
+ * change starts it anew), and the check under way on fd. */
+struct probe {
+	struct io io;
+	int on;
+	char set[L7M_NAME_MAX + 1];
+	struct sockaddr_in addr;
+	char path[1025], host[272];
+	unsigned every_ms, timeout_ms, unhealthy, healthy, status_lo, status_hi;
+	int fd, phase;
+	uint64_t next_at, started, deadline;   /* ms */
+	char buf[128];           /* the answer's first bytes: its status line */
+	size_t got;
+};
+struct checks {
+	struct probe p[L7_MAX_RT_SETS][L7_RT_SLOTS];   /* set i, slot k of the serving version */
+};
+void checks_init(struct l7run *L);
+void checks_tick(struct l7run *L, uint64_t now);
+int checks_due_ms(struct l7run *L, uint64_t now);   /* -1: none due */
+void checks_fini(struct l7run *L);
+
 /* ---- the context ------------------------------------------------------------------------- */
 
 struct l7run {
@@ -272,6 +296,7 @@ struct l7run {
 	struct reloader reload;
 	struct watch watch;
 	struct health health;
+	struct checks checks;        /* active health checks (health.c) */
 	pid_t child;                 /* -- CMD while it runs (child.c), else 0 */
 	struct metrics_http http;
 	FILE *alog;                  /* --access-log FILE|-, NULL if none (alog.c) */

@@ -223,6 +223,58 @@ static void write_audits(FILE *out, const struct manifest *mf, int counters_fd, 
 	}
 }
 
+static void endpoint_labels(FILE *out, const char *metric, const struct ep_health *h)
+{
+	char ip[INET_ADDRSTRLEN];
+	inet_ntop(AF_INET, &h->addr.sin_addr, ip, sizeof ip);
+	fprintf(out, "%s{upstream=\"", metric);
+	label_value(out, h->upstream);
+	fprintf(out, "\",endpoint=\"%s:%d\"", ip, ntohs(h->addr.sin_port));
+}
+
+/* The health of the run-time endpoints l7run has connected to or checked (their rows,
+ * endpoints.c), and the retries per upstream (the counts of its slots, summed). */
+static void write_health(FILE *out, const struct config *cfg)
+{
+	static const char *const results[] = EP_CHECK_NAMES;
+	const struct ep_health *h;
+	int in_set;
+	const char *metric = family(out, FAM_EJECTIONS);
+	for (int i = 0; (h = ep_health_row(cfg, i, &in_set)); i++) {
+		endpoint_labels(out, metric, h);
+		fprintf(out, "} %llu\n", (unsigned long long)h->ejections);
+	}
+	metric = family(out, FAM_EP_HEALTHY);
+	for (int i = 0; (h = ep_health_row(cfg, i, &in_set)); i++)
+		if (in_set) {   /* an endpoint that left its set has no state to report */
+			endpoint_labels(out, metric, h);
+			fprintf(out, "} %d\n", !h->ejected && !h->down);
+		}
+	metric = family(out, FAM_HEALTH_CHECKS);
+	for (int i = 0; (h = ep_health_row(cfg, i, &in_set)); i++) {
+		uint64_t any = 0;
+		for (int r = 0; r < EP_CHECK_KINDS; r++)
+			any |= h->checks[r];
+		for (int r = 0; any && r < EP_CHECK_KINDS; r++)
+			if (h->checks[r] || r == EP_CHECK_PASSED) {   /* passed=0 too: a rate of zero to alert on */
+				endpoint_labels(out, metric, h);
+				fprintf(out, ",result=\"%s\"} %llu\n", results[r], (unsigned long long)h->checks[r]);
+			}
+	}
+	metric = family(out, FAM_RETRIES);
+	const struct manifest *mf = cfg->mf;
+	for (__u32 s = 0; s < mf->n_upstream; s++) {
+		if (mf->upstream[s].endpoint != 0 || !ep_retries(cfg, (int)s))
+			continue;
+		uint64_t n = 0;
+		for (__u32 k = s; k < s + mf->upstream[s].endpoints && k < L7_MAX_UPSTREAMS; k++)
+			n += __atomic_load_n(&cfg->upstream[k].retries, __ATOMIC_RELAXED);
+		fprintf(out, "%s{upstream=\"", metric);
+		label_value(out, mf->upstream[s].name.s);
+		fprintf(out, "\"} %llu\n", (unsigned long long)n);
+	}
+}
+
 /* The metrics of one loaded policy: its l7_counters, l7_stats and l7_upstat maps, its
  * manifest and its configuration as run (cfg: names of the upstreams); the counters are
  * the serving version's (a reload starts them from zero, which Prometheus reads as a counter
@@ -249,17 +301,7 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 	for (uint32_t i = 0; stats_fd >= 0 && i < L7_STAT_MAX; i++)
 		fprintf(out, "%s{event=\"%s\"} %llu\n", metric, l7_stat_desc[i].name, percpu_sum(stats_fd, i, ncpu, buf));
 	write_upstat(out, upstat_fd, ncpu, cfg);
-	metric = family(out, FAM_EJECTIONS);
-	const char *up;
-	struct sockaddr_in a;
-	uint64_t n;
-	for (int i = 0; ep_health_row(cfg, i, &up, &a, &n); i++) {
-		char ip[INET_ADDRSTRLEN];
-		inet_ntop(AF_INET, &a.sin_addr, ip, sizeof ip);
-		fprintf(out, "%s{upstream=\"", metric);
-		label_value(out, up);
-		fprintf(out, "\",endpoint=\"%s:%d\"} %llu\n", ip, ntohs(a.sin_port), (unsigned long long)n);
-	}
+	write_health(out, cfg);
 	write_reload(out, reload_fd);
 	free(buf);
 	return 0;

@@ -22,6 +22,7 @@ struct cfg_endpoint {
 	char name[L7M_NAME_MAX + 8];   /* an endpoint of a set: NAME#i */
 	struct sockaddr_in addr;
 	int set;
+	uint64_t retries;        /* requests sent to another endpoint after a connect here failed */
 };
 
 /* A version's configuration as run: its manifest with the command line's overrides. */
@@ -78,14 +79,20 @@ struct ident_env {
 #define EP_MAX 64                /* endpoints one source may give (a set uses L7_RT_SLOTS) */
 #define EP_HEALTH_MAX 256
 #define EP_RESOLVE_DEFAULT 5     /* s between resolutions of a name */
+/* what an active health check found (health.c), by the names of l7_health_checks_total */
+enum ep_check { EP_CHECK_PASSED, EP_CHECK_STATUS, EP_CHECK_CONNECT, EP_CHECK_TIMEOUT, EP_CHECK_BAD_RESPONSE, EP_CHECK_KINDS };
+#define EP_CHECK_NAMES { "passed", "status", "connect", "timeout", "bad_response" }
 struct ep_health {
 	char upstream[L7M_NAME_MAX + 1];
 	struct sockaddr_in addr;
 	int fails;               /* failed connects in a row */
 	int row;                 /* ejections in a row (the back-off doubles with each) */
-	int ejected;
+	int ejected;             /* passive: out until `until` */
 	uint64_t until;          /* ms */
 	uint64_t ejections;      /* in all */
+	int down;                /* active checks: out until `healthy` pass in a row */
+	unsigned passes, failures;   /* active checks in a row */
+	uint64_t checks[EP_CHECK_KINDS];
 };
 struct ep_env {
 	char file[512];
@@ -173,7 +180,21 @@ void ep_tick(struct ep_env *env, uint64_t now_ms);
 int ep_seen(struct ep_env *env, const struct cfg_endpoint *e, int ok, uint64_t now_ms);   /* 1: ejected it */
 /* row i of the ejection counts of cfg's sets' upstreams (the metrics: under the lock the loop
  * holds while ep_seen counts); 0 past the last */
-int ep_health_row(const struct config *cfg, int i, const char **upstream, struct sockaddr_in *a, uint64_t *n);
+const struct ep_health *ep_health_row(const struct config *cfg, int i, int *in_set);
+/* the sets of cfg and their endpoints, for the active checks (health.c): the set's name, and
+ * 1 with the address of slot k of set i if it holds an endpoint of the set (not draining) */
+int ep_sets(const struct config *cfg);
+const char *ep_set_name(const struct config *cfg, int i);
+int ep_set_endpoint(const struct config *cfg, int i, int k, struct sockaddr_in *a);
+/* an active check's outcome: out after `unhealthy` failures in a row, back after `healthy`
+ * passes (logged once per change); 1 if the endpoint's state changed */
+int ep_checked(struct ep_env *env, const char *set, const struct sockaddr_in *a, enum ep_check r, const char *why,
+	       unsigned unhealthy, unsigned healthy);
+/* retries (gateway mode): how many a request whose connect to slot failed may have, and
+ * another slot of its upstream to try (live, not ejected nor down, not in tried: a bit per
+ * slot), or -1 */
+int ep_retries(const struct config *cfg, int slot);
+int ep_retry_slot(const struct config *cfg, int slot, uint32_t tried);
 /* a slot whose endpoint left its set (no new requests); the mode says when none of its
  * connections is left, and the slot may take another endpoint */
 int ep_retired(const struct config *cfg, int slot);
