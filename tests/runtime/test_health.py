@@ -13,10 +13,13 @@ through the kernel in gateway mode. The policy is written here with our ports:
   - a set with one endpoint down: GET/HEAD/PUT/DELETE/OPTIONS all succeed (retried on the
     other endpoint, counted in l7_upstream_retries_total); POST is never retried (502,
     retries_not_idempotent); retries 0 gives 502 for a GET too;
+  - an endpoint that drops SYNs: a request's connect to it times out (2 s) and is retried
+    on the other endpoint; its checks time out and take it out;
   - the metrics parse with prometheus_client and pass promtool check metrics.
 Run by ctest:  test_health.py L7C L7RUN
 Every process started here is ended by pid; ports derive from our pid; pins and files go."""
 import os
+import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +40,7 @@ A = [BASE + 2 + i for i in range(3)]   # set api
 P = [BASE + 5, BASE + 6]               # set plain: P[1] never listens
 L0 = [BASE + 7, BASE + 8]              # lit0: L0[1] never listens
 L1 = [BASE + 9, BASE + 10]             # lit1: L1[1] never listens
+SILENT = BASE + 11                     # accepts no connection: SYNs dropped
 PERIOD, FALL, RISE = 0.2, 2, 2
 failures = []
 
@@ -265,7 +269,8 @@ def main():
             assert got == [200] * 6, got
             r = series(metrics(), "l7_upstream_retries_total")
             assert r.get(frozenset({"upstream": "lit1"}.items()), 0) >= 2, r
-            print("  %d requests to a set with one endpoint down, none failed, %d retried" % (len(got) + 200, n), flush=True)
+            print("  200 requests to a run-time set with one endpoint down and 6 to a set compiled in: none failed; "
+                  "%d retried in the run-time set (the passive ejection keeps the rest off it)" % n, flush=True)
         case(idempotent_requests_are_retried)
 
         def post_is_not_retried():
@@ -282,6 +287,36 @@ def main():
             assert not series(metrics(), "l7_upstream_retries_total").get(frozenset({"upstream": "lit0"}.items())), \
                 "retries 0 exports no retry series"
         case(post_is_not_retried)
+
+        def silent_endpoint_times_out():
+            # a listener whose accept queue is full drops every SYN: connects to it time out
+            bh = socket.socket()
+            bh.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            bh.bind(("127.0.0.1", SILENT))
+            bh.listen(0)
+            filler = socket.create_connection(("127.0.0.1", SILENT), timeout=2)
+            try:
+                since = os.path.getsize(logpath)
+                with open(epfile + ".tmp", "w") as f:
+                    f.write("".join("api 127.0.0.1:%d\n" % p for p in A + [SILENT]) + "plain 127.0.0.1:%d\n" % P[0] +
+                            "plain 127.0.0.1:%d\n" % SILENT)
+                os.rename(epfile + ".tmp", epfile)
+                assert wait_log(logpath, "upstream plain: 2 endpoints in force", since), "not applied"
+                t0 = time.time()
+                got = [(send("GET", "/plain/t"), time.time() - t0) for _ in range(2)]   # by turns: one to each
+                assert [g[0][0] for g in got] == [200, 200] and all(g[0][1] == P[0] for g in got), got
+                assert max(g[1] for g in got) >= 1.9, "no request waited for the connect timeout: %r" % got
+                assert wait_log(logpath, "127.0.0.1:%d) is down: connect timed out" % SILENT, since, 1), "not logged"
+                t = wait_log(logpath, "endpoint 127.0.0.1:%d is down: %d health checks in a row failed (last: connect timed out)" %
+                             (SILENT, FALL), since)
+                assert t, "the silent endpoint was not taken out by its checks"
+                key = frozenset({"upstream": "api", "endpoint": "127.0.0.1:%d" % SILENT, "result": "timeout"}.items())
+                assert series(metrics(), "l7_health_checks_total").get(key, 0) >= FALL
+                print("  a request to a silent endpoint: 200 from the other after %.2fs" % max(g[1] for g in got), flush=True)
+            finally:
+                filler.close()
+                bh.close()
+        case(silent_endpoint_times_out)
 
         def metrics_pass_promtool():
             text = metrics()
