@@ -28,23 +28,13 @@ import urllib.request
 L7C, L7RUN, POLICY, ECHO = sys.argv[1:5]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from cases import case, failures, wait_log  # noqa: E402
 from procs import start, stop, stop_all, wait_port  # noqa: E402
 from rawhttp import connect, exchange, request  # noqa: E402
 
 BASE = 30000 - (os.getpid() % 500) * 12
 FRONT, METRICS = BASE, BASE + 1
 B = [BASE + 2 + i for i in range(6)]   # backend ports
-failures = []
-
-
-def case(fn, *args):
-    t = time.time()
-    try:
-        fn(*args)
-        print("PASS %-36s %.2fs" % (fn.__name__, time.time() - t), flush=True)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        failures.append(fn.__name__)
-        print("FAIL %-36s %r" % (fn.__name__, e), flush=True)
 
 
 def get(path, user=None, keep=None):
@@ -64,18 +54,6 @@ def write(path, text):
     with open(tmp, "w") as f:
         f.write(text)
     os.rename(tmp, path)   # atomic: l7run never reads half a file
-
-
-def wait_log(logpath, text, since, secs=6.0):
-    """text appears in the log after offset since (within secs): True."""
-    end = time.time() + secs
-    while time.time() < end:
-        with open(logpath) as f:
-            f.seek(since)
-            if text in f.read():
-                return True
-        time.sleep(0.1)
-    return False
 
 
 def backend(port):

@@ -30,6 +30,7 @@ import urllib.request
 L7C, L7RUN = sys.argv[1:3]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from cases import case, failures, wait_log  # noqa: E402
 from procs import start, stop, stop_all, wait_port  # noqa: E402
 from rawhttp import listen, request, requests  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  (python3-prometheus-client)
@@ -42,17 +43,6 @@ L0 = [BASE + 7, BASE + 8]              # lit0: L0[1] never listens
 L1 = [BASE + 9, BASE + 10]             # lit1: L1[1] never listens
 SILENT = BASE + 11                     # accepts no connection: SYNs dropped
 PERIOD, FALL, RISE = 0.2, 2, 2
-failures = []
-
-
-def case(fn, *args):
-    t = time.time()
-    try:
-        fn(*args)
-        print("PASS %-36s %.2fs" % (fn.__name__, time.time() - t), flush=True)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        failures.append(fn.__name__)
-        print("FAIL %-36s %r" % (fn.__name__, e), flush=True)
 
 
 class Backend:
@@ -113,18 +103,6 @@ def send(method, path, body=b""):
         if line.startswith("backend="):
             port = int(line[len("backend="):])
     return st, port
-
-
-def wait_log(logpath, text, since, secs=6.0):
-    """The time text appears in the log after offset since (within secs), or None."""
-    end = time.time() + secs
-    while time.time() < end:
-        with open(logpath) as f:
-            f.seek(since)
-            if text in f.read():
-                return time.time()
-        time.sleep(0.02)
-    return None
 
 
 def metrics():
