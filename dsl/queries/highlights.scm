@@ -1,8 +1,9 @@
 ;; Syntax highlighting for editors with tree-sitter (README.md, "Editors"); capture names
 ;; are Neovim's. tests/compiler/test_grammar.c checks the query against the grammar.
 ["policy" "act" "using" "context" "service" "upstream" "fallback" "identity" "import"
- "if" "else" "state" "field" "action" "weight" "balance" "in"] @keyword
+ "if" "else" "state" "field" "action" "weight" "balance" "health" "retries" "in"] @keyword
 (balance policy: (identifier) @function.builtin)
+(health_option name: (identifier) @property)
 (balance_key kind: (identifier) @variable.builtin)
 (instance_declaration type: (identifier) @type)
 (setting name: (identifier) @property)
@@ -19,6 +20,7 @@
 (self) @variable.builtin
 (string) @string
 (integer) @number
+(duration) @number
 [(ip) (cidr) (address)] @constant
 (boolean) @constant.builtin
 (comment) @comment
