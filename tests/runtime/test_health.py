@@ -8,6 +8,8 @@ through the kernel in gateway mode. The policy is written here with our ports:
   - a backend that answers 503 on /healthz leaves the set within period x threshold (+ slack):
     no request of a load reaches it after that, and once it answers 200 again it is back and
     gets requests; l7_endpoint_healthy says 0 then 1, l7_health_checks_total counts by result;
+  - an endpoint that is down stays out of the new version's set after a reload (SIGHUP), and
+    comes back to it;
   - a backend that stops listening leaves the set the same way (connect failures), and is
     back once it listens again;
   - a set with one endpoint down: GET/HEAD/PUT/DELETE/OPTIONS all succeed (retried on the
@@ -19,6 +21,7 @@ through the kernel in gateway mode. The policy is written here with our ports:
 Run by ctest:  test_health.py L7C L7RUN
 Every process started here is ended by pid; ports derive from our pid; pins and files go."""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -210,6 +213,22 @@ def main():
             print("  out %.2fs after it answered 503 (bound %.2fs); 60 requests then, none to it; back after %.2fs" %
                   (out, bound, t - t0), flush=True)
         case(bad_status_leaves_and_comes_back)
+
+        def down_stays_down_across_a_reload():
+            since = os.path.getsize(logpath)
+            backs[A[0]].health_status = 500
+            assert wait_log(logpath, "endpoint 127.0.0.1:%d is down" % A[0], since), "not taken out"
+            l7.send_signal(signal.SIGHUP)
+            assert wait_log(logpath, "reload: version 2", since, 30), "no reload"
+            time.sleep(0.1)
+            n = load(30)
+            assert n[A[0]] == 0 and n[A[1]] > 0, "the new version sends to the endpoint that is down: %r" % n
+            since = os.path.getsize(logpath)
+            backs[A[0]].health_status = 200
+            assert wait_log(logpath, "endpoint 127.0.0.1:%d is healthy again" % A[0], since), "not back"
+            time.sleep(0.1)
+            assert load(30)[A[0]] > 0, "back, but the new version sends it nothing"
+        case(down_stays_down_across_a_reload)
 
         def stopped_listening_leaves_and_comes_back():
             since = os.path.getsize(logpath)
