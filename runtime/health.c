@@ -61,7 +61,7 @@ static void probe_answer(struct l7run *L, struct probe *p)
 	p->buf[p->got < sizeof p->buf ? p->got : sizeof p->buf - 1] = 0;
 	unsigned st = 0;
 	char why[64];
-	if (strncmp(p->buf, "HTTP/1.", 7) || sscanf(p->buf + 8, " %3u", &st) != 1 || st < 100 || st > 599) {
+	if (p->got < 12 || strncmp(p->buf, "HTTP/1.", 7) || sscanf(p->buf + 8, " %3u", &st) != 1 || st < 100 || st > 599) {
 		probe_done(L, p, EP_CHECK_BAD_RESPONSE, "no HTTP status line");
 		return;
 	}

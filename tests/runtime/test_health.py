@@ -10,6 +10,7 @@ through the kernel in gateway mode. The policy is written here with our ports:
     gets requests; l7_endpoint_healthy says 0 then 1, l7_health_checks_total counts by result;
   - an endpoint that is down stays out of the new version's set after a reload (SIGHUP), and
     comes back to it;
+  - an answer without a status line fails a check (bad_response);
   - a backend that stops listening leaves the set the same way (connect failures), and is
     back once it listens again;
   - a set with one endpoint down: GET/HEAD/PUT/DELETE/OPTIONS all succeed (retried on the
@@ -80,6 +81,9 @@ class Backend:
                     with self.lock:
                         self.checks += 1
                     st, body = self.health_status, b"health"
+                    if not st:   # not HTTP at all
+                        c.sendall(b"garbage\r\n\r\n")
+                        continue
                 else:
                     with self.lock:
                         self.served += 1
@@ -229,6 +233,18 @@ def main():
             time.sleep(0.1)
             assert load(30)[A[0]] > 0, "back, but the new version sends it nothing"
         case(down_stays_down_across_a_reload)
+
+        def an_answer_without_status_fails():
+            since = os.path.getsize(logpath)
+            backs[A[1]].health_status = 0
+            assert wait_log(logpath, "endpoint 127.0.0.1:%d is down: %d health checks in a row failed (last: no HTTP status line)" %
+                            (A[1], FALL), since), "not taken out"
+            key = frozenset({"upstream": "api", "endpoint": "127.0.0.1:%d" % A[1], "result": "bad_response"}.items())
+            assert series(metrics(), "l7_health_checks_total").get(key, 0) >= FALL
+            since = os.path.getsize(logpath)
+            backs[A[1]].health_status = 200
+            assert wait_log(logpath, "endpoint 127.0.0.1:%d is healthy again" % A[1], since), "not back"
+        case(an_answer_without_status_fails)
 
         def stopped_listening_leaves_and_comes_back():
             since = os.path.getsize(logpath)
