@@ -15,13 +15,13 @@ import time
 L7C, L7RUN, POLICY = sys.argv[1:4]
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from cases import case, failures  # noqa: E402
 from procs import start, stop, stop_all, wait_port  # noqa: E402
 from rawhttp import request  # noqa: E402
 BASE = 32000 - (os.getpid() % 1000) * 2   # below the ephemeral range, away from test_gateway's
 FRONT, BACK = BASE, BASE + 1
 LOGIN, BILLING, OTHER = "127.0.1.5", "127.0.3.5", "127.0.4.5"
 INSIDE = "127.0.1.200"   # in login's declared /24; the file may give it to billing
-failures = []
 
 
 def status(src, method, path):
@@ -60,16 +60,6 @@ def write(path, text):
     with open(tmp, "w") as f:
         f.write(text)
     os.rename(tmp, path)   # atomic: l7run never reads half a file
-
-
-def case(fn, *args):
-    t = time.time()
-    try:
-        fn(*args)
-        print("PASS %-32s %.2fs" % (fn.__name__, time.time() - t), flush=True)
-    except Exception as e:  # noqa: BLE001 - report and go on
-        failures.append(fn.__name__)
-        print("FAIL %-32s %r" % (fn.__name__, e), flush=True)
 
 
 def l7run(obj, pin, log, *extra):
