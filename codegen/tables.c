@@ -385,7 +385,7 @@ static int manifest_section(struct cg *g)
 		const struct ir_target *t = &p->upstreams[i];
 		const struct ir_health *h = t->health;
 		if (h && t->rt >= 0)
-			put_health(w, &(struct l7m_health){ (__u32)t->rt, mstr(h->path), h->every_ms, h->timeout_ms, h->unhealthy,
+			put_health(w, &(struct l7m_health){ (__u32)t->rt, mstr(h->path), mstr(h->host), h->every_ms, h->timeout_ms, h->unhealthy,
 							    h->healthy, h->status_lo, h->status_hi });
 	}
 	for (int i = 0; i < p->nupstreams; i++)

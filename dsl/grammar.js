@@ -59,11 +59,11 @@ module.exports = grammar({
     balance: ($) => seq('balance', field('policy', $.identifier),
       optional(seq('(', optional(field('key', $.balance_key)), ')'))),
     balance_key: ($) => seq(field('kind', $.identifier), optional(field('name', $.string))),
-    // health "/healthz" every 2s timeout 1s unhealthy 3 healthy 2 status 200..399: active
+    // health "/healthz" every 2s timeout 1s unhealthy 3 healthy 2 status 200..399 host "api": active
     // checks l7run sends to each endpoint; retries 1: connect failures of idempotent requests
     // tried again on another endpoint. Option names are identifiers the front end checks.
     health: ($) => seq('health', field('path', $.string), repeat(field('option', $.health_option))),
-    health_option: ($) => seq(field('name', $.identifier), field('value', choice($.duration, $.integer, $.range))),
+    health_option: ($) => seq(field('name', $.identifier), field('value', choice($.duration, $.integer, $.range, $.string))),
     retries: ($) => seq('retries', field('count', $.integer)),
 
     // fallback proxy = 127.0.0.1:15001;  (the userspace proxy of the slow path)

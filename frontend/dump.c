@@ -106,6 +106,8 @@ static void decl_out(FILE *o, const char *kind, const struct l7_decl *d)
 		fprintf(o, " (health \"%s\" every %ums timeout %ums unhealthy %u healthy %u status %u..%u)", d->health.path,
 			d->health.every_ms, d->health.timeout_ms, d->health.unhealthy, d->health.healthy, d->health.status_lo,
 			d->health.status_hi);
+	if (d->health.on && d->health.host)
+		fprintf(o, " (health host \"%s\")", d->health.host);
 	if (d->retries >= 0)
 		fprintf(o, " (retries %d)", d->retries);
 	fprintf(o, ")\n");

@@ -166,7 +166,7 @@ struct l7_decl {                /* service, upstream or fallback */
 	/* upstreams: `health "PATH" OPTIONS` (active checks, l7run's) and `retries N` */
 	struct l7_health {
 		bool on;
-		char *path;
+		char *path, *host;      /* host: NULL, the default (the name, or the endpoint's address) */
 		unsigned every_ms, timeout_ms, unhealthy, healthy, status_lo, status_hi;
 		struct l7_loc loc;
 	} health;

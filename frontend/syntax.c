@@ -423,13 +423,13 @@ static void health(struct cx *cx, TSNode n, struct l7_decl *decl)
 	struct l7_expr tmp = { 0 };
 	TSNode path = field(n, "path");
 	unsigned seen = 0;
-	static const char *const names[] = { "every", "timeout", "unhealthy", "healthy", "status" };
+	static const char *const names[] = { "every", "timeout", "unhealthy", "healthy", "status", "host" };
 
 	if (h->on) {
 		l7_diag(cx->d, L7_ERROR, loc_of(cx, n), "upstream '%s' has two health clauses", decl->name);
 		return;
 	}
-	*h = (struct l7_health){ true, NULL, 2000, 1000, 3, 2, 200, 299, loc_of(cx, n) };
+	*h = (struct l7_health){ true, NULL, NULL, 2000, 1000, 3, 2, 200, 299, loc_of(cx, n) };
 	string_value(cx, path, &tmp);
 	h->path = tmp.str;
 	bool clean = tmp.str_len > 0 && tmp.str_len <= 1024 && strlen(tmp.str) == tmp.str_len;
@@ -446,11 +446,16 @@ static void health(struct cx *cx, TSNode n, struct l7_decl *decl)
 		TSNode name = field(o, "name"), val = field(o, "value");
 		char *k = text(cx, name), *v = text(cx, val);
 		int which = -1;
-		for (int j = 0; j < 5; j++)
+		for (int j = 0; j < 6; j++)
 			which = !strcmp(k, names[j]) ? j : which;
 		if (which < 0) {
 			l7_diag(cx->d, L7_ERROR, loc_of(cx, name),
-				"unknown health option '%s' (expected every, timeout, unhealthy, healthy or status)", k);
+				"unknown health option '%s' (expected every, timeout, unhealthy, healthy, status or host)", k);
+			continue;
+		}
+		if (is(val, "string") != (which == 5)) {
+			l7_diag(cx->d, L7_ERROR, loc_of(cx, val), which == 5 ? "'host' takes a string: host \"api.example\"" :
+				"'%s' takes no string", k);
 			continue;
 		}
 		if (seen & (1u << which)) {
@@ -477,6 +482,17 @@ static void health(struct cx *cx, TSNode n, struct l7_decl *decl)
 				h->unhealthy = (unsigned)c;
 			else
 				h->healthy = (unsigned)c;
+		} else if (which == 5) {
+			struct l7_expr hs = { 0 };
+			string_value(cx, val, &hs);
+			bool ok = hs.str_len > 0 && hs.str_len <= 255 && strlen(hs.str) == hs.str_len;
+			for (size_t j = 0; ok && j < hs.str_len; j++)
+				ok = (unsigned char)hs.str[j] > ' ' && hs.str[j] != 0x7f;
+			if (!ok)
+				l7_diag(cx->d, L7_ERROR, loc_of(cx, val),
+					"health check host \"%s\" is not a Host value: 1-255 bytes, no spaces or control bytes", hs.str);
+			else
+				h->host = hs.str;
 		} else {
 			long lo = is(val, "range") ? strtol(text(cx, field(val, "low")), NULL, 10) : 0;
 			long hi = is(val, "range") ? strtol(text(cx, field(val, "high")), NULL, 10) : 0;

@@ -227,7 +227,7 @@ struct ir_target {               /* a service, an upstream or the fallback proxy
 	/* l7run's: active checks of a run-time set (NULL: none), and how many times a request
 	 * whose connect failed goes to another endpoint (idempotent methods only) */
 	struct ir_health {
-		char *path;
+		char *path, *host;       /* host: "" for the default */
 		unsigned every_ms, timeout_ms, unhealthy, healthy, status_lo, status_hi;
 	} *health;
 	int retries;

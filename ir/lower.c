@@ -919,8 +919,8 @@ static void copy_target(struct lx *x, struct ir_target *t, const struct l7_decl 
 	if (d->health.on) {
 		const struct l7_health *h = &d->health;
 		t->health = alloc(x, sizeof *t->health);
-		*t->health = (struct ir_health){ dup(x, h->path, strlen(h->path)), h->every_ms, h->timeout_ms, h->unhealthy,
-						 h->healthy, h->status_lo, h->status_hi };
+		*t->health = (struct ir_health){ dup(x, h->path, strlen(h->path)), dup(x, h->host ? h->host : "", h->host ? strlen(h->host) : 0),
+						 h->every_ms, h->timeout_ms, h->unhealthy, h->healthy, h->status_lo, h->status_hi };
 	}
 	t->key_field = -1;
 	t->key_header = -1;

@@ -148,7 +148,9 @@ static int probe_want(const struct config *cfg, int i, int k, const struct l7m_h
 	const struct l7m_runtime *r = &cfg->mf->runtime[i];
 	char ip[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &want->addr.sin_addr, ip, sizeof ip);
-	if (r->source == L7M_RT_DNS)   /* the name the policy gives; a set's endpoint: its address */
+	if (h->host.len)   /* as the policy says; else the name it gives, or a set's endpoint's address */
+		snprintf(want->host, sizeof want->host, "%s", h->host.s);
+	else if (r->source == L7M_RT_DNS)
 		snprintf(want->host, sizeof want->host, "%.*s:%u", 200, r->name.s, r->port);
 	else
 		snprintf(want->host, sizeof want->host, "%s:%d", ip, ntohs(want->addr.sin_port));

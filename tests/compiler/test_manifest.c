@@ -98,6 +98,7 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 			cr_assert_lt(nh, mf->n_health, "%s: health records", name);
 			const struct l7m_health *h = &mf->health[nh++];
 			expect_str(h->path, t->health->path, "%s: health path of %s", name, t->name);
+			expect_str(h->host, t->health->host, "%s: health host of %s", name, t->name);
 			cr_expect(h->set == (__u32)t->rt && h->every_ms == t->health->every_ms && h->timeout_ms == t->health->timeout_ms &&
 					  h->unhealthy == t->health->unhealthy && h->healthy == t->health->healthy &&
 					  h->status_lo == t->health->status_lo && h->status_hi == t->health->status_hi,

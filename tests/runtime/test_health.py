@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Active health checks and retries of idempotent requests (issue 15 item 3), with real traffic
 through the kernel in gateway mode. The policy is written here with our ports:
-  api  = endpoints("api") health "/healthz" every 200ms timeout 150ms unhealthy 2 healthy 2
+  api  = endpoints("api") health "/healthz" every 200ms timeout 150ms unhealthy 2 healthy 2 host "api.test"
   plain = endpoints("plain")                      (no checks; retries 1, the default)
   lit0 = [up, down] retries 0                     (a set compiled in, no retries)
   lit1 = [up, down]                               (a set compiled in, retries 1, the default)
@@ -55,7 +55,7 @@ class Backend:
 
     def __init__(self, port):
         self.port, self.health_status, self.lock = port, 200, threading.Lock()
-        self.served, self.checks, self.sock = 0, 0, None
+        self.served, self.checks, self.sock, self.check_head = 0, 0, None, []
 
     def start(self):
         self.sock = listen(self.port)
@@ -80,6 +80,7 @@ class Backend:
                 if target == b"/healthz":
                     with self.lock:
                         self.checks += 1
+                        self.check_head = lines
                     st, body = self.health_status, b"health"
                     if not st:   # not HTTP at all
                         c.sendall(b"garbage\r\n\r\n")
@@ -139,7 +140,7 @@ def stats(pin):
 
 POLICY = """import "http.l7i";
 service frontend = 127.0.0.1:%d;
-upstream api = endpoints("api") health "/healthz" every %dms timeout 150ms unhealthy %d healthy %d;
+upstream api = endpoints("api") health "/healthz" every %dms timeout 150ms unhealthy %d healthy %d host "api.test";
 upstream plain = endpoints("plain");
 upstream lit0 = [127.0.0.1:%d, 127.0.0.1:%d] retries 0;
 upstream lit1 = [127.0.0.1:%d, 127.0.0.1:%d];
@@ -185,6 +186,8 @@ def main():
             n = load()
             assert all(n[p] > 0 for p in A), "every endpoint serves at first: %r" % n
             assert all(backs[p].checks > 0 for p in A), "every endpoint is checked"
+            head = backs[A[0]].check_head
+            assert head[0] == b"GET /healthz HTTP/1.1" and b"host: api.test" in [h.lower() for h in head], head
             assert healthy(metrics(), A[1]) == 1.0
             since = os.path.getsize(logpath)
             t0 = time.time()
