@@ -207,13 +207,31 @@ static int ejected(const struct ep_env *env, const char *set, const struct socka
 	return h && (h->ejected || h->down);
 }
 
-/* The row of an endpoint of a set; a new one if it has none (NULL: the table is full). */
+/* A row some published version's set still holds the endpoint of (live or draining). */
+static int row_in_use(const struct ep_env *env, const struct ep_health *h)
+{
+	for (const struct rtsets *d = env->watched; d; d = d->next)
+		for (int i = 0; i < d->n; i++)
+			for (int k = 0; k < L7_RT_SLOTS && !strcmp(d->set[i].name, h->upstream); k++)
+				if (d->set[i].state[k] != SLOT_FREE && same_addr(&d->cfg->upstream[d->set[i].r->slot + (unsigned)k].addr, &h->addr))
+					return 1;
+	return 0;
+}
+
+/* The row of an endpoint of a set; a new one if it has none, in place of the row of an
+ * endpoint no set holds any more when the table is full (endpoints come and go: pods),
+ * NULL if every row is in use. */
 static struct ep_health *health_row(struct ep_env *env, const char *set, const struct sockaddr_in *a)
 {
 	struct ep_health *h = (struct ep_health *)health_of(env, set, a);
-	if (h || env->n_health == EP_HEALTH_MAX)
+	if (h)
 		return h;
-	h = &env->health[env->n_health++];
+	for (int i = 0; env->n_health == EP_HEALTH_MAX && !h && i < env->n_health; i++)
+		h = row_in_use(env, &env->health[i]) ? NULL : &env->health[i];
+	if (!h && env->n_health == EP_HEALTH_MAX)
+		return NULL;
+	if (!h)
+		h = &env->health[env->n_health++];
 	memset(h, 0, sizeof *h);
 	snprintf(h->upstream, sizeof h->upstream, "%s", set);
 	h->addr = *a;
