@@ -19,12 +19,12 @@
  *          L7_H2_SLOW(reason)     the kernel cannot decide the block (enum l7_h2_slow)
  *       d->msg.at is the block offset of the representation the result is about.
  *
- * What the kernel decodes: the static table, literals (with incremental indexing only while
- * the encoder's table is known to be of size 0: l7run advertises SETTINGS_HEADER_TABLE_SIZE 0,
- * and after the ACK, or after a size update to 0, nothing stays in the table), integers of up
- * to L7_HPACK_INT_BYTES continuation bytes, raw and Huffman strings. Any reference to the
- * dynamic table while it may hold entries, and any literal with incremental indexing before
- * that, is L7_H2_SLOW: the block means something only the slow path's full decoder knows.
+ * What the kernel decodes: the static table, literals (with or without indexing: what a literal
+ * inserts is read only by a later dynamic reference), integers of up to L7_HPACK_INT_BYTES
+ * continuation bytes, raw and Huffman strings. Any reference to the dynamic table while it may
+ * hold entries is L7_H2_SLOW: the block means something only a full decoder knows. l7run
+ * advertises SETTINGS_HEADER_TABLE_SIZE 0; after the ACK (and the size update to 0 it makes
+ * due), or after a size update to 0, the table is empty and a dynamic reference is an error.
  *
  * Checks (message modes): field names are lowercase tokens (uppercase, ':' inside, CTL, SP
  * are malformed), values hold no NUL/CR/LF and do not start or end with SP/HTAB; no
@@ -596,8 +596,11 @@ static __always_inline int l7_hpack_rep(struct l7_hpack *d, struct l7_req *req)
 	if (idx > L7_HPACK_STATIC)   /* the dynamic table: empty if its size is 0, else unknown */
 		return l7_hpack_fail(d, (d->conn & L7_H2_C_HP_ZERO) ? L7_HPACK_COMPRESSION :
 							      L7_H2_SLOW(L7_H2_SLOW_DYNAMIC));
-	if (rep == L7_HPACK_R_INCREMENTAL && !(d->conn & L7_H2_C_HP_ZERO))
-		return l7_hpack_fail(d, L7_H2_SLOW(L7_H2_SLOW_INDEXING));
+	/* A literal with incremental indexing decodes whatever the table holds: it names a static
+	 * entry or a literal. What it inserts is only ever read by a later dynamic reference,
+	 * which is the slow path (or an error) above, so a block without one means the same to
+	 * every decoder and may go on verbatim. curl and nghttp send their first request with such
+	 * literals before our SETTINGS is acknowledged: refusing them refused every first request. */
 	st->pos += k;
 	st->rep = rep;
 	st->sstart = st->o;

@@ -89,7 +89,6 @@ enum l7_h2_setting {
 /* Why a block or frame went to the slow path: X(NAME, value) */
 #define L7_H2_SLOW_REASONS(X)                                                                 \
 	X(DYNAMIC, 1)      /* a reference to the dynamic table (its contents are not tracked) */ \
-	X(INDEXING, 2)     /* a literal with incremental indexing while the table may be > 0 */ \
 	X(BLOCK_SIZE, 3)   /* header block larger than L7_H2_BLOCK_MAX */                       \
 	X(CONT_FLOOD, 4)   /* more than L7_H2_MAX_CONT CONTINUATION frames */                   \
 	X(OUT_SIZE, 5)     /* decoded fields the policy keeps overflow the request buffer */   \
