@@ -25,5 +25,9 @@ int same_file(const struct stat *a, const struct stat *b);
 /* answer.c: l7run's own HTTP answers; why: a reason for the body (NULL: the status alone) */
 int http_answer(char *buf, size_t cap, int status, int close_conn, int head_only);
 int http_answer_why(char *buf, size_t cap, int status, int close_conn, int head_only, const char *why);
+/* an HTTP/2 client (1: its preface starts in[0..n); -1: may be, n is short), and the frames
+ * that refuse it (stat h2_refused) */
+int h2_preface_at(const char *in, size_t n);
+int h2_refusal(char *buf, size_t cap);
 
 #endif

@@ -399,7 +399,24 @@ static int handle(struct client *c, const struct l7_pass *rec)
 	case L7_PASS_BAD:
 		if (!client_quiet(c))
 			return 1;
-		respond(c, rec->status ? (int)rec->status : 400, 1, 0);
+		/* The parser refuses "PRI" as soon as it sees it, maybe before the line is whole, and
+		 * the rest of a client's line did not reach l7run afterwards (a preface in two
+		 * writes hung until the client gave up): what is here decides, from "PRI " on. */
+		int h2 = h2_preface_at(c->in, c->in_len);
+		if (h2 < 0 && read_more(c, 18 - c->in_len) == 0)
+			h2 = h2_preface_at(c->in, c->in_len);
+		if (h2 < 0)
+			h2 = c->in_len >= 4;
+		if (h2 > 0) {
+			char msg[64];
+			int n = h2_refusal(msg, sizeof msg);
+			stat_bump(c->v->v.stats, L7_STAT_H2_REFUSED);
+			if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) == n)
+				c->own_bytes += (uint64_t)n;
+			c->closing = 1;
+		} else {
+			respond(c, rec->status ? (int)rec->status : 400, 1, 0);
+		}
 		return -1;
 	}
 	return -1;

@@ -46,6 +46,19 @@ void mesh_client_answer(struct mesh_client *c, int up, int status, int close_aft
 	}
 }
 
+/* An HTTP/2 client (its preface was the first "request"): refused in HTTP/2 (answer.c), closed. */
+static void mesh_client_refuse_h2(struct mesh_client *c)
+{
+	char msg[64];
+	int n = h2_refusal(msg, sizeof msg);
+
+	stat_bump(c->v->v.stats, L7_STAT_H2_REFUSED);
+	send_all(c->fd, msg, (size_t)n);
+	c->local_done++;
+	c->closing = 1;
+	c->close_at = now_ms() + 100;   /* let it drain before the FIN */
+}
+
 static void publish(struct mesh_client *c)
 {
 	struct l7_mesh_ctl v = { .done_seq = c->next_seq - 1, .local_done = c->local_done };
@@ -383,8 +396,13 @@ static void pump(struct l7run *L, struct mesh_client *c)
 		if (r.kind == L7_MP_CLOSE) {
 			/* framing is lost, or the client asked to close: answer (if there is an
 			 * answer) and close; whatever else arrives is discarded */
+			int h2 = r.status ? h2_preface_at(c->in, c->in_len) : 0;
+			if (h2 < 0)
+				return;   /* the parser refused "PRI": the rest of the line says whether HTTP/2 */
 			c->in_len = 0;
-			if (r.status) {
+			if (h2) {
+				mesh_client_refuse_h2(c);
+			} else if (r.status) {
 				mesh_client_answer(c, -1, (int)r.status, 1);
 			} else {
 				c->closing = 1;
