@@ -206,15 +206,23 @@ def t_http1_still():
     check(r.stdout == "403", "HTTP/1.1 deny: %r" % r.stdout)
 
 
+def t_upgrade():
+    """h2c Upgrade (RFC 7540 3.2) is an HTTP/1.1 request like any other: forwarded; this backend,
+    as any HTTP/1.1-only one, ignores the Upgrade and the answer is HTTP/1.1"""
+    r = subprocess.run(["curl", "-s", "-m", "5", "--http2", "-w", "\n%{http_version} %{http_code}",
+                        "http://127.0.0.1:%d/a/upgrade" % SVC], capture_output=True, text=True, timeout=10)
+    check(r.stdout.endswith("\n1.1 200") and "path=/a/upgrade" in r.stdout, "answered in HTTP/1.1: %r" % r.stdout)
+
+
 def t_backend_saw_nothing():
     log = backend_log()
-    check("/a/after" in log, "the backend's log has the HTTP/1.1 request: %r" % log[-300:])
+    check("/a/after" in log and "/a/upgrade" in log, "the backend's log has the HTTP/1.1 requests: %r" % log[-300:])
     check("PRI" not in log and "SM" not in log and "/a " not in log and "/b " not in log,
           "nothing of an HTTP/2 client reached the backend: %r" % log[-500:])
 
 
 CHECKS = [("raw", t_raw), ("preface_split", t_preface_alone), ("curl", t_curl), ("nghttp", t_nghttp),
-          ("http1", t_http1_still), ("backend", t_backend_saw_nothing)]
+          ("http1", t_http1_still), ("upgrade", t_upgrade), ("backend", t_backend_saw_nothing)]
 
 
 def main():
