@@ -8,7 +8,7 @@
  * Layers, lowest first. A file includes only headers of its own layer or a lower one, and the
  * files of one mode never include another mode's header (tests/runtime/layers.py checks this
  * list against the #include lines):
- *   base:      base.h                     base.c answer.c
+ *   base:      base.h h2_refuse.h         base.c answer.c h2_refuse.c
  *   policy:    policy.h manifest.h probe.h
  *                                         manifest.c load.c jwt.c identities.c endpoints.c tables.c
  *                                         tails.c probe.c

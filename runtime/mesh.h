@@ -59,6 +59,7 @@ struct mesh_client {
 	/* redirects into the client decided but not yet queued (l7/mesh.h redir_dec), as last
 	 * seen, and since when (ms): see answered() */
 	uint64_t redir_seen, redir_since;
+	struct h2_refuser *h2;   /* an HTTP/2 client: every stream answered 505 (h2_refuse.h) */
 };
 
 struct relay;

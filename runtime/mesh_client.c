@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <bpf/bpf.h>
 #include "mesh.h"
+#include "h2_refuse.h"
 #include "../stdlib/bpf/http.h"   /* the trailer section, framed as the gateway frames it */
 
 #define MESH_HOLD_MAX (1u << 20)   /* a chunked request larger than this gets 413 (as gateway mode) */
@@ -44,19 +45,6 @@ void mesh_client_answer(struct mesh_client *c, int up, int status, int close_aft
 		c->closing = 1;
 		c->close_at = now_ms() + 100;   /* let the answer drain before the FIN */
 	}
-}
-
-/* An HTTP/2 client (its preface was the first "request"): refused in HTTP/2 (answer.c), closed. */
-static void mesh_client_refuse_h2(struct mesh_client *c)
-{
-	char msg[64];
-	int n = h2_refusal(msg, sizeof msg);
-
-	stat_bump(c->v->v.stats, L7_STAT_H2_REFUSED);
-	send_all(c->fd, msg, (size_t)n);
-	c->local_done++;
-	c->closing = 1;
-	c->close_at = now_ms() + 100;   /* let it drain before the FIN */
 }
 
 static void publish(struct mesh_client *c)
@@ -140,6 +128,7 @@ void mesh_client_close(struct l7run *L, struct mesh_client *c)
 			M->client[i] = M->client[--M->n_clients];
 			break;
 		}
+	h2_refuser_free(c->h2);
 	free(c->in);
 	free(c);
 }
@@ -174,6 +163,40 @@ static void consume(struct mesh_client *c, size_t n)
 {
 	memmove(c->in, c->in + n, c->in_len - n);
 	c->in_len -= n;
+}
+
+static void h2_send(void *ctx, const void *p, size_t n)
+{
+	send_all(((struct mesh_client *)ctx)->fd, p, n);
+}
+
+/* An HTTP/2 client (its preface was the first "request"): from here on every byte it sends
+ * comes to l7run (the data plane marked the connection broken), and each of its streams is
+ * answered 505 (h2_refuse.c); only the refusal's GOAWAY if l7run has no memory for that. */
+static void mesh_client_refuse_h2(struct mesh_client *c)
+{
+	stat_bump(c->v->v.stats, L7_STAT_H2_REFUSED);
+	c->h2 = h2_refuser_new();
+	if (!c->h2) {
+		char msg[64];
+		send_all(c->fd, msg, (size_t)h2_refusal(msg, sizeof msg));
+		c->in_len = 0;
+		c->closing = 1;
+		c->close_at = now_ms() + 100;   /* let it drain before the FIN */
+	}
+}
+
+static void h2_pump(struct mesh_client *c)
+{
+	long k = h2_refuser_feed(c->h2, c->in, c->in_len, h2_send, c);
+
+	if (k < 0) {
+		c->in_len = 0;
+		c->closing = 1;
+		c->close_at = now_ms() + 100;
+	} else {
+		consume(c, (size_t)k);
+	}
 }
 
 static int tchar(unsigned char c)
@@ -369,6 +392,10 @@ static void answer_for(struct l7run *L, struct mesh_client *c, int up, int statu
 static void pump(struct l7run *L, struct mesh_client *c)
 {
 	while (!c->closing) {
+		if (c->h2) {
+			h2_pump(c);
+			return;
+		}
 		if (c->chunk) {
 			chunk_pump(c);
 			return;
@@ -399,18 +426,21 @@ static void pump(struct l7run *L, struct mesh_client *c)
 			int h2 = r.status ? h2_preface_at(c->in, c->in_len) : 0;
 			if (h2 < 0)
 				return;   /* the parser refused "PRI": the rest of the line says whether HTTP/2 */
-			c->in_len = 0;
 			if (h2) {
 				mesh_client_refuse_h2(c);
 			} else if (r.status) {
+				c->in_len = 0;
 				mesh_client_answer(c, -1, (int)r.status, 1);
 			} else {
+				c->in_len = 0;
 				c->closing = 1;
 				c->close_at = now_ms() + 20;
 			}
 			bpf_map_delete_elem(c->v->pass, &pk);
 			c->next_seq++;
 			publish(c);
+			if (c->h2)
+				h2_pump(c);
 			return;
 		}
 		if (r.kind == L7_MP_CHUNKED) {
@@ -480,7 +510,7 @@ static void client_event(struct l7run *L, struct io *io, uint32_t ev)
 	if (ev & EPOLLERR) {
 		mesh_client_close(L, c);
 	} else if (eof) {
-		if (finished(c)) {
+		if (c->h2 || finished(c)) {
 			mesh_client_close(L, c);
 			return;
 		}

@@ -1,0 +1,254 @@
+/* HTTP/2 clients while the data plane does not serve HTTP/2 (issue 14): l7run's end of such a
+ * connection speaks just enough HTTP/2 to answer every request stream at once, so clients
+ * fail fast instead of retrying: a GOAWAY alone made grpcio retry the call on new connections
+ * until its deadline (RFC 9113 6.8: streams past last-stream-id were not processed, so may be
+ * retried), where an answered stream is final. Each stream gets 505 (HTTP Version Not
+ * Supported, RFC 9110 15.6.6) with a short text body, or, when it is a gRPC call
+ * (content-type application/grpc...), a trailers-only response whose grpc-status is the one
+ * l7/grpc.h maps 505 to, with a grpc-message. Nothing is forwarded; SETTINGS and PING are
+ * acknowledged; a framing error ends the connection with GOAWAY and the RFC's code.
+ *
+ * The request's header block is decoded with stdlib/bpf/hpack.h, built natively, only to tell
+ * a gRPC call (a block it cannot decode, e.g. one referring to the dynamic table, gets the
+ * plain answer). Bounded: one frame at a time, at most L7_H2_MAX_FRAME bytes of payload, a
+ * header block of at most L7_H2_BLOCK_MAX bytes is kept (the rest of a longer one is read
+ * past). */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "h2_refuse.h"
+#include "../stdlib/bpf/hpack.h"
+#include "l7/grpc.h"
+
+/* hpack.h classifies the names a policy reads (l7_wanted_name): the refusal reads none */
+const __u32 l7_n_wanted = 0;
+const __u8 l7_wanted_len[L7_MAX_WANTED];
+const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
+
+#define REFUSE_STATUS 505
+static const char why[] = "HTTP/2 is not served here yet";
+
+struct h2_refuser {
+	int preface;             /* seen */
+	uint32_t last;           /* highest stream id opened by the client */
+	uint32_t cont;           /* stream whose header block CONTINUATION frames go on, 0: none */
+	int cont_end_stream;     /* that HEADERS ended its stream */
+	struct l7_hpack d;
+	struct l7_req req;
+};
+
+struct h2_refuser *h2_refuser_new(void)
+{
+	return calloc(1, sizeof(struct h2_refuser));
+}
+
+void h2_refuser_free(struct h2_refuser *r)
+{
+	free(r);
+}
+
+static size_t frame(char *o, uint32_t len, uint8_t type, uint8_t flags, uint32_t stream)
+{
+	o[0] = (char)(len >> 16);
+	o[1] = (char)(len >> 8);
+	o[2] = (char)len;
+	o[3] = (char)type;
+	o[4] = (char)flags;
+	o[5] = (char)(stream >> 24 & 0x7f);
+	o[6] = (char)(stream >> 16);
+	o[7] = (char)(stream >> 8);
+	o[8] = (char)stream;
+	return 9;
+}
+
+/* HPACK literal without indexing (RFC 7541 6.2.2), raw strings shorter than 127 bytes: a
+ * name from the static table (idx > 0) or a literal one (name) */
+static size_t lit(char *o, unsigned idx, const char *name, const char *val)
+{
+	size_t n = 0, vl = strlen(val);
+
+	if (idx < 15) {
+		o[n++] = (char)idx;
+	} else {
+		o[n++] = 0x0f;
+		o[n++] = (char)(idx - 15);
+	}
+	if (!idx) {
+		size_t nl = strlen(name);
+		o[n++] = (char)nl;
+		memcpy(o + n, name, nl);
+		n += nl;
+	}
+	o[n++] = (char)vl;
+	memcpy(o + n, val, vl);
+	return n + vl;
+}
+
+/* The answer to stream s (grpc: the request was a gRPC call); end_stream: the client's side
+ * of the stream is closed already (else RST_STREAM NO_ERROR after the response, 8.1). */
+static size_t answer(char *o, uint32_t s, int grpc, int end_stream)
+{
+	char blk[256], num[16];
+	size_t b = 0, n = 0;
+
+	if (grpc) {
+		blk[b++] = (char)0x88;   /* :status 200, static index 8 */
+		b += lit(blk + b, 31, NULL, "application/grpc");
+		snprintf(num, sizeof num, "%u", l7_grpc_status_of_http(REFUSE_STATUS));
+		b += lit(blk + b, 0, "grpc-status", num);
+		b += lit(blk + b, 0, "grpc-message", why);
+		n += frame(o, (uint32_t)b, L7_H2_HEADERS, L7_H2_F_END_HEADERS | L7_H2_F_END_STREAM, s);
+		memcpy(o + n, blk, b);
+		n += b;
+	} else {
+		char body[64];
+		int bl = snprintf(body, sizeof body, "%d %s\n", REFUSE_STATUS, why);
+		snprintf(num, sizeof num, "%d", REFUSE_STATUS);
+		b += lit(blk + b, 8, NULL, num);   /* :status */
+		b += lit(blk + b, 31, NULL, "text/plain");
+		snprintf(num, sizeof num, "%d", bl);
+		b += lit(blk + b, 28, NULL, num);   /* content-length */
+		n += frame(o, (uint32_t)b, L7_H2_HEADERS, L7_H2_F_END_HEADERS, s);
+		memcpy(o + n, blk, b);
+		n += b;
+		n += frame(o + n, (uint32_t)bl, L7_H2_DATA, L7_H2_F_END_STREAM, s);
+		memcpy(o + n, body, (size_t)bl);
+		n += (size_t)bl;
+	}
+	if (!end_stream) {
+		n += frame(o + n, 4, L7_H2_RST_STREAM, 0, s);
+		memset(o + n, 0, 4);
+		n += 4;
+	}
+	return n;
+}
+
+static size_t goaway(char *o, uint32_t last, uint32_t code)
+{
+	size_t n = frame(o, 8, L7_H2_GOAWAY, 0, 0);
+
+	o[n++] = (char)(last >> 24 & 0x7f);
+	o[n++] = (char)(last >> 16);
+	o[n++] = (char)(last >> 8);
+	o[n++] = (char)last;
+	o[n++] = (char)(code >> 24);
+	o[n++] = (char)(code >> 16);
+	o[n++] = (char)(code >> 8);
+	o[n++] = (char)code;
+	return n;
+}
+
+/* Is the header block gathered in d a gRPC call? */
+static int is_grpc(struct h2_refuser *r)
+{
+	r->d.mode = L7_HPACK_REQUEST;
+	r->d.conn = 0;   /* the client's table: unknown (our SETTINGS sets no size) */
+	l7_hpack_decode(&r->d, &r->req);
+	return !!(r->d.msg.flags & L7_H2_M_GRPC);
+}
+
+static void gather(struct h2_refuser *r, const uint8_t *p, uint32_t n)
+{
+	if (r->d.len + n > L7_H2_BLOCK_MAX) {
+		r->d.len = L7_H2_BLOCK_MAX + 1;   /* too long to decode here: the plain answer */
+		return;
+	}
+	memcpy(r->d.blk + r->d.len, p, n);
+	r->d.len += n;
+}
+
+long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx)
+{
+	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	const uint8_t *p = (const uint8_t *)in;
+	char o[1024];
+	size_t at = 0;
+
+	if (!r->preface) {
+		if (n < sizeof pre - 1)
+			return 0;
+		if (memcmp(in, pre, sizeof pre - 1))
+			goto protocol;
+		r->preface = 1;
+		at = sizeof pre - 1;
+		send(ctx, o, frame(o, 0, L7_H2_SETTINGS, 0, 0));   /* the server preface (3.4) */
+	}
+	while (n - at >= 9) {
+		const uint8_t *f = p + at;
+		uint32_t len = (uint32_t)f[0] << 16 | (uint32_t)f[1] << 8 | f[2];
+		uint8_t type = f[3], flags = f[4];
+		uint32_t s = ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) & 0x7fffffff;
+		if (len > L7_H2_MAX_FRAME) {
+			send(ctx, o, goaway(o, r->last, L7_H2_FRAME_SIZE_ERROR));
+			return -1;
+		}
+		if (n - at < 9 + (size_t)len)
+			break;   /* the rest of the frame is on its way */
+		const uint8_t *pl = f + 9;
+		if (r->cont && (type != L7_H2_CONTINUATION || s != r->cont))
+			goto protocol;   /* a header block is contiguous (4.3) */
+		switch (type) {
+		case L7_H2_SETTINGS:
+			if (s || len % 6 || ((flags & L7_H2_F_ACK) && len))
+				goto protocol;
+			if (!(flags & L7_H2_F_ACK))
+				send(ctx, o, frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+			break;
+		case L7_H2_PING:
+			if (s || len != 8) {
+				send(ctx, o, goaway(o, r->last, s ? L7_H2_PROTOCOL_ERROR : L7_H2_FRAME_SIZE_ERROR));
+				return -1;
+			}
+			if (!(flags & L7_H2_F_ACK)) {
+				size_t k = frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
+				memcpy(o + k, pl, 8);
+				send(ctx, o, k + 8);
+			}
+			break;
+		case L7_H2_GOAWAY:
+			return -1;
+		case L7_H2_HEADERS: {
+			if (!(s & 1) || s <= r->last)
+				goto protocol;   /* client streams are odd and only increase (5.1.1) */
+			r->last = s;
+			uint32_t skip = 0, pad = 0;
+			if (flags & L7_H2_F_PADDED) {
+				if (!len)
+					goto protocol;
+				pad = pl[0];
+				skip = 1;
+			}
+			if (flags & L7_H2_F_PRIORITY)
+				skip += 5;
+			if (skip + pad > len)
+				goto protocol;
+			r->d.len = 0;
+			gather(r, pl + skip, len - skip - pad);
+			r->cont_end_stream = flags & L7_H2_F_END_STREAM;
+			if (!(flags & L7_H2_F_END_HEADERS)) {
+				r->cont = s;
+				break;
+			}
+			send(ctx, o, answer(o, s, is_grpc(r), r->cont_end_stream));
+			break;
+		}
+		case L7_H2_CONTINUATION:
+			if (!r->cont)
+				goto protocol;
+			gather(r, pl, len);
+			if (flags & L7_H2_F_END_HEADERS) {
+				r->cont = 0;
+				send(ctx, o, answer(o, s, is_grpc(r), r->cont_end_stream));
+			}
+			break;
+		default:
+			break;   /* DATA, WINDOW_UPDATE, PRIORITY, RST_STREAM, unknown: nothing to do */
+		}
+		at += 9 + (size_t)len;
+	}
+	return (long)at;
+protocol:
+	send(ctx, o, goaway(o, r->last, L7_H2_PROTOCOL_ERROR));
+	return -1;
+}
