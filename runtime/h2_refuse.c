@@ -87,7 +87,7 @@ static size_t lit(char *o, unsigned idx, const char *name, const char *val)
 
 /* The answer to stream s (grpc: the request was a gRPC call); end_stream: the client's side
  * of the stream is closed already (else RST_STREAM NO_ERROR after the response, 8.1). */
-static size_t answer(char *o, uint32_t s, int grpc, int end_stream)
+static size_t answer_frames(char *o, uint32_t s, int grpc, int end_stream)
 {
 	char blk[256], num[16];
 	size_t b = 0, n = 0;
@@ -122,6 +122,16 @@ static size_t answer(char *o, uint32_t s, int grpc, int end_stream)
 		n += 4;
 	}
 	return n;
+}
+
+static int is_grpc(struct h2_refuser *r);
+
+static void answer(struct h2_refuser *r, uint32_t s, h2_send_fn send, void *ctx)
+{
+	char o[512];
+	int grpc = is_grpc(r);
+
+	send(ctx, o, answer_frames(o, s, grpc, r->cont_end_stream), grpc ? 200 : REFUSE_STATUS);
 }
 
 static size_t goaway(char *o, uint32_t last, uint32_t code)
@@ -172,7 +182,7 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 			goto protocol;
 		r->preface = 1;
 		at = sizeof pre - 1;
-		send(ctx, o, frame(o, 0, L7_H2_SETTINGS, 0, 0));   /* the server preface (3.4) */
+		send(ctx, o, frame(o, 0, L7_H2_SETTINGS, 0, 0), 0);   /* the server preface (3.4) */
 	}
 	while (n - at >= 9) {
 		const uint8_t *f = p + at;
@@ -180,7 +190,7 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 		uint8_t type = f[3], flags = f[4];
 		uint32_t s = ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) & 0x7fffffff;
 		if (len > L7_H2_MAX_FRAME) {
-			send(ctx, o, goaway(o, r->last, L7_H2_FRAME_SIZE_ERROR));
+			send(ctx, o, goaway(o, r->last, L7_H2_FRAME_SIZE_ERROR), 0);
 			return -1;
 		}
 		if (n - at < 9 + (size_t)len)
@@ -193,17 +203,17 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 			if (s || len % 6 || ((flags & L7_H2_F_ACK) && len))
 				goto protocol;
 			if (!(flags & L7_H2_F_ACK))
-				send(ctx, o, frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+				send(ctx, o, frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0), 0);
 			break;
 		case L7_H2_PING:
 			if (s || len != 8) {
-				send(ctx, o, goaway(o, r->last, s ? L7_H2_PROTOCOL_ERROR : L7_H2_FRAME_SIZE_ERROR));
+				send(ctx, o, goaway(o, r->last, s ? L7_H2_PROTOCOL_ERROR : L7_H2_FRAME_SIZE_ERROR), 0);
 				return -1;
 			}
 			if (!(flags & L7_H2_F_ACK)) {
 				size_t k = frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
 				memcpy(o + k, pl, 8);
-				send(ctx, o, k + 8);
+				send(ctx, o, k + 8, 0);
 			}
 			break;
 		case L7_H2_GOAWAY:
@@ -230,7 +240,7 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 				r->cont = s;
 				break;
 			}
-			send(ctx, o, answer(o, s, is_grpc(r), r->cont_end_stream));
+			answer(r, s, send, ctx);
 			break;
 		}
 		case L7_H2_CONTINUATION:
@@ -239,7 +249,7 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 			gather(r, pl, len);
 			if (flags & L7_H2_F_END_HEADERS) {
 				r->cont = 0;
-				send(ctx, o, answer(o, s, is_grpc(r), r->cont_end_stream));
+				answer(r, s, send, ctx);
 			}
 			break;
 		default:
@@ -249,6 +259,6 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 	}
 	return (long)at;
 protocol:
-	send(ctx, o, goaway(o, r->last, L7_H2_PROTOCOL_ERROR));
+	send(ctx, o, goaway(o, r->last, L7_H2_PROTOCOL_ERROR), 0);
 	return -1;
 }

@@ -4,7 +4,9 @@
 
 #include <stddef.h>
 
-typedef void (*h2_send_fn)(void *ctx, const void *p, size_t n);
+/* status: the :status of an answer these bytes are (for the local responses' telemetry), 0
+ * for the connection's own frames */
+typedef void (*h2_send_fn)(void *ctx, const void *p, size_t n, int status);
 struct h2_refuser;
 
 struct h2_refuser *h2_refuser_new(void);

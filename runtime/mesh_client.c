@@ -165,9 +165,13 @@ static void consume(struct mesh_client *c, size_t n)
 	c->in_len -= n;
 }
 
-static void h2_send(void *ctx, const void *p, size_t n)
+static void h2_send(void *ctx, const void *p, size_t n, int status)
 {
-	send_all(((struct mesh_client *)ctx)->fd, p, n);
+	struct mesh_client *c = ctx;
+
+	if (status)   /* l7run's own answer, counted before the client can read it */
+		upstat_answer(c->v->v.upstat, -1, status, n);
+	send_all(c->fd, p, n);
 }
 
 /* An HTTP/2 client (its preface was the first "request"): from here on every byte it sends

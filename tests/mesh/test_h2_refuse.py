@@ -77,6 +77,15 @@ def counters():
     return l7run_stats(L7RUN, PIN)
 
 
+def local_answers(cls):
+    """l7_local_responses_total{class=cls}: l7run's own answers, scraped"""
+    text = subprocess.run(["curl", "-s", "-m", "5", "http://127.0.0.1:%d/metrics" % METRICS],
+                          capture_output=True, text=True, timeout=10).stdout
+    m = re.search(r'^l7_local_responses_total\{class="%s"\} (\d+)$' % cls, text, re.M)
+    check(m, "l7_local_responses_total scraped: %r" % text[:200])
+    return int(m.group(1))
+
+
 def backend_log():
     with open(os.path.join(TMP, "backend.log")) as f:
         return f.read()
@@ -268,10 +277,12 @@ def t_curl():
 
 def t_nghttp():
     """two requests on one connection (nghttp sends both before its ACK): both answered"""
+    before = local_answers("5xx")
     r = subprocess.run(["nghttp", "-v", "-t", "5", "http://127.0.0.1:%d/a" % SVC, "http://127.0.0.1:%d/b" % SVC],
                        capture_output=True, text=True, timeout=10)
     if MODE == "mesh":
         check(r.stdout.count(":status: 505") == 2 and r.returncode == 0, "nghttp: two 505s: %r" % r.stdout[-800:])
+        check(local_answers("5xx") - before == 2, "both counted as l7run's own 5xx answers")
     else:
         check(re.search(r"recv GOAWAY frame <.*\n.*error_code=HTTP_1_1_REQUIRED", r.stdout),
               "nghttp sees GOAWAY HTTP_1_1_REQUIRED: %r" % r.stdout[-600:])
@@ -321,7 +332,8 @@ def main():
         obj = os.path.join(TMP, "h2r.o")
         subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
         backend = ([sys.executable, "-c", BACKEND, str(PA), os.path.join(TMP, "backend.log")], PA)
-        with serving(MODE, L7RUN, obj, SVC, [backend], log, CG, PIN):
+        with serving(MODE, L7RUN, obj, SVC, [backend], log, CG, PIN,
+                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS)):
             for name, fn in CHECKS:
                 t0 = time.time()
                 try:
