@@ -14,6 +14,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "gateway.h"
+#include "h2_refuse.h"
 
 #define DRAIN_GRACE_MS  20    /* quiet this long before close: redirects still in the psock queue */
 #define DRAIN_LIMIT_MS  3000  /* give up draining a closing client */
@@ -366,6 +367,18 @@ static int send_once(struct client *c, const struct l7_pass *rec, const char *he
 	return 0;
 }
 
+static void h2_send(void *ctx, const void *p, size_t n, int status)
+{
+	struct client *c = ctx;
+
+	if (status)   /* l7run's own answer, counted before the client can read it */
+		upstat_answer(c->v->v.upstat, -1, status, n);
+	if (send(c->fd, p, n, MSG_NOSIGNAL) == (ssize_t)n)
+		c->own_bytes += (uint64_t)n;
+	else
+		c->closing = 1;
+}
+
 static int handle(struct client *c, const struct l7_pass *rec)
 {
 	switch (rec->kind) {
@@ -408,11 +421,19 @@ static int handle(struct client *c, const struct l7_pass *rec)
 		if (h2 < 0)
 			h2 = c->in_len >= 4;
 		if (h2 > 0) {
-			char msg[64];
-			int n = h2_refusal(msg, sizeof msg);
+			/* The streams whose requests came with the preface get their answers, then
+			 * GOAWAY(HTTP_1_1_REQUIRED) and the close: what the client sent later did not
+			 * reliably reach l7run (a large write, or grpcio's request after our SETTINGS,
+			 * waited until the client gave up), so the connection is not kept. */
+			struct h2_refuser *r = h2_refuser_new();
 			stat_bump(c->v->v.stats, L7_STAT_H2_REFUSED);
-			if (send(c->fd, msg, (size_t)n, MSG_NOSIGNAL) == n)
-				c->own_bytes += (uint64_t)n;
+			if (r && rec->len >= 24 && !h2_refuser_take(r, c->in, rec->len, h2_send, c)) {
+				h2_refuser_goaway(r, h2_send, c);
+			} else if (!r || rec->len < 24) {
+				char msg[64];
+				h2_send(c, msg, (size_t)h2_refusal(msg, sizeof msg), 0);
+			}
+			h2_refuser_free(r);
 			c->closing = 1;
 		} else {
 			respond(c, rec->status ? (int)rec->status : 400, 1, 0);

@@ -36,6 +36,8 @@ struct h2_refuser {
 	int cont_end_stream;     /* that HEADERS ended its stream */
 	struct l7_hpack d;
 	struct l7_req req;
+	char *buf;               /* bytes of a frame not yet whole (at most one frame and a header) */
+	size_t len, cap;
 };
 
 struct h2_refuser *h2_refuser_new(void)
@@ -45,6 +47,8 @@ struct h2_refuser *h2_refuser_new(void)
 
 void h2_refuser_free(struct h2_refuser *r)
 {
+	if (r)
+		free(r->buf);
 	free(r);
 }
 
@@ -168,7 +172,8 @@ static void gather(struct h2_refuser *r, const uint8_t *p, uint32_t n)
 	r->d.len += n;
 }
 
-long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx)
+/* The whole frames of in[0..n): the bytes consumed, or -1 (close). */
+static long feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx)
 {
 	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 	const uint8_t *p = (const uint8_t *)in;
@@ -261,4 +266,54 @@ long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn 
 protocol:
 	send(ctx, o, goaway(o, r->last, L7_H2_PROTOCOL_ERROR), 0);
 	return -1;
+}
+
+int h2_refuser_take(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx)
+{
+	long k;
+
+	if (!r->len) {   /* the common case: nothing kept, no copy */
+		k = feed(r, in, n, send, ctx);
+		if (k < 0)
+			return -1;
+		in += k;
+		n -= (size_t)k;
+	} else {
+		if (r->len + n > r->cap) {
+			size_t cap = r->len + n;
+			char *b = realloc(r->buf, cap);
+			if (!b)
+				return -1;
+			r->buf = b;
+			r->cap = cap;
+		}
+		memcpy(r->buf + r->len, in, n);
+		r->len += n;
+		k = feed(r, r->buf, r->len, send, ctx);
+		if (k < 0)
+			return -1;
+		memmove(r->buf, r->buf + k, r->len - (size_t)k);
+		r->len -= (size_t)k;
+		return 0;
+	}
+	/* the rest is less than a frame (feed refuses a longer one at its header) */
+	if (n) {
+		if (n > r->cap) {
+			char *b = realloc(r->buf, n);
+			if (!b)
+				return -1;
+			r->buf = b;
+			r->cap = n;
+		}
+		memcpy(r->buf, in, n);
+		r->len = n;
+	}
+	return 0;
+}
+
+void h2_refuser_goaway(struct h2_refuser *r, h2_send_fn send, void *ctx)
+{
+	char o[32];
+
+	send(ctx, o, goaway(o, r->last, L7_H2_HTTP_1_1_REQUIRED), 0);
 }

@@ -11,10 +11,13 @@ struct h2_refuser;
 
 struct h2_refuser *h2_refuser_new(void);
 void h2_refuser_free(struct h2_refuser *r);
-/* Takes the client's bytes in[0..n) from the first one on (the preface), whole frames at a
- * time, and sends what answers them through send(ctx, ...): the bytes consumed (the rest is
- * an unfinished frame: call again with more), or -1 when the connection is to be closed once
- * what was sent is delivered (a GOAWAY was the last thing sent, or the client's came). */
-long h2_refuser_feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx);
+/* Takes the client's bytes in[0..n), the first call's from the preface on (an unfinished frame
+ * is kept for the next call), and sends what answers them through send(ctx, ...). 0, or -1
+ * when the connection is to be closed once what was sent is delivered (a GOAWAY was the last
+ * thing sent, or the client's came). */
+int h2_refuser_take(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send, void *ctx);
+/* Ends the connection: GOAWAY with the last stream answered and HTTP_1_1_REQUIRED (for a
+ * connection whose further bytes l7run would not see: gateway mode). */
+void h2_refuser_goaway(struct h2_refuser *r, h2_send_fn send, void *ctx);
 
 #endif

@@ -192,14 +192,12 @@ static void mesh_client_refuse_h2(struct mesh_client *c)
 
 static void h2_pump(struct mesh_client *c)
 {
-	long k = h2_refuser_feed(c->h2, c->in, c->in_len, h2_send, c);
+	int rc = h2_refuser_take(c->h2, c->in, c->in_len, h2_send, c);
 
-	if (k < 0) {
-		c->in_len = 0;
+	c->in_len = 0;
+	if (rc < 0) {
 		c->closing = 1;
 		c->close_at = now_ms() + 100;
-	} else {
-		consume(c, (size_t)k);
 	}
 }
 
