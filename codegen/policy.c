@@ -494,16 +494,20 @@ static void store_decision(struct pcx *c, enum ir_term term, int upstream, int s
 	store32(c, c->d, offsetof(struct l7_decision, rule), u32c(c, (unsigned)rule));
 }
 
-static void deny_now(struct pcx *c, int status, int rule)
+/* grpc: the rule's (ir_rule.grpc), stored only when it names one: a Deny's decision is what it
+ * was before gRPC (the machinery zeroes d) */
+static void deny_now(struct pcx *c, int status, int grpc, int rule)
 {
 	store_decision(c, IR_DENY, -1, status, rule);
+	if (grpc)
+		store32(c, c->d, offsetof(struct l7_decision, grpc), u32c(c, (unsigned)grpc));
 	LLVMBuildRet(c->g->b, u32c(c, L7_DENY));
 }
 
 /* A Deny (or an ALLOW policy's 403) that `l7run --audit` (l7_config, no recompile) does not
  * enforce: l7_audit_deny counts it in the rule's audit counter and goes to `audited` (the
  * policy decides nothing); otherwise deny. */
-static void deny_or_audit(struct pcx *c, int status, int rule, LLVMBasicBlockRef audited)
+static void deny_or_audit(struct pcx *c, int status, int grpc, int rule, LLVMBasicBlockRef audited)
 {
 	struct cg *g = c->g;
 	LLVMValueRef args[] = { c->d, u32c(c, (unsigned)rule) };
@@ -511,7 +515,7 @@ static void deny_or_audit(struct pcx *c, int status, int rule, LLVMBasicBlockRef
 	LLVMBasicBlockRef deny = block(c, "deny");
 	LLVMBuildCondBr(g->b, LLVMBuildICmp(g->b, LLVMIntNE, on, u32c(c, 0), ""), audited, deny);
 	LLVMPositionBuilderAtEnd(g->b, deny);
-	deny_now(c, status, rule);
+	deny_now(c, status, grpc, rule);
 }
 
 /* Limit(bucket, key): take a token or deny with the bucket's status. */
@@ -534,7 +538,7 @@ static void limit(struct pcx *c, const struct ir_action *a, const struct ir_rule
 	LLVMBasicBlockRef pass = block(c, "limit.ok"), over = block(c, "limit.over");
 	LLVMBuildCondBr(g->b, ok, pass, over);
 	LLVMPositionBuilderAtEnd(g->b, over);
-	deny_now(c, (int)b->status, r->id);
+	deny_now(c, (int)b->status, 0, r->id);
 	LLVMPositionBuilderAtEnd(g->b, pass);
 }
 
@@ -813,7 +817,7 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			}
 			cg_di_at(g, c->sp, rule->line);
 			switch (rule->term) {
-			case IR_DENY: deny_or_audit(c, rule->status, rule->id, matched); break;
+			case IR_DENY: deny_or_audit(c, rule->status, rule->grpc, rule->id, matched); break;
 			case IR_ALLOW: set_flag(c, c->allowed); LLVMBuildBr(g->b, matched); break;
 			case IR_FORWARD:
 			case IR_FALLBACK: remember_route(c, rule, matched); break;
@@ -852,14 +856,14 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c->allowed, "");
 	LLVMBuildCondBr(g->b, LLVMBuildAnd(g->b, applies, LLVMBuildNot(g->b, allowed, ""), ""), rbac, routing);
 	LLVMPositionBuilderAtEnd(g->b, rbac);
-	deny_or_audit(c, p->rbac_rule.status, 0, routing);
+	deny_or_audit(c, p->rbac_rule.status, 0, 0, routing);
 	LLVMPositionBuilderAtEnd(g->b, routing);
 	LLVMBasicBlockRef routed = block(c, "routed"), none = block(c, "default");
 	LLVMBuildCondBr(g->b, LLVMBuildLoad2(g->b, g->i1, c->routed, ""), routed, none);
 	LLVMPositionBuilderAtEnd(g->b, routed);
 	LLVMBuildRet(g->b, load32(c, c->d, offsetof(struct l7_decision, verdict)));
 	LLVMPositionBuilderAtEnd(g->b, none);
-	deny_now(c, p->default_rule.status, 0);
+	deny_now(c, p->default_rule.status, 0, 0);
 }
 
 /* A function the machinery references but this object never runs (its branch folds away):
@@ -963,7 +967,7 @@ void cg_policy(struct cg *g)
 	}
 	LLVMPositionBuilderAtEnd(g->b, bad);   /* no such chunk: deny */
 	c.d = at_offset(&c, LLVMGetParam(c.fn, 1), offsetof(struct l7_chain, d));
-	deny_now(&c, 500, 0);
+	deny_now(&c, 500, 0, 0);
 	free(c.re_desc);
 	free(c.table_val);
 }

@@ -23,6 +23,7 @@
 #include "split.h"
 #include "ir.h"
 #include "l7/abi.h"
+#include "l7/grpc.h"
 #include "pipeline.h"
 #include "timers.h"
 
@@ -177,7 +178,10 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	ir_jwt_env_free(env.ctx);
 	switch (d.term) {
 	case IR_FORWARD: printf("verdict: forward %s\n", ir->upstreams[d.upstream].name); break;
-	case IR_DENY: printf("verdict: deny %d\n", d.status); break;
+	case IR_DENY:   /* and what a gRPC client gets instead (an HTTP/1.1 client: the status) */
+		printf("verdict: deny %d\ngrpc-status: %d %s (%s)\n", d.status, d.grpc, l7_grpc_status_name((unsigned)d.grpc),
+		       d.grpc_named ? "named by the rule" : "of the HTTP status");
+		break;
 	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
 	default: printf("verdict: ?\n"); break;
 	}

@@ -27,6 +27,7 @@ enum l7_type {
 	T_ERROR = 0, T_VOID, T_BOOL, T_INT, T_STRING, T_IP, T_CIDR, T_ADDRESS,
 	T_UPSTREAM, T_LIST, T_RANGE, T_ACT, T_STATE,
 	T_IDENTITY,                 /* a caller identity (request.caller), or external */
+	T_GRPC_STATUS,              /* a gRPC status code by its name (l7/grpc.h): PERMISSION_DENIED */
 };
 const char *l7_type_name(enum l7_type t);
 

@@ -12,6 +12,8 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <l7/grpc.h>
+
 struct rx {
 	struct l7_module *m;
 	struct l7_diags *d;
@@ -22,7 +24,7 @@ static const char *type_names[] = {
 	[T_ERROR] = "<error>", [T_VOID] = "void", [T_BOOL] = "bool", [T_INT] = "int",
 	[T_STRING] = "string", [T_IP] = "ip", [T_CIDR] = "cidr", [T_ADDRESS] = "address",
 	[T_UPSTREAM] = "upstream", [T_LIST] = "list", [T_RANGE] = "range", [T_ACT] = "act",
-	[T_STATE] = "state", [T_IDENTITY] = "identity",
+	[T_STATE] = "state", [T_IDENTITY] = "identity", [T_GRPC_STATUS] = "grpc_status",
 };
 
 const char *l7_type_name(enum l7_type t) { return type_names[t]; }
@@ -366,6 +368,47 @@ static void check_field(struct rx *x, struct l7_expr *e, struct l7_expr *object,
 	l7_diag(x->d, L7_ERROR, e->loc, "'%s' has no field '%s'%s", ty->name, e->str, hint);
 }
 
+/* request.grpc_service / grpc_method, or NULL */
+static const char *grpc_part(const struct l7_expr *e)
+{
+	if (!e || e->ref != REF_FIELD || !e->field)
+		return NULL;
+	return e->field->intrinsic == I_GRPC_SERVICE ? "service" : e->field->intrinsic == I_GRPC_METHOD ? "method" : NULL;
+}
+
+/* A gRPC service or method compared with lit (== / in; starts_with: prefix): a name with '/'
+ * or an empty one never matches (a path not of the form /SERVICE/METHOD has neither), so
+ * either is an error that says what the field holds. */
+static void check_grpc_name(struct rx *x, const struct l7_expr *field, const struct l7_expr *lit, bool prefix)
+{
+	const char *part = grpc_part(field);
+	if (!part || !lit || lit->kind != E_STRING)
+		return;
+	const char *slash = memchr(lit->str, '/', lit->str_len);
+	if (slash) {
+		l7_diag(x->d, L7_ERROR, lit->loc, "a gRPC %s never contains '/': %s.grpc_%s is the %s of a path /SERVICE/METHOD",
+			part, x->p->act.name, part, part);
+		/* the name without its outer slashes; one inside: it was SERVICE/METHOD */
+		const char *b = lit->str, *end = lit->str + lit->str_len;
+		while (b < end && *b == '/')
+			b++;
+		while (end > b && end[-1] == '/')
+			end--;
+		const char *mid = memchr(b, '/', (size_t)(end - b));
+		if (mid && !memchr(mid + 1, '/', (size_t)(end - mid - 1)) && mid > b && mid + 1 < end)
+			l7_hint(x->d, lit->loc, "for the call %.*s, write %s.grpc_service == \"%.*s\" && %s.grpc_method == \"%.*s\"",
+				(int)(end - b), b, x->p->act.name, (int)(mid - b), b, x->p->act.name, (int)(end - mid - 1), mid + 1);
+		else if (!mid && end > b)
+			l7_hint(x->d, lit->loc, "write the name without slashes: \"%.*s\"", (int)(end - b), b);
+		else
+			l7_hint(x->d, lit->loc, "to match other paths, compare %s.path", x->p->act.name);
+	} else if (!lit->str_len && !prefix) {
+		l7_diag(x->d, L7_ERROR, lit->loc, "a gRPC %s is never empty: a path not of the form /SERVICE/METHOD has none, and compares with no name",
+			part);
+		l7_hint(x->d, lit->loc, "to tell gRPC paths from others, test starts_with(%s.grpc_%s, \"\")", x->p->act.name, part);
+	}
+}
+
 static bool comparable(enum l7_type a, enum l7_type b) { return a == b && a != T_ACT && a != T_STATE && a != T_LIST; }
 
 /* Identities compare only as `request.caller == NAME` / `in [NAME, ...]`: what the data plane
@@ -403,6 +446,8 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 			l7_diag(x->d, L7_ERROR, e->loc, "cannot compare %s with %s", l7_type_name(l), l7_type_name(r));
 		else if (l == T_IDENTITY)
 			check_caller(x, e);
+		check_grpc_name(x, e->lhs, e->rhs, false);
+		check_grpc_name(x, e->rhs, e->lhs, false);
 		return;
 	case OP_LT:
 	case OP_LE:
@@ -420,6 +465,8 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 						l7_type_name(e->rhs->args[i]->type), l7_type_name(l));
 			if (l == T_IDENTITY)
 				check_caller(x, e);
+			for (int i = 0; i < e->rhs->nargs; i++)
+				check_grpc_name(x, e->lhs, e->rhs->args[i], false);
 		} else if (!((l == T_INT && r == T_RANGE) || (l == T_IP && r == T_CIDR))) {
 			l7_diag(x->d, L7_ERROR, e->loc, "'in' needs a list, an int range or an IP prefix on the right, not %s", l7_type_name(r));
 		}
@@ -471,6 +518,8 @@ static void check_builtin_call(struct rx *x, struct l7_expr *e)
 					l7_type_name(e->args[i]->type));
 		if (e->args[1]->kind != E_STRING)
 			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the %s of %s must be a constant string", what, name);
+		else if (e->builtin == B_STARTS_WITH)
+			check_grpc_name(x, e->args[0], e->args[1], true);
 		return;
 	}
 	struct suggest s = { 0 };
@@ -521,6 +570,39 @@ static void check_expr(struct rx *x, struct l7_expr *e)
 }
 
 /* ---- statements ---- */
+
+static const struct { const char *name; int code; } grpc_statuses[] = {
+#define L7__X(n, v) { #n, v },
+	L7_GRPC_STATUSES(L7__X)
+#undef L7__X
+};
+
+/* A grpc_status argument: one of l7/grpc.h's names, but OK (a deny is not a success). */
+static void check_grpc_status(struct rx *x, struct l7_expr *arg, const char *action)
+{
+	if (arg->kind != E_IDENT) {
+		check_expr(x, arg);
+		l7_diag(x->d, L7_ERROR, arg->loc, "the gRPC status of '%s' is a name: PERMISSION_DENIED, UNAUTHENTICATED, ...", action);
+		return;
+	}
+	struct suggest s = { 0 };
+	for (size_t i = 0; i < sizeof(grpc_statuses) / sizeof(grpc_statuses[0]); i++) {
+		if (strcmp(arg->str, grpc_statuses[i].name)) {
+			consider(&s, arg->str, grpc_statuses[i].name);
+			continue;
+		}
+		if (grpc_statuses[i].code == L7_GRPC_OK) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "'%s' denies with OK: a gRPC client would take the denial for a success", action);
+			return;
+		}
+		arg->type = T_GRPC_STATUS;
+		arg->num = grpc_statuses[i].code;
+		return;
+	}
+	char hint[128];
+	did_you_mean(hint, sizeof(hint), &s);
+	l7_diag(x->d, L7_ERROR, arg->loc, "unknown gRPC status '%s'%s", arg->str, hint);
+}
 
 static const struct l7_iface_action *find_action(const struct l7_iface_type *ty, const char *name)
 {
@@ -613,6 +695,10 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 	for (int i = 0; i < c->nargs; i++) {
 		struct l7_expr *arg = c->args[i];
 		const struct l7_iface_param *p = &a->params[i];
+		if (p->ty == T_GRPC_STATUS) {   /* a name of l7/grpc.h, not of the policy */
+			check_grpc_status(x, arg, a->name);
+			continue;
+		}
 		check_expr(x, arg);
 		if (!arg->type)
 			continue;
@@ -623,6 +709,10 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 			if (arg->type != T_ACT && arg->type != T_STATE)
 				l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' must be the %s variable", i + 1, a->name,
 					ty->is_state ? "state" : "act");
+		} else if (limit_field && grpc_part(arg)) {
+			l7_diag(x->d, L7_ERROR, arg->loc, "a Limit's key is a field the data plane holds; the gRPC %s is read from the path",
+				grpc_part(arg));
+			l7_hint(x->d, arg->loc, "key by %s.path: one bucket per gRPC method", x->p->act.name);
 		} else if (arg->type != p->ty && !(limit_field && arg->field->intrinsic == I_SOURCE)) {
 			l7_diag(x->d, L7_ERROR, arg->loc, "argument %d of '%s' (%s) must be %s%s, not %s", i + 1, a->name,
 				p->name, l7_type_name(p->ty), a->intrinsic == I_LIMIT ? " or request.source" : "",
@@ -632,7 +722,7 @@ static void check_action(struct rx *x, struct l7_stmt *s)
 				a->intrinsic == I_LIMIT ? " or a request field" : "");
 		}
 	}
-	if (a->intrinsic == I_DENY && c->nargs == 2 && c->args[1]->kind == E_INT &&
+	if (a->intrinsic == I_DENY && c->nargs >= 2 && c->args[1]->kind == E_INT &&
 	    (c->args[1]->num < 200 || c->args[1]->num > 599))
 		l7_diag(x->d, L7_ERROR, c->args[1]->loc, "HTTP status %lld is out of range (200-599)", c->args[1]->num);
 	if ((l7_action_flags(a->intrinsic) & L7_MUTATION) && c->nargs >= 2)

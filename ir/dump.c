@@ -2,6 +2,7 @@
 #include "ir.h"
 
 #include "l7/abi.h"
+#include "l7/grpc.h"
 
 #include <assert.h>
 #include <limits.h>
@@ -322,7 +323,12 @@ static void rule_out(const struct ir_program *p, const struct ir_rule *r, FILE *
 	case IR_ALLOW: fputs(" allow\n", o); break;
 	case IR_CONTINUE: fputs(" continue\n", o); break;
 	case IR_FORWARD: fprintf(o, " forward %s\n", p->upstreams[r->upstream].name); break;
-	case IR_DENY: fprintf(o, " deny %d\n", r->status); break;
+	case IR_DENY:
+		fprintf(o, " deny %d", r->status);
+		if (r->grpc)
+			fprintf(o, " grpc %s", l7_grpc_status_name((unsigned)r->grpc - 1));
+		fputs("\n", o);
+		break;
 	case IR_FALLBACK: fprintf(o, " fallback (%s)\n", r->reason ? r->reason : ""); break;
 	}
 }

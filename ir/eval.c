@@ -14,6 +14,7 @@
 #include <strings.h>
 
 #include "l7/abi.h"
+#include "l7/grpc.h"
 
 struct ev {
 	const struct ir_program *p;
@@ -211,6 +212,8 @@ static void decide(const struct ev *e, struct ir_decision *out, const struct ir_
 	out->upstream = r->upstream;
 	out->slot = -1;
 	out->status = r->status;
+	out->grpc = r->term == IR_DENY ? l7_grpc_status_of((unsigned)r->grpc, (__u16)r->status) : 0;
+	out->grpc_named = r->term == IR_DENY && r->grpc;
 	out->rule = r;
 	out->line = line_of(e, r);
 }
@@ -257,6 +260,8 @@ static bool apply_LIMIT(const struct ev *e, struct ir_decision *out, const struc
 		return true;
 	out->term = IR_DENY;
 	out->status = (int)e->p->buckets[a->bucket].status;
+	out->grpc = l7_grpc_status_of_http((__u16)out->status);
+	out->grpc_named = false;
 	out->upstream = -1;
 	out->slot = -1;
 	out->rule = r;

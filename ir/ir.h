@@ -23,6 +23,10 @@ struct l7_arena;
 
 enum ir_field { IR_F_PATH, IR_F_QUERY, IR_F_METHOD, IR_F_HOST, IR_F_HEADER, IR_F_CLAIM, IR_F_TARGET };
 #define IR_F_LAST IR_F_TARGET     /* the verifier's range */
+/* The gRPC service and method of a path /SERVICE/METHOD: what lowering reads them as (a
+ * frontend field's IR field) before it turns every compare into conditions on the path; never
+ * in the IR (past IR_F_LAST, ir_verify refuses them). */
+enum { IR_F_GRPC_SERVICE = IR_F_LAST + 1, IR_F_GRPC_METHOD };
 
 /* The condition kinds and the operands each uses: conds.def. */
 enum ir_cond_kind {
@@ -133,6 +137,7 @@ struct ir_rule {
 	enum ir_term term;
 	int upstream;                /* IR_FORWARD */
 	int status;                  /* IR_DENY */
+	int grpc;                    /* IR_DENY: 1 + the gRPC status DenyGrpc named; 0: l7_grpc_status_of_http(status) */
 	char *reason;                /* IR_FALLBACK: why this goes to the slow path */
 	unsigned line;               /* line of the terminal action (or the last statement) */
 };
@@ -316,6 +321,8 @@ struct l7_req;
 struct ir_decision {
 	enum ir_term term;           /* IR_FORWARD, IR_DENY or IR_FALLBACK */
 	int upstream, status;
+	int grpc;                    /* IR_DENY: the gRPC status a gRPC client gets (l7_grpc_status_of) */
+	bool grpc_named;             /* ... named by the rule (DenyGrpc), not the HTTP status's */
 	int slot;                    /* FORWARD/FALLBACK: the backend slot the kernel sends it to;
 	                              * -1 for round robin (any slot of the upstream: it rotates) */
 	const struct ir_rule *rule;  /* the deciding rule (&p->default_rule when none matched) */

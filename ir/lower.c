@@ -196,7 +196,10 @@ static bool field_of(struct lx *x, const struct l7_expr *e, enum ir_field *f, in
 	const struct field_reading *rd = reading(e);
 	if (!rd || rd->string < 0)
 		return false;
-	switch (*f = (enum ir_field)rd->string) {
+	*f = (enum ir_field)rd->string;
+	switch (rd->string) {
+	case IR_F_GRPC_SERVICE:
+	case IR_F_GRPC_METHOD:   /* read from the path (grpc_cond) */
 	case IR_F_PATH:
 	case IR_F_TARGET: x->p->reads_path = true; return true;
 	case IR_F_QUERY: x->p->reads_query = true; return true;
@@ -218,6 +221,9 @@ static const char *const method_names[] = {
 	[L7_M_TRACE] = "TRACE", [L7_M_PATCH] = "PATCH",
 };
 
+static const struct ir_regex *regex_src(struct lx *x, const char *src, size_t len, const struct l7_expr *lit);
+static struct ir_cond *grpc_cond(struct lx *x, enum ir_cond_kind k, int f, const struct l7_expr *lit, unsigned line);
+
 static struct ir_cond *str_cond(struct lx *x, enum ir_cond_kind k, const struct l7_expr *fe,
 				const struct l7_expr *lit, unsigned line)
 {
@@ -225,6 +231,8 @@ static struct ir_cond *str_cond(struct lx *x, enum ir_cond_kind k, const struct 
 	int hdr = 0;
 	if (!field_of(x, fe, &f, &hdr))
 		return cond_new(x, IR_C_FALSE, line);
+	if ((int)f > IR_F_LAST)
+		return grpc_cond(x, k, (int)f, lit, line);
 	if (f == IR_F_METHOD && k == IR_C_STR_EQ)
 		for (unsigned m = 1; m < sizeof(method_names) / sizeof(method_names[0]); m++)
 			if (lit->str_len == strlen(method_names[m]) && !memcmp(lit->str, method_names[m], lit->str_len)) {
@@ -422,13 +430,19 @@ static struct l7_loc loc_in_literal(const struct l7_expr *lit, size_t pos, size_
 /* The compiled regex of a literal: one DFA per distinct regex of the file. NULL after an error. */
 static const struct ir_regex *regex_of(struct lx *x, const struct l7_expr *lit)
 {
+	return regex_src(x, lit->str, lit->str_len, lit);
+}
+
+/* The same for a regex lowering wrote (src), with what the policy wrote (lit) for errors. */
+static const struct ir_regex *regex_src(struct lx *x, const char *src, size_t len, const struct l7_expr *lit)
+{
 	struct ir_program *p = x->p;
 	for (int i = 0; i < p->nregexes; i++)
-		if (p->regexes[i]->len == lit->str_len && !memcmp(p->regexes[i]->src, lit->str, lit->str_len))
+		if (p->regexes[i]->len == len && !memcmp(p->regexes[i]->src, src, len))
 			return p->regexes[i];
 	struct re_dfa dfa;
 	struct re_error err;
-	if (re_compile(lit->str, lit->str_len, &dfa, &err)) {
+	if (re_compile(src, len, &dfa, &err)) {
 		l7_diag(x->d, L7_ERROR, loc_in_literal(lit, err.pos, err.len), "%s", err.msg);
 		return NULL;
 	}
@@ -443,8 +457,8 @@ static const struct ir_regex *regex_of(struct lx *x, const struct l7_expr *lit)
 	}
 	struct ir_regex *re = alloc(x, sizeof(*re));
 	re->index = p->nregexes;
-	re->src = dup(x, lit->str, lit->str_len);
-	re->len = lit->str_len;
+	re->src = dup(x, src, len);
+	re->len = len;
 	re->dfa = dfa;   /* the tables move into the arena */
 	size_t cells = (size_t)dfa.nstates * (size_t)dfa.nclasses;
 	re->dfa.next = alloc(x, sizeof(unsigned short) * cells);
@@ -460,12 +474,125 @@ static const struct ir_regex *regex_of(struct lx *x, const struct l7_expr *lit)
 	return re;
 }
 
+/* ---- gRPC: the service and method of a path /SERVICE/METHOD ----
+ * A path is of that form when it is '/', a service, '/', a method, both non-empty and without
+ * '/' (gRPC's "/" Service-Name "/" method; the query is not part of the path). The fields are
+ * read as conditions on the path, no copy: a service compare is a prefix compare of
+ * "/SERVICE/" and the form (a small DFA over the path), a method compare one DFA that checks
+ * the form too. The resolver refused names with '/' and empty ones (they never match). */
+
+#define GRPC_FORM "/[^/]+/[^/]+"
+
+static struct ir_cond *regex_cond(struct lx *x, const char *src, size_t len, const struct l7_expr *lit, unsigned line)
+{
+	const struct ir_regex *re = regex_src(x, src, len, lit);
+	if (!re)
+		return cond_new(x, IR_C_FALSE, line);
+	struct ir_cond *c = cond_new(x, IR_C_REGEX, line);
+	c->field = IR_F_PATH;
+	c->re = re;
+	return c;
+}
+
+/* the bytes of s as regex literals: \xHH for all but letters and digits */
+static size_t re_quote(char *out, const char *s, size_t n)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < n; i++) {
+		unsigned char b = (unsigned char)s[i];
+		if ((b >= '0' && b <= '9') || ((b | 0x20) >= 'a' && (b | 0x20) <= 'z'))
+			out[o++] = (char)b;
+		else
+			o += (size_t)sprintf(out + o, "\\x%02x", b);
+	}
+	return o;
+}
+
+/* the gRPC field f compared with lit: k is STR_EQ (==, in) or STR_PREFIX (starts_with) */
+static struct ir_cond *grpc_cond(struct lx *x, enum ir_cond_kind k, int f, const struct l7_expr *lit, unsigned line)
+{
+	if (lit->str_len + 2 >= L7_MAX_HEAD)
+		return cond_new(x, IR_C_FALSE, line);
+	if (f == IR_F_GRPC_SERVICE) {
+		struct ir_cond *c = cond_new(x, IR_C_STR_PREFIX, line);
+		c->field = IR_F_PATH;
+		c->len = lit->str_len + 1 + (k == IR_C_STR_EQ);
+		c->str = alloc(x, c->len + 1);
+		c->str[0] = '/';
+		memcpy(c->str + 1, lit->str, lit->str_len);
+		if (k == IR_C_STR_EQ)   /* the whole service: its '/' follows */
+			c->str[lit->str_len + 1] = '/';
+		return cond_bin(x, IR_C_AND, c, regex_cond(x, GRPC_FORM, strlen(GRPC_FORM), lit, line));
+	}
+	/* the method: one DFA, "/[^/]+/" then the name (then [^/]* for a prefix) */
+	char *re = alloc(x, 16 + 4 * lit->str_len);
+	size_t n = (size_t)sprintf(re, "/[^/]+/");
+	n += re_quote(re + n, lit->str, lit->str_len);
+	if (k == IR_C_STR_PREFIX)
+		n += (size_t)sprintf(re + n, lit->str_len ? "[^/]*" : "[^/]+");
+	return regex_cond(x, re, n, lit, line);
+}
+
+/* matches(grpc field, R): R over the whole service (method): with the form, the regex
+ * "/(R)/[^/]+" ("/[^/]+/(R)") can only split the path at its two slashes. */
+static struct ir_cond *grpc_matches(struct lx *x, int f, const struct l7_expr *lit, unsigned line)
+{
+	struct re_dfa dfa;
+	struct re_error err;
+	if (re_compile(lit->str, lit->str_len, &dfa, &err)) {   /* said at R's own bytes */
+		l7_diag(x->d, L7_ERROR, loc_in_literal(lit, err.pos, err.len), "%s", err.msg);
+		return cond_new(x, IR_C_TRUE, line);
+	}
+	re_free(&dfa);
+	char *re = alloc(x, lit->str_len + 16);
+	int n = f == IR_F_GRPC_SERVICE ? sprintf(re, "/(%.*s)/[^/]+", (int)lit->str_len, lit->str)
+				       : sprintf(re, "/[^/]+/(%.*s)", (int)lit->str_len, lit->str);
+	return cond_bin(x, IR_C_AND, regex_cond(x, GRPC_FORM, strlen(GRPC_FORM), lit, line),
+			regex_cond(x, re, (size_t)n, lit, line));
+}
+
+/* `grpc_service == "S"`: S, else NULL (and the same for the method) */
+static const struct l7_expr *grpc_eq(const struct l7_expr *e, int f)
+{
+	if (e->kind != E_BINARY || e->op != OP_EQ)
+		return NULL;
+	const struct l7_expr *l = e->lhs->kind == E_STRING ? e->rhs : e->lhs, *r = l == e->lhs ? e->rhs : e->lhs;
+	return r->kind == E_STRING && reading(l) && reading(l)->string == f ? r : NULL;
+}
+
+/* `grpc_service == "S" && grpc_method == "M"` (either order): the path is "/S/M", one exact
+ * compare (which rule tables can hold), or NULL when e is not that pair. */
+static struct ir_cond *grpc_call(struct lx *x, const struct l7_expr *e)
+{
+	const struct l7_expr *svc = grpc_eq(e->lhs, IR_F_GRPC_SERVICE), *m = grpc_eq(e->rhs, IR_F_GRPC_METHOD);
+	if (!svc || !m) {
+		svc = grpc_eq(e->rhs, IR_F_GRPC_SERVICE);
+		m = grpc_eq(e->lhs, IR_F_GRPC_METHOD);
+	}
+	if (!svc || !m || svc->str_len + m->str_len + 2 >= L7_MAX_HEAD)
+		return NULL;
+	x->p->reads_path = true;
+	struct ir_cond *c = cond_new(x, IR_C_STR_EQ, e->loc.line);
+	c->field = IR_F_PATH;
+	c->len = svc->str_len + m->str_len + 2;
+	c->str = alloc(x, c->len + 1);
+	c->str[0] = '/';
+	memcpy(c->str + 1, svc->str, svc->str_len);
+	c->str[svc->str_len + 1] = '/';
+	memcpy(c->str + svc->str_len + 2, m->str, m->str_len);
+	return c;
+}
+
 /* ---- the built-ins of frontend/builtins.def ---- */
 
 /* matches(field, "regex"): the whole value matches. On a constant it folds. */
 static struct ir_cond *lower_MATCHES(struct lx *x, const struct l7_expr *e, unsigned line)
 {
 	const struct l7_expr *fe = e->args[0];
+	if (reading(fe) && reading(fe)->string > IR_F_LAST) {   /* a gRPC field: R over its part of the path */
+		x->p->reads_path = true;
+		return grpc_matches(x, reading(fe)->string, e->args[1], line);
+	}
 	const struct ir_regex *re = regex_of(x, e->args[1]);
 	if (!re)   /* reported; true keeps a follow-on "condition is always false" away */
 		return cond_new(x, IR_C_TRUE, line);
@@ -513,6 +640,9 @@ static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
 		break;
 	case E_BINARY: {
 		const struct l7_expr *l = e->lhs, *r = e->rhs;
+		struct ir_cond *call = e->op == OP_AND ? grpc_call(x, e) : NULL;
+		if (call)   /* one compare of the whole path */
+			return call;
 		if (e->op == OP_AND || e->op == OP_OR) {
 			/* left first, in statements of their own: C leaves the order of arguments open,
 			 * and lowering numbers headers, claims and regexes as it meets them */
@@ -761,7 +891,11 @@ static bool lower_ROUTE(struct lx *x, const struct l7_stmt *s, const struct seq 
 static bool lower_DENY(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	(void)rest;
-	return emit_rule(x, &pa, IR_DENY, -1, (int)s->call->args[1]->num, NULL, s->loc.line);
+	int n = x->pol->nrules;
+	bool taken = emit_rule(x, &pa, IR_DENY, -1, (int)s->call->args[1]->num, NULL, s->loc.line);
+	if (s->call->nargs == 3 && x->pol->nrules > n)   /* DenyGrpc: the status it names */
+		x->pol->rules[n].grpc = 1 + (int)s->call->args[2]->num;
+	return taken;
 }
 
 /* l7_resolve warned about the statement (here it is met once per path through it) */

@@ -18,6 +18,7 @@
 
 #include "l7/abi.h"
 #include "l7/dataplane.h"
+#include "l7/grpc.h"
 
 struct vx {
 	const struct ir_program *p;
@@ -182,6 +183,7 @@ static void check_rule(struct vx *v, const struct ir_rule *r, bool in_policy)
 		break;
 	case IR_DENY:
 		CHECK(v, r->status >= 200 && r->status <= 599, "status %d", r->status);
+		CHECK(v, r->grpc == 0 || (r->grpc > 1 && l7_grpc_status_name((unsigned)r->grpc - 1)), "gRPC status %d", r->grpc - 1);
 		break;
 	case IR_CONTINUE:
 	case IR_ALLOW:

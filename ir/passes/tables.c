@@ -22,7 +22,7 @@
 
 static bool same_actions(const struct ir_rule *a, const struct ir_rule *b)
 {
-	if (a->term != b->term || a->upstream != b->upstream || a->status != b->status || a->nactions != b->nactions ||
+	if (a->term != b->term || a->upstream != b->upstream || a->status != b->status || a->grpc != b->grpc || a->nactions != b->nactions ||
 	    (a->reason != b->reason && (!a->reason || !b->reason || strcmp(a->reason, b->reason))))
 		return false;
 	for (int i = 0; i < a->nactions; i++) {

@@ -20,6 +20,17 @@ enum l7_grpc_status {
 #undef L7__X
 };
 
+/* Its name ("PERMISSION_DENIED"), or NULL past the table. */
+static inline const char *l7_grpc_status_name(unsigned code)
+{
+	static const char *const names[] = {
+#define L7__X(n, v) [v] = #n,
+		L7_GRPC_STATUSES(L7__X)
+#undef L7__X
+	};
+	return code < sizeof(names) / sizeof(names[0]) ? names[code] : 0;
+}
+
 /* The gRPC status of our own answer with HTTP status `http` when the policy names none:
  * gRPC's HTTP-to-gRPC mapping (doc/http-grpc-status-mapping.md), except that 429 (a rate
  * limit) is RESOURCE_EXHAUSTED, as Envoy's rate-limit filter answers gRPC callers. */
@@ -34,6 +45,13 @@ static inline __u8 l7_grpc_status_of_http(__u16 http)
 	case 502: case 503: case 504: return L7_GRPC_UNAVAILABLE;
 	default: return L7_GRPC_UNKNOWN;
 	}
+}
+
+/* A decision's gRPC status (l7_decision.grpc, ir_rule.grpc): 1 + the status the policy named,
+ * or 0 for the one of its HTTP status. */
+static inline __u8 l7_grpc_status_of(__u32 named, __u16 http)
+{
+	return named ? (__u8)(named - 1) : l7_grpc_status_of_http(http);
 }
 
 #endif
