@@ -46,6 +46,8 @@ struct pcx {
 	LLVMTypeRef u_ty, uu_ty;    /* int (int), int (int, int) */
 	LLVMValueRef hash_fn, rr_fn, rt_fn;
 	LLVMValueRef *re_desc;      /* per regex, made when first tested */
+	LLVMValueRef *re_val;       /* per shared regex of the path tested by two or more rules of this
+	                             * function: its answer, computed at the function's entry */
 	LLVMValueRef *table_val;    /* per rule table, l7_table_match's answer in this function: looked
 	                             * up at the first of its group rules, which dominates the others
 	                             * (they are consecutive, and the table test comes first in each) */
@@ -282,12 +284,18 @@ static void emit_STR_PREFIX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlo
 	str_cmp(c, k, yes, no);
 }
 
-static void emit_REGEX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+static LLVMValueRef regex_call(struct pcx *c, enum ir_field f, int header, const struct ir_regex *re)
 {
 	assert(c->re_fn);
-	LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(k->field, k->header)), u32c(c, k->field == IR_F_CLAIM),
-				regex_desc(c, k->re) };
-	branch(c, nonzero(c, call(c, c->re_ty, c->re_fn, args, 4)), yes, no);
+	LLVMValueRef args[] = { c->req, at_offset(c, c->req, span_offset(f, header)), u32c(c, f == IR_F_CLAIM), regex_desc(c, re) };
+	return call(c, c->re_ty, c->re_fn, args, 4);
+}
+
+static void emit_REGEX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef v = k->field == IR_F_PATH && c->re_val[k->re->index] ? c->re_val[k->re->index]   /* emit_rules */
+									  : regex_call(c, k->field, k->header, k->re);
+	branch(c, nonzero(c, v), yes, no);
 }
 
 static void emit_METHOD_IS(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
@@ -661,6 +669,7 @@ static void declare_leaves(struct pcx *c)
 	c->re_ty = LLVMFunctionType(g->i32, rep, 4, 0);
 	c->re_fn = p->nregexes ? declare(c, "l7_regex_match", c->re_ty) : NULL;
 	c->re_desc = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
+	c->re_val = calloc((size_t)p->nregexes + 1, sizeof(LLVMValueRef));
 	c->table_val = calloc((size_t)p->ntables + 1, sizeof(LLVMValueRef));
 	LLVMTypeRef dp[] = { g->ptr, g->i32, g->i64, g->i32 };
 	c->drop_ty = LLVMFunctionType(LLVMVoidTypeInContext(g->ctx), dp, 4, 0);
@@ -709,23 +718,28 @@ static void store_resume(struct pcx *c, int policy)
 	store32(c, c->st, offsetof(struct l7_chain, next_policy), u32c(c, (unsigned)policy));
 }
 
-static int jwt_tests(const struct ir_cond *k, int j)
+/* Does leaf k test JWT instance i / regex i (a shared one: ir_regex.shared)? */
+typedef bool test_fn(const struct ir_cond *k, int i);
+static bool tests_jwt(const struct ir_cond *k, int i) { return k->kind == IR_C_JWT_VALID && k->jwt == i; }
+static bool tests_re(const struct ir_cond *k, int i) { return k->kind == IR_C_REGEX && k->re->index == i && k->field == IR_F_PATH; }
+
+static int tests(const struct ir_cond *k, test_fn *is, int i)
 {
-	return k ? (k->kind == IR_C_JWT_VALID && k->jwt == j) + jwt_tests(k->a, j) + jwt_tests(k->b, j) : 0;
+	return k ? is(k, i) + tests(k->a, is, i) + tests(k->b, is, i) : 0;
 }
 
-/* Tests of JWT instance j in rules [first, last), and in the contexts of the ALLOW policies
- * that start there. */
-static int jwt_sites(const struct ir_program *p, int first, int last, int j)
+/* Tests of instance i in rules [first, last), and in the contexts of the ALLOW policies that
+ * start there. */
+static int sites(const struct ir_program *p, int first, int last, test_fn *is, int i)
 {
 	int n = 0;
-	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
-		const struct ir_policy *pol = &p->policies[i];
+	for (int k = 0, pf = 0; k < p->npolicies; pf += p->policies[k++].nrules) {
+		const struct ir_policy *pol = &p->policies[k];
 		if (pol->has_allow && pf >= first && pf < last)
-			n += jwt_tests(pol->applies, j);
+			n += tests(pol->applies, is, i);
 		for (int r = 0; r < pol->nrules; r++)
 			if (pf + r >= first && pf + r < last)
-				n += jwt_tests(pol->rules[r].cond, j);
+				n += tests(pol->rules[r].cond, is, i);
 	}
 	return n;
 }
@@ -766,10 +780,18 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 	 * same (it is cached per request); only a request no such rule reaches pays for the check. */
 	memset(c->jwt_val, 0, sizeof(c->jwt_val));
 	for (int j = 0; j < p->njwts && j < L7_MAX_JWT; j++)
-		if (jwt_sites(p, first, last, j) >= 2) {
+		if (sites(p, first, last, tests_jwt, j) >= 2) {
 			LLVMValueRef args[] = { c->req, u32c(c, (unsigned)j) };
 			c->jwt_val[j] = call(c, c->jwt_ty, c->jwt_fn, args, 2);
 		}
+	/* The same for the gRPC form of the path (lower.c: a regex every gRPC service compare
+	 * tests): one bpf_loop run and one callback for the verifier, not one per rule (~1,900
+	 * processed instructions each). */
+	for (int r = 0; r < p->nregexes; r++) {
+		c->re_val[r] = NULL;
+		if (p->regexes[r]->shared && sites(p, first, last, tests_re, r) >= 2)
+			c->re_val[r] = regex_call(c, IR_F_PATH, 0, p->regexes[r]);
+	}
 
 	for (int i = 0, pf = 0; i < p->npolicies; pf += p->policies[i++].nrules) {
 		const struct ir_policy *pol = &p->policies[i];
@@ -935,6 +957,7 @@ void cg_policy(struct cg *g)
 	if (!s->gw && !s->mesh) {
 		stub(&c, "l7_policy_step", 3, step_params);
 		free(c.re_desc);
+		free(c.re_val);
 		free(c.table_val);
 		return;
 	}
@@ -969,6 +992,7 @@ void cg_policy(struct cg *g)
 	c.d = at_offset(&c, LLVMGetParam(c.fn, 1), offsetof(struct l7_chain, d));
 	deny_now(&c, 500, 0, 0);
 	free(c.re_desc);
+	free(c.re_val);
 	free(c.table_val);
 }
 

@@ -67,6 +67,8 @@ struct ir_regex {                /* one distinct regex of the policy file, compi
 	char *src;                   /* the regex text, as after the string's escapes */
 	size_t len;
 	struct re_dfa dfa;           /* next/accept live in the program's arena */
+	bool shared;                 /* lowering's own, of the path, that many rules test (the gRPC form):
+	                              * codegen runs it once per function */
 };
 
 struct ir_cond {

@@ -383,6 +383,24 @@ static struct ir_cond *cond_TIMER_ELAPSED(struct lx *x, const struct l7_expr *e,
 	return c;
 }
 
+/* request.is_grpc: the Content-Type is gRPC's ("application/grpc" [("+" / ";") ...], as gRPC
+ * servers accept it), compared as sent (gRPC clients send it in lower case). */
+static struct ir_cond *cond_IS_GRPC(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	static const char ct[] = "content-type", *const forms[] = { "application/grpc", "application/grpc+", "application/grpc;" };
+	int h = header_index(x, ct, sizeof(ct) - 1, e->loc);
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+	for (size_t i = 0; h >= 0 && i < sizeof(forms) / sizeof(forms[0]); i++) {
+		struct ir_cond *c = cond_new(x, i ? IR_C_STR_PREFIX : IR_C_STR_EQ, line);
+		c->field = IR_F_HEADER;
+		c->header = h;
+		c->str = dup(x, forms[i], strlen(forms[i]));
+		c->len = strlen(forms[i]);
+		acc = cond_bin(x, IR_C_OR, acc, c);
+	}
+	return acc;
+}
+
 static struct ir_cond *cond_HAS_HEADER(struct lx *x, const struct l7_expr *e, unsigned line)
 {
 	struct ir_cond *c = cond_new(x, IR_C_HAS_HEADER, line);
@@ -486,6 +504,8 @@ static const struct ir_regex *regex_src(struct lx *x, const char *src, size_t le
 static struct ir_cond *regex_cond(struct lx *x, const char *src, size_t len, const struct l7_expr *lit, unsigned line)
 {
 	const struct ir_regex *re = regex_src(x, src, len, lit);
+	if (re && len == strlen(GRPC_FORM) && !memcmp(src, GRPC_FORM, len))
+		((struct ir_regex *)re)->shared = true;   /* every service compare tests it */
 	if (!re)
 		return cond_new(x, IR_C_FALSE, line);
 	struct ir_cond *c = cond_new(x, IR_C_REGEX, line);

@@ -100,11 +100,19 @@ contains eval-api '^verdict: forward api$'; contains eval-api-rule '^rule: 2 \(l
 contains eval-api-set '^request-remove: x-l7-route$'; contains eval-api-add '^request-add: x-l7-route: api$'
 check eval-host 0 "$l7c" --eval="$ev/api-post-static-host.http" "$ex";   contains eval-host '^verdict: forward web$'
 check eval-admin 0 "$l7c" --eval="$ev/admin.http" "$ex";                 contains eval-admin '^verdict: deny 403$'
+contains eval-admin-grpc '^grpc-status: 7 PERMISSION_DENIED \(of the HTTP status\)$'
 check eval-default 0 "$l7c" --eval="$ev/unmatched.http" "$ex";           contains eval-default '^verdict: deny 404$'
 contains eval-default-rule '^rule: default'
 # a rule that stands for a table (group 1 of route_table.l7): the line of the entry that matched
 check eval-table 0 "$l7c" --eval="$ev/table-entry.http" "$src/tests/compiler/ir/route_table.l7"
 contains eval-table '^verdict: forward users$'; contains eval-table-line '^rule: 2 \(line 48\)$'
+# gRPC fields and DenyGrpc (examples/grpc.l7): the status a gRPC client gets, named or mapped
+gr=$src/examples/grpc.l7
+check eval-grpc-ok 0 "$l7c" --eval="$ev/grpc-product.http" --eval-source=127.0.3.7 "$gr"; contains eval-grpc-ok '^verdict: forward catalog$'
+check eval-grpc-caller 0 "$l7c" --eval="$ev/grpc-product.http" --eval-source=127.0.0.1 "$gr"
+contains eval-grpc-caller '^verdict: deny 403$'; contains eval-grpc-caller-status '^grpc-status: 7 PERMISSION_DENIED \(named by the rule\)$'
+check eval-grpc-method 0 "$l7c" --eval="$ev/grpc-cancel.http" --eval-source=127.0.3.7 "$gr"; contains eval-grpc-method '^verdict: deny 403$'
+check eval-grpc-form 0 "$l7c" --eval="$ev/grpc-malformed.http" --eval-source=127.0.3.7 "$gr"; contains eval-grpc-form '^rule: 7 '
 check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
