@@ -508,7 +508,7 @@ static void deny_now(struct pcx *c, int status, int grpc, int rule)
 {
 	store_decision(c, IR_DENY, -1, status, rule);
 	if (grpc)
-		store32(c, c->d, offsetof(struct l7_decision, grpc), u32c(c, (unsigned)grpc));
+		store32(c, c->d, offsetof(struct l7_decision, grpc), LLVMConstInt(c->g->i16, (unsigned)grpc, 0));
 	LLVMBuildRet(c->g->b, u32c(c, L7_DENY));
 }
 
@@ -613,7 +613,7 @@ static void act_AUDIT(struct pcx *c, int pol, const struct ir_rule *r, int k)
 static void act_NOLOG(struct pcx *c, int pol, const struct ir_rule *r, int k)
 {
 	(void)pol, (void)r, (void)k;
-	store32(c, c->d, offsetof(struct l7_decision, nolog), u32c(c, 1));
+	store32(c, c->d, offsetof(struct l7_decision, nolog), LLVMConstInt(c->g->i16, 1, 0));
 }
 
 static void act_TIMER_RESTART(struct pcx *c, int pol, const struct ir_rule *r, int k)

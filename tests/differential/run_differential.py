@@ -116,6 +116,14 @@ def near(kind, s):
         out += [s + b"x/y", s + b"/", s + b"/deeper/path"]
     else:
         out += [s + b"/", s + b"?"]
+    # gRPC paths /SERVICE/METHOD (request.grpc_service == S is a prefix "/S/" and the form): a
+    # method of the service, and the forms that are not gRPC paths (no method, a third segment,
+    # no service), and another method of an exact call
+    seg = s.split(b"/")
+    if kind == "prefix" and len(seg) == 3 and not seg[0] and seg[1] and not seg[2]:
+        out += [s + b"Get", s + b"GetX", s + b"Get/extra", s[:-1], b"/" + s]
+    if kind == "eq" and len(seg) == 3 and not seg[0] and seg[1] and seg[2]:
+        out += [b"/%s/" % seg[1], b"/%s/Other" % seg[1], b"/x%s/%s" % (seg[1], seg[2]), s + b"/extra", b"//" + seg[2]]
     return out
 
 

@@ -196,10 +196,12 @@ struct l7_decision {
 	__u32 n_rset;          /* response: lines to add */
 	__u32 rdel;            /* response: bit i = remove the upstream's lines of l7_rhdr_name[i] */
 	__u32 audit;           /* 1 + id of the last rule that audited a deny (Audit, --audit); 0 none */
-	__u32 nolog;           /* NoLog(request): not in the access log */
-	__u32 grpc;            /* L7_DENY: 1 + the gRPC status the rule named (DenyGrpc), 0: the HTTP
+	__u16 nolog;           /* NoLog(request): not in the access log */
+	__u16 grpc;            /* L7_DENY: 1 + the gRPC status the rule named (DenyGrpc), 0: the HTTP
 	                        * status's; what a gRPC client gets is l7_grpc_status_of(grpc, status)
-	                        * (l7/grpc.h). An HTTP/1.1 client gets the HTTP status. */
+	                        * (l7/grpc.h). An HTTP/1.1 client gets the HTTP status. Two u16s where
+	                        * nolog's u32 was: the decision keeps its size (the machinery zeroes it
+	                        * per request: a larger one moved every example's verifier count) */
 	__u8 set[L7_MAX_SET];  /* request lines: indices into l7_mut_* */
 	__u8 rset[L7_MAX_SET]; /* response lines: indices into l7_mut_* */
 };
