@@ -298,6 +298,12 @@ static void emit_REGEX(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef
 	branch(c, nonzero(c, v), yes, no);
 }
 
+static void emit_PROTOCOL(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
+{
+	LLVMValueRef f = LLVMBuildAnd(c->g->b, load32(c, c->req, offsetof(struct l7_req, flags)), u32c(c, L7_PROTO_MASK), "");
+	branch(c, LLVMBuildICmp(c->g->b, LLVMIntEQ, f, u32c(c, L7_PROTO_FLAGS(k->lo)), ""), yes, no);
+}
+
 static void emit_METHOD_IS(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef yes, LLVMBasicBlockRef no)
 {
 	branch(c, LLVMBuildICmp(c->g->b, LLVMIntEQ, load32(c, c->req, offsetof(struct l7_req, method)), u32c(c, k->method), ""),
@@ -1026,6 +1032,7 @@ static int cond_size(const struct ir_cond *k, int unroll)
 SIZE(TRUE, 0)
 SIZE(FALSE, 0)
 SIZE(METHOD_IS, 6)
+SIZE(PROTOCOL, 6)
 SIZE(HAS_HEADER, 6)
 SIZE(SOURCE_IN, 6)
 SIZE(PORT_IN, 6)

@@ -12,6 +12,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include <l7/abi.h>
 #include <l7/grpc.h>
 
 struct rx {
@@ -409,6 +410,39 @@ static void check_grpc_name(struct rx *x, const struct l7_expr *field, const str
 	}
 }
 
+static bool is_protocol(const struct l7_expr *e)
+{
+	return e && e->ref == REF_FIELD && e->field && e->field->intrinsic == I_PROTOCOL;
+}
+
+/* request.protocol OP lit: the field on the left, a name of L7_PROTO_NAMES on the right. */
+static void check_protocol(struct rx *x, const struct l7_expr *e)
+{
+	static const char *const names[] = L7_PROTO_NAMES;
+	if (is_protocol(e->rhs)) {
+		l7_diag(x->d, L7_ERROR, e->loc, "write the protocol first: %s.protocol %s \"...\"", x->p->act.name,
+			e->op == OP_NE ? "!=" : "==");
+		return;
+	}
+	if (!is_protocol(e->lhs))
+		return;
+	const struct l7_expr *r = e->rhs;
+	for (int i = 0; i < (r->kind == E_LIST ? r->nargs : 1); i++) {
+		const struct l7_expr *v = r->kind == E_LIST ? r->args[i] : r;
+		if (v->kind != E_STRING)
+			continue;   /* reported: a list item or an operand of another type */
+		bool known = false;
+		for (size_t k = 0; k < sizeof(names) / sizeof(names[0]); k++)
+			known |= strlen(names[k]) == v->str_len && !memcmp(names[k], v->str, v->str_len);
+		if (!known) {   /* the version it names, by its digits ("HTTP/2.0", "h2", "http/1.1") */
+			const char *want = memchr(v->str, '2', v->str_len) ? names[L7_P_HTTP2]
+					   : strstr(v->str, "1.0") ? names[L7_P_HTTP10] : memchr(v->str, '1', v->str_len) ? names[L7_P_HTTP11] : NULL;
+			l7_diag(x->d, L7_ERROR, v->loc, "the data plane speaks HTTP/1.1, HTTP/1.0 and HTTP/2, not '%s'%s%s%s", v->str,
+				want ? "; did you mean '" : "", want ? want : "", want ? "'?" : "");
+		}
+	}
+}
+
 static bool comparable(enum l7_type a, enum l7_type b) { return a == b && a != T_ACT && a != T_STATE && a != T_LIST; }
 
 /* Identities compare only as `request.caller == NAME` / `in [NAME, ...]`: what the data plane
@@ -448,6 +482,7 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 			check_caller(x, e);
 		check_grpc_name(x, e->lhs, e->rhs, false);
 		check_grpc_name(x, e->rhs, e->lhs, false);
+		check_protocol(x, e);
 		return;
 	case OP_LT:
 	case OP_LE:
@@ -467,6 +502,7 @@ static void check_binary(struct rx *x, struct l7_expr *e)
 				check_caller(x, e);
 			for (int i = 0; i < e->rhs->nargs; i++)
 				check_grpc_name(x, e->lhs, e->rhs->args[i], false);
+			check_protocol(x, e);
 		} else if (!((l == T_INT && r == T_RANGE) || (l == T_IP && r == T_CIDR))) {
 			l7_diag(x->d, L7_ERROR, e->loc, "'in' needs a list, an int range or an IP prefix on the right, not %s", l7_type_name(r));
 		}
@@ -520,6 +556,9 @@ static void check_builtin_call(struct rx *x, struct l7_expr *e)
 			l7_diag(x->d, L7_ERROR, e->args[1]->loc, "the %s of %s must be a constant string", what, name);
 		else if (e->builtin == B_STARTS_WITH)
 			check_grpc_name(x, e->args[0], e->args[1], true);
+		if (is_protocol(e->args[0]))
+			l7_diag(x->d, L7_ERROR, e->args[0]->loc, "%s.protocol is one of three names: compare it with ==, != or in",
+				x->p->act.name);
 		return;
 	}
 	struct suggest s = { 0 };

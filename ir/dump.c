@@ -117,6 +117,12 @@ static void print_REGEX(const struct ir_program *p, const struct ir_cond *c, FIL
 	fprintf(o, " [regex #%d]", c->re->index);
 }
 
+static void print_PROTOCOL(const struct ir_program *p, const struct ir_cond *c, FILE *o)
+{
+	(void)p;
+	fprintf(o, "protocol is %s", ir_protocol_name(c->lo));
+}
+
 static void print_METHOD_IS(const struct ir_program *p, const struct ir_cond *c, FILE *o)
 {
 	(void)p;

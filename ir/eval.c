@@ -117,6 +117,11 @@ static bool holds_REGEX(const struct ev *e, const struct ir_cond *c)
 
 static bool holds_METHOD_IS(const struct ev *e, const struct ir_cond *c) { return e->r->method == c->method; }
 
+static bool holds_PROTOCOL(const struct ev *e, const struct ir_cond *c)
+{
+	return (e->r->flags & L7_PROTO_MASK) == L7_PROTO_FLAGS(c->lo);
+}
+
 static bool holds_SERVICE_IN(const struct ev *e, const struct ir_cond *c)
 {
 	return e->r->service < 64 && (c->mask >> e->r->service & 1);

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "arena.h"
+#include "l7/abi.h"
 
 /* The rows of conds.def and actions.def */
 static const struct kind {
@@ -32,6 +33,12 @@ unsigned ir_cond_operands(enum ir_cond_kind k) { return ROW(cond_kinds, k)->oper
 const char *ir_cond_kind_name(enum ir_cond_kind k) { return ROW(cond_kinds, k)->name; }
 unsigned ir_action_operands(enum ir_action_kind k) { return ROW(action_kinds, k)->operands; }
 const char *ir_action_kind_name(enum ir_action_kind k) { return ROW(action_kinds, k)->name; }
+
+const char *ir_protocol_name(unsigned proto)
+{
+	static const char *const names[] = L7_PROTO_NAMES;
+	return proto < sizeof(names) / sizeof(names[0]) ? names[proto] : NULL;
+}
 
 /* Every request entry b matches, entry a matches too. */
 bool ir_table_entry_covers(const struct ir_table_entry *a, const struct ir_table_entry *b)

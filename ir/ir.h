@@ -55,7 +55,11 @@ enum ir_operand {                /* fields of struct ir_cond a kind uses */
 	IR_O_TIMER = 1 << 15,        /* state: an index into timers */
 	IR_O_SECONDS = 1 << 16,      /* lo: seconds, at most a year */
 	IR_O_RE = 1 << 17,           /* re: one of regexes */
+	IR_O_PROTO = 1 << 18,        /* lo: an enum l7_proto */
 };
+
+/* "HTTP/1.1", "HTTP/1.0", "HTTP/2": request.protocol's values (enum l7_proto), NULL past them */
+const char *ir_protocol_name(unsigned proto);
 
 /* The operands of kind k, and its name ("STR_EQ"; NULL for no kind of conds.def). */
 unsigned ir_cond_operands(enum ir_cond_kind k);

@@ -333,6 +333,23 @@ static struct ir_cond *compare_SOURCE(struct lx *x, const struct l7_expr *e, uns
 	return e->op == OP_NE ? cond_not(x, acc) : acc;
 }
 
+/* request.protocol == "HTTP/2" / != / in [...] (resolve.c checked the names) */
+static struct ir_cond *compare_PROTOCOL(struct lx *x, const struct l7_expr *e, unsigned line)
+{
+	const struct l7_expr *r = e->rhs;
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, line);
+	for (int i = 0; i < (r->kind == E_LIST ? r->nargs : 1); i++) {
+		const struct l7_expr *v = r->kind == E_LIST ? r->args[i] : r;
+		for (unsigned p = 0; v->kind == E_STRING && ir_protocol_name(p); p++)
+			if (strlen(ir_protocol_name(p)) == v->str_len && !memcmp(ir_protocol_name(p), v->str, v->str_len)) {
+				struct ir_cond *c = cond_new(x, IR_C_PROTOCOL, line);
+				c->lo = p;
+				acc = cond_bin(x, IR_C_OR, acc, c);
+			}
+	}
+	return e->op == OP_NE ? cond_not(x, acc) : acc;
+}
+
 static struct ir_cond *compare_PORT(struct lx *x, const struct l7_expr *e, unsigned line)
 {
 	return int_compare(x, IR_C_PORT_IN, 65535, e, line);

@@ -125,6 +125,8 @@ static void check_cond(struct vx *v, const struct ir_cond *c)
 		CHECK(v, in(c->state, p->ntimers), "%s: timer %d of %d", k, c->state, p->ntimers);
 	if (o & IR_O_SECONDS)
 		CHECK(v, c->lo <= 31536000, "%s: %u seconds", k, c->lo);
+	if (o & IR_O_PROTO)
+		CHECK(v, c->lo <= L7_P_HTTP2, "%s: protocol %u", k, c->lo);
 	if (o & IR_O_RE)
 		CHECK(v, c->re && in(c->re->index, p->nregexes) && p->regexes[c->re->index] == c->re, "%s: regex %d of %d", k,
 		      c->re ? c->re->index : -1, p->nregexes);

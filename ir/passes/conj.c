@@ -26,7 +26,8 @@ bool conj_eq(const struct ir_cond *a, const struct ir_cond *b)
 	       (!(o & IR_O_SECONDS) || a->lo == b->lo) && (!(o & IR_O_JWT) || a->jwt == b->jwt) &&
 	       (!(o & IR_O_IDENT) || a->ident == b->ident) &&
 	       (!(o & IR_O_TABLE) || (a->table == b->table && a->group == b->group)) && (!(o & IR_O_SET) || a->set == b->set) &&
-	       (!(o & (IR_O_COUNTER | IR_O_TIMER)) || a->state == b->state) && (!(o & IR_O_RE) || a->re == b->re);
+	       (!(o & (IR_O_COUNTER | IR_O_TIMER)) || a->state == b->state) && (!(o & IR_O_RE) || a->re == b->re) &&
+	       (!(o & IR_O_PROTO) || a->lo == b->lo);
 }
 
 /* What a regex says about a field compared with a constant: its DFA runs on the constant at

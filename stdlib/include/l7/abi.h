@@ -59,6 +59,14 @@ struct l7_span {
 #define L7_REQ_HTTP10      (1u << 2)
 #define L7_REQ_UPGRADE     (1u << 3)  /* Upgrade / CONNECT: the rest is not HTTP */
 #define L7_REQ_EXPECT      (1u << 4)  /* Expect: 100-continue */
+#define L7_REQ_HTTP2       (1u << 5)  /* came as an HTTP/2 stream (the HPACK decoder sets it; the
+                                       * HTTP/1 parser never does: its flags start at 0) */
+
+/* request.protocol: the HTTP version a request came as, read from l7_req.flags. */
+enum l7_proto { L7_P_HTTP11 = 0, L7_P_HTTP10, L7_P_HTTP2 };
+#define L7_PROTO_NAMES { "HTTP/1.1", "HTTP/1.0", "HTTP/2" }   /* as policies write them */
+#define L7_PROTO_MASK (L7_REQ_HTTP2 | L7_REQ_HTTP10)
+#define L7_PROTO_FLAGS(p) ((p) == L7_P_HTTP2 ? L7_REQ_HTTP2 : (p) == L7_P_HTTP10 ? L7_REQ_HTTP10 : 0u)
 
 /* Result codes of the head parser (negative returns). */
 enum l7_parse_err {
