@@ -50,6 +50,19 @@ def token(kind, claims, key, iss, aud):
     return jwt_token(key, body, alg="none" if kind == "jwt-alg-none" else "HS256", flip=kind == "jwt-badsig")
 
 
+def relocated(path, ports):
+    """An example's text for a test run: its addresses 127.0.0.1:OLD moved to the run's ports
+    ({OLD: NEW}) and its key_file made absolute; and the key's bytes (b"" without one)."""
+    text = open(path).read()
+    here = os.path.dirname(os.path.abspath(path))
+    m = re.search(r'key_file = "([^"]+)"', text)
+    key = open(os.path.join(here, m.group(1)), "rb").read().rstrip(b"\n") if m else b""
+    for old, new in ports.items():
+        text = text.replace("127.0.0.1:%d" % old, "127.0.0.1:%d" % new)
+    text = re.sub(r'key_file = "([^"]+)"', lambda k: 'key_file = "%s"' % os.path.join(here, k.group(1)), text)
+    return text, key
+
+
 def raw_request(method, path, headers):
     """The request of a test line: Host example, its headers, an empty body for the methods
     that take one."""

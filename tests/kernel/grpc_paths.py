@@ -18,6 +18,7 @@ L7C, L7RUN, SRC = sys.argv[1:4]
 sys.path.insert(0, os.path.join(SRC, "tests", "common"))
 import procs  # noqa: E402
 from check import check, summary  # noqa: E402
+from exampletests import relocated  # noqa: E402
 from jwtgen import token  # noqa: E402
 
 PID = os.getpid()
@@ -110,14 +111,7 @@ def run(mode, obj, src_policy, key, limited_src):
 
 
 def main():
-    text = open(EXAMPLE).read()
-    key = open(os.path.join(os.path.dirname(EXAMPLE), re.search(r'key_file = "([^"]+)"', text).group(1)), "rb").read()
-    key = key[:-1] if key.endswith(b"\n") else key
-    text = text.replace("127.0.0.1:8080", "127.0.0.1:%d" % SVC)
-    for i, port in enumerate((9601, 9602, 9603)):
-        text = text.replace("127.0.0.1:%d" % port, "127.0.0.1:%d" % UPS[i])
-    text = re.sub(r'key_file = "([^"]+)"',
-                  lambda m: 'key_file = "%s"' % os.path.join(os.path.dirname(EXAMPLE), m.group(1)), text)
+    text, key = relocated(EXAMPLE, {8080: SVC, 9601: UPS[0], 9602: UPS[1], 9603: UPS[2]})
     src = os.path.join(WORK, "grpc.l7")
     open(src, "w").write(text)
     obj = os.path.join(WORK, "grpc.o")

@@ -17,6 +17,7 @@ import json, os, re, shutil, socket, subprocess, sys, tempfile, time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 import rawhttp  # noqa: E402
 from check import check, summary  # noqa: E402
+from exampletests import relocated  # noqa: E402
 from jwtgen import token  # noqa: E402
 from procs import (CG_ROOT, cgroup_home, cgroup_join, cgroup_left, cgroup_run, l7run_stats, start, stop,  # noqa: E402
                    wait_port)
@@ -185,15 +186,8 @@ CHUNKS = {}
 
 
 def main():
-    text = open(POLICY).read()
-    key = open(os.path.join(os.path.dirname(POLICY), re.search(r'key_file = "([^"]+)"', text).group(1)), "rb").read()
-    key = key[:-1] if key.endswith(b"\n") else key
     # the example with this run's ports and an absolute key path
-    text = text.replace("127.0.0.1:8080", "127.0.0.1:%d" % SVC)
-    for i, port in enumerate((9101, 9102, 9103)):
-        text = text.replace("127.0.0.1:%d" % port, "127.0.0.1:%d" % UPS[i])
-    text = re.sub(r'key_file = "([^"]+)"',
-                  lambda m: 'key_file = "%s"' % os.path.join(os.path.dirname(os.path.abspath(POLICY)), m.group(1)), text)
+    text, key = relocated(POLICY, {8080: SVC, 9101: UPS[0], 9102: UPS[1], 9103: UPS[2]})
     src = os.path.join(WORK, "social.l7")
     open(src, "w").write(text)
     objs = {}
