@@ -589,35 +589,60 @@ static struct ir_cond *grpc_matches(struct lx *x, int f, const struct l7_expr *l
 }
 
 /* `grpc_service == "S"`: S, else NULL (and the same for the method) */
-static const struct l7_expr *grpc_eq(const struct l7_expr *e, int f)
+/* The names of `grpc_service == "S"` or `in ["S", ...]` (and the same for the method): a
+ * list of constants (*n of them: the literal itself for ==), or NULL. */
+static const struct l7_expr *const *grpc_names(const struct l7_expr *e, int f, int *n)
 {
-	if (e->kind != E_BINARY || e->op != OP_EQ)
+	if (e->kind != E_BINARY || (e->op != OP_EQ && e->op != OP_IN))
 		return NULL;
 	const struct l7_expr *l = e->lhs->kind == E_STRING ? e->rhs : e->lhs, *r = l == e->lhs ? e->rhs : e->lhs;
-	return r->kind == E_STRING && reading(l) && reading(l)->string == f ? r : NULL;
+	if (!reading(l) || reading(l)->string != f)
+		return NULL;
+	if (e->op == OP_EQ && r->kind == E_STRING) {
+		*n = 1;
+		return e->rhs == r ? (const struct l7_expr *const *)&e->rhs : (const struct l7_expr *const *)&e->lhs;
+	}
+	if (e->op == OP_IN && r->kind == E_LIST && l == e->lhs) {
+		for (int i = 0; i < r->nargs; i++)
+			if (r->args[i]->kind != E_STRING)
+				return NULL;
+		*n = r->nargs;
+		return (const struct l7_expr *const *)r->args;
+	}
+	return NULL;
 }
 
-/* `grpc_service == "S" && grpc_method == "M"` (either order): the path is "/S/M", one exact
- * compare (which rule tables can hold), or NULL when e is not that pair. */
+/* A service compare && a method compare (either order, == or in): the path is one of
+ * "/S/M", exact compares (which rule tables can hold), or NULL when e is not such a pair (or
+ * names more than 64 calls: then each side as it is). */
 static struct ir_cond *grpc_call(struct lx *x, const struct l7_expr *e)
 {
-	const struct l7_expr *svc = grpc_eq(e->lhs, IR_F_GRPC_SERVICE), *m = grpc_eq(e->rhs, IR_F_GRPC_METHOD);
+	int ns = 0, nm = 0;
+	const struct l7_expr *const *svc = grpc_names(e->lhs, IR_F_GRPC_SERVICE, &ns), *const *m = grpc_names(e->rhs, IR_F_GRPC_METHOD, &nm);
 	if (!svc || !m) {
-		svc = grpc_eq(e->rhs, IR_F_GRPC_SERVICE);
-		m = grpc_eq(e->lhs, IR_F_GRPC_METHOD);
+		svc = grpc_names(e->rhs, IR_F_GRPC_SERVICE, &ns);
+		m = grpc_names(e->lhs, IR_F_GRPC_METHOD, &nm);
 	}
-	if (!svc || !m || svc->str_len + m->str_len + 2 >= L7_MAX_HEAD)
+	if (!svc || !m || ns * nm > 64)
 		return NULL;
 	x->p->reads_path = true;
-	struct ir_cond *c = cond_new(x, IR_C_STR_EQ, e->loc.line);
-	c->field = IR_F_PATH;
-	c->len = svc->str_len + m->str_len + 2;
-	c->str = alloc(x, c->len + 1);
-	c->str[0] = '/';
-	memcpy(c->str + 1, svc->str, svc->str_len);
-	c->str[svc->str_len + 1] = '/';
-	memcpy(c->str + svc->str_len + 2, m->str, m->str_len);
-	return c;
+	struct ir_cond *acc = cond_new(x, IR_C_FALSE, e->loc.line);
+	for (int i = 0; i < ns; i++)
+		for (int k = 0; k < nm; k++) {
+			size_t ls = svc[i]->str_len, lm = m[k]->str_len;
+			if (ls + lm + 2 >= L7_MAX_HEAD)
+				continue;   /* longer than any path */
+			struct ir_cond *c = cond_new(x, IR_C_STR_EQ, e->loc.line);
+			c->field = IR_F_PATH;
+			c->len = ls + lm + 2;
+			c->str = alloc(x, c->len + 1);
+			c->str[0] = '/';
+			memcpy(c->str + 1, svc[i]->str, ls);
+			c->str[ls + 1] = '/';
+			memcpy(c->str + ls + 2, m[k]->str, lm);
+			acc = cond_bin(x, IR_C_OR, acc, c);
+		}
+	return acc;
 }
 
 /* ---- the built-ins of frontend/builtins.def ---- */
