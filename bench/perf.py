@@ -851,6 +851,10 @@ def main():
     ap.add_argument("--src", default=REPO, help="source tree that was built (examples/ come from it)")
     ap.add_argument("--commit", default="?")
     ap.add_argument("--report-only", metavar="RESULTS_JSON")
+    ap.add_argument("--add", metavar="RESULTS_JSON",
+                    help="run the --only sections, put them into RESULTS_JSON (a full run's, e.g. "
+                         "docs/perf/results.json) in place of its own, and render the page from it: the page says "
+                         "which sections come from which run")
     ap.add_argument("--source", default="?")
     ap.add_argument("--cmdline", default="bench/run-all.sh")
     args = ap.parse_args()
@@ -879,6 +883,7 @@ def main():
             main_rounds = main_secs = sweep_rounds = sweep_secs = None
             main_rounds, main_secs, sweep_rounds, sweep_secs = 1, 2, 1, 2
         args.cmdline = "bench/run-all.sh" + (" --quick" if saved["quick"] else "")
+        args.added = saved.get("added", [])
         tmp = tempfile.mkdtemp(prefix="l7perf-")
         write_report(args, [tuple(r) for r in saved["results"]], saved["elapsed"], main_rounds, main_secs,
                      sweep_rounds, sweep_secs)
@@ -1000,9 +1005,23 @@ def main():
                 except OSError:
                     time.sleep(0.2)
     elapsed = time.time() - t_start
+    saved = {"results": results, "elapsed": elapsed, "quick": args.quick, "commit": args.commit,
+             "source": args.source}
+    if args.add:                  # these sections into an earlier full run's results
+        with open(args.add) as fh:
+            base = json.load(fh)
+        secs = sorted({r[0] for r in results})
+        base["results"] = [r for r in base["results"] if r[0] not in secs] + results
+        base["added"] = [a for a in base.get("added", []) if not set(a["sections"]) & set(secs)] + [{
+            "sections": secs, "commit": args.commit, "source": args.source, "quick": args.quick,
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "elapsed": elapsed}]
+        saved = base
+        args.quick, args.commit, args.source = base["quick"], base["commit"], base["source"]
+        elapsed = base["elapsed"]
+        results = [tuple(r) for r in base["results"]]
+    args.added = saved.get("added", [])
     with open(os.path.join(tmp, "results.json"), "w") as f:
-        json.dump({"results": results, "elapsed": elapsed, "quick": args.quick, "commit": args.commit,
-                   "source": args.source}, f)
+        json.dump(saved, f)
     shutil.copy(os.path.join(tmp, "results.json"), os.path.join(args.outdir, "results.json"))
     try:
         write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs)

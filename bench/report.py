@@ -66,6 +66,10 @@ def write(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_se
       "same run; the numbers below are medians over alternating rounds. Re-run it to refresh this page.\n"
       % (args.cmdline, time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), elapsed / 60,
          "quick mode: 1 round, short runs — indicative only" if args.quick else "full run"))
+    for a in getattr(args, "added", []):
+        w("Measured in a later run (`perf.py --add`) than the rest of this page: section%s %s, commit %s (%s) "
+          "on %s%s.\n" % ("s" if len(a["sections"]) > 1 else "", ", ".join("`%s`" % x for x in a["sections"]),
+                          a["commit"], a["source"], a["when"], ", quick mode" if a["quick"] else ""))
     w("## Headline\n")
     w("Ratios of the medians of the main policies. req/s: higher is better for l7c; CPU/req "
       "(*component*: the enforcing component's CPU per request, defined below): lower is better for l7c.\n")
