@@ -760,7 +760,7 @@ static __always_inline int l7_hpack_decode(struct l7_hpack *d, struct l7_req *re
 	req->head_len = d->len;
 	req->body_len = 0;
 	req->method = L7_M_OTHER;
-	req->flags = 0;
+	req->flags = L7_REQ_HTTP2;   /* request.protocol is "HTTP/2" (l7/abi.h) */
 	req->n_headers = 0;
 	req->hdr_present = 0;
 	req->n_wline = 0;

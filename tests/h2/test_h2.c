@@ -125,6 +125,8 @@ static void h2_summary(const struct l7_hpack *d, const struct l7_req *req, char 
 	if (m->flags & L7_H2_M_UPDATE)
 		o += sprintf(o, " update=%u", m->table_size);
 	if (m->mode == L7_HPACK_REQUEST) {
+		if (!(req->flags & L7_REQ_HTTP2))   /* request.protocol reads it: never in the expected texts */
+			o += sprintf(o, " not-marked-http2");
 		o += sprintf(o, " method=%u host=", req->method);
 		esc(&o, SPAN(req->host));
 		o += sprintf(o, " path=");
