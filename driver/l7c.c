@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "codegen.h"
+#include "eval_ep.h"
 #include "explain.h"
 #include "frontend.h"
 #include "import.h"
@@ -77,6 +78,12 @@ static const struct opt {
 	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
 	{ "eval-service", 'Z', required_argument, "--eval-service=NAME",
 	  "with --eval: the service the client connected to (default the first)" },
+	{ "endpoints", 'D', required_argument, "--endpoints=FILE",
+	  "with --eval: the sets of `endpoints(\"SET\")` upstreams are FILE's\n`NAME A.B.C.D:PORT [weight W]` lines, "
+	  "read as l7run --endpoints\nreads them: the endpoint a request gets, the turns, or an\nempty set's 503" },
+	{ "resolve", 'U', no_argument, "--resolve",
+	  "with --eval: resolve the host names of `\"HOST:PORT\"` upstreams\nnow (getaddrinfo, as l7run does) and say "
+	  "which endpoint a\nrequest gets" },
 	{ "now", 'N', required_argument, "--now=EPOCH",
 	  "with --eval: the Unix time JWTs' exp and nbf are checked against\n(default: now; l7run's clock for tests: L7RUN_JWT_NOW=EPOCH)" },
 	{ "eval-audit", 'A', no_argument, "--eval-audit",
@@ -132,7 +139,7 @@ static char *default_output(const char *in)
  * verified as the data plane does (its code, the policy's key files) at time `now`; rate
  * limits count as not reached (one request). */
 static int eval(const struct ir_program *ir, const char *path, unsigned source, const char *service, long long now,
-		bool audit_all)
+		bool audit_all, const struct eval_eps *eps)
 {
 	int svc = 0;
 	while (service && svc < ir->nservices && strcmp(ir->services[svc].name, service))
@@ -165,7 +172,7 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	}
 	char err[1024];
 	struct ir_eval_env env = { .jwt_valid = ir_jwt_valid, .ctx = ir_jwt_env_new(ir, now, err, sizeof(err)),
-				   .audit_all = audit_all };
+				   .audit_all = audit_all, .lb_tab = eval_eps_tab, .lb_ctx = (void *)eps };
 	if (!env.ctx)
 		return fprintf(stderr, "l7c: error: %s\n", err), 2;
 	struct ir_decision d;
@@ -179,23 +186,20 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	switch (d.term) {
 	case IR_FORWARD: printf("verdict: forward %s\n", ir->upstreams[d.upstream].name); break;
 	case IR_DENY:   /* and what a gRPC client gets instead (an HTTP/1.1 client: the status) */
-		printf("verdict: deny %d\ngrpc-status: %d %s (%s)\n", d.status, d.grpc, l7_grpc_status_name((unsigned)d.grpc),
+		if (d.no_endpoint)
+			printf("verdict: deny 503 (upstream %s has no endpoint)\n", ir->upstreams[d.upstream].name);
+		else
+			printf("verdict: deny %d\n", d.status);
+		printf("grpc-status: %d %s (%s)\n", d.grpc, l7_grpc_status_name((unsigned)d.grpc),
 		       d.grpc_named ? "named by the rule" : "of the HTTP status");
 		break;
 	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
 	default: printf("verdict: ?\n"); break;
 	}
-	if (d.term != IR_DENY && ir->upstreams[d.upstream].nendpoints > 1) {
+	if ((d.term != IR_DENY || d.no_endpoint) && ir->upstreams[d.upstream].nendpoints > 1) {
 		const struct ir_target *t = &ir->upstreams[d.upstream];
 		if (t->rt_kind != IR_RT_NONE) {
-			if (t->rt_kind == IR_RT_NAME)
-				printf("endpoint: upstream %s (run-time endpoints: what l7run resolves \"%s\" to, port %u; slots %d-%d; %s)\n",
-				       t->name, t->rt_name, t->rt_port, t->slot, t->slot + t->nendpoints - 1,
-				       t->balance == IR_LB_HASH ? "ketama" : "round robin");
-			else
-				printf("endpoint: upstream %s (run-time endpoints: set \"%s\" of l7run --endpoints; slots %d-%d; %s)\n",
-				       t->name, t->rt_name, t->slot, t->slot + t->nendpoints - 1,
-				       t->balance == IR_LB_HASH ? "ketama" : "round robin");
+			eval_eps_print(eps, ir, &d, stdout);
 		} else if (d.slot < 0) {
 			printf("endpoint: round robin over %s#0..%s#%d (slots %d-%d): it rotates per request\n", t->name,
 			       t->name, t->nendpoints - 1, t->slot, t->slot + t->nendpoints - 1);
@@ -278,11 +282,11 @@ int main(int argc, char **argv)
 		return l7_import_main(argc - 1, argv + 1);
 	enum emit emit = EMIT_OBJ;
 	int opt_level = 2, color = -1;
-	const char *out = NULL, *eval_request = NULL, *eval_service = NULL, *passes = NULL;
+	const char *out = NULL, *eval_request = NULL, *eval_service = NULL, *passes = NULL, *eval_endpoints = NULL;
 	unsigned eval_source = htonl(0x7f000001);
 	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
-	bool do_explain = false, eval_audit = false;
+	bool do_explain = false, eval_audit = false, eval_resolve = false;
 	struct l7_timers timers = { .start = l7_tick() }, *tm = NULL;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
@@ -346,6 +350,8 @@ int main(int argc, char **argv)
 		}
 		case 'Z': eval_service = optarg; break;
 		case 'A': eval_audit = true; break;
+		case 'D': eval_endpoints = optarg; break;
+		case 'U': eval_resolve = true; break;
 		case 'P': passes = optarg; break;
 		case 'R': verify_ir = true; break;
 		case 'X': do_explain = true; break;
@@ -387,6 +393,11 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *input = argv[optind];
+	if ((eval_endpoints || eval_resolve) && !eval_request) {
+		fprintf(stderr, "l7c: error: %s: only with --eval (l7run --endpoints reads the file at run time)\n",
+			eval_endpoints ? "--endpoints" : "--resolve");
+		return 2;
+	}
 
 	struct l7_diags d = { .out = stderr, .color = color < 0 ? isatty(2) : color };
 	struct l7_pipeline po = { .include_dirs = incs, .ninclude = ninc, .ast_only = emit == EMIT_AST, .passes = passes,
@@ -406,7 +417,10 @@ int main(int argc, char **argv)
 		ex.timers = tm;
 		rc = explain(ir, &ex);
 	} else if (eval_request) {
-		rc = eval(ir, eval_request, eval_source, eval_service, eval_now, eval_audit);
+		struct eval_eps *eps = eval_eps_new(ir, eval_endpoints, eval_resolve, &d, &rc);
+		if (!rc)
+			rc = eval(ir, eval_request, eval_source, eval_service, eval_now, eval_audit, eps);
+		eval_eps_free(eps);
 	} else if (emit == EMIT_IR) {
 		/* printed by the pipeline, after lowering and after each pass */
 	} else {

@@ -41,27 +41,18 @@ static void build_ring(struct ir_program *p, struct ir_target *t)
 	free(e);
 }
 
-/* Smooth weighted round robin (nginx): each turn every endpoint gains its weight, the one
- * with the most (the first on ties) takes the turn and pays the total. Over sum(weights)
- * turns each endpoint gets exactly its weight, spread out (2:1 is A B A, not A A B). */
+/* Weighted turns (ring.h, the same code as l7run's for the sets it fills at run time). */
 static void build_turns(struct ir_program *p, struct ir_target *t)
 {
-	assert(t->nendpoints <= L7_MAX_UPSTREAMS);   /* cur[] (ir_balance_build makes sets past it IR_LB_ONE) */
-	int total = 0, cur[L7_MAX_UPSTREAMS] = { 0 };
-	for (int i = 0; i < t->nendpoints; i++)
+	assert(t->nendpoints <= L7_MAX_UPSTREAMS);   /* ir_balance_build makes sets past it IR_LB_ONE */
+	struct l7_ring_ep e[L7_MAX_UPSTREAMS];
+	int total = 0;
+	for (int i = 0; i < t->nendpoints; i++) {
+		e[i] = (struct l7_ring_ep){ t->endpoints[i].ip, t->endpoints[i].port, t->endpoints[i].weight, (__u32)(t->slot + i) };
 		total += (int)t->endpoints[i].weight;
-	t->nturns = total;
-	t->turns = l7_alloc(&p->arena, (size_t)total);
-	for (int k = 0; k < total; k++) {
-		int best = 0;
-		for (int i = 0; i < t->nendpoints; i++) {
-			cur[i] += (int)t->endpoints[i].weight;
-			if (cur[i] > cur[best])
-				best = i;
-		}
-		cur[best] -= total;
-		t->turns[k] = (unsigned char)(t->slot + best);
 	}
+	t->turns = l7_alloc(&p->arena, (size_t)total);
+	t->nturns = l7_ring_turns(e, t->nendpoints, t->turns);
 }
 
 void ir_balance_build(struct ir_program *p)
@@ -85,6 +76,17 @@ void ir_balance_build(struct ir_program *p)
 	p->nslots = slot;
 }
 
+/* The hash of the request's key for t's ring, as the kernel computes it (stdlib/bpf/policy.c). */
+static __u32 key_hash(const struct ir_target *t, const struct l7_req *req)
+{
+	const struct l7_span *s = t->key_field == IR_F_PATH ? &req->path
+				: t->key_field == IR_F_HOST ? &req->host
+				: t->key_field == IR_F_HEADER ? &req->hdr[t->key_header] : NULL;
+	if (s)
+		return (size_t)s->off + s->len <= sizeof(req->buf) ? l7_lb_hash(req->buf, s->off, s->len) : l7_lb_hash(req->buf, 0, 0);
+	return l7_lb_hash_addr(req->src_ip4);
+}
+
 int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const struct l7_req *req)
 {
 	(void)p;
@@ -92,15 +94,14 @@ int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const
 		return -1;   /* per request, or known only at run time */
 	if (t->balance != IR_LB_HASH)
 		return t->slot;
-	__u32 h;
-	const struct l7_span *s = t->key_field == IR_F_PATH ? &req->path
-				: t->key_field == IR_F_HOST ? &req->host
-				: t->key_field == IR_F_HEADER ? &req->hdr[t->key_header] : NULL;
-	if (s)
-		h = (size_t)s->off + s->len <= sizeof(req->buf) ? l7_lb_hash(req->buf, s->off, s->len) : l7_lb_hash(req->buf, 0, 0);
-	else
-		h = l7_lb_hash_addr(req->src_ip4);
-	return t->ring_slot[l7_ketama_find(t->ring, (__u32)t->ring_log2, h)];
+	return t->ring_slot[l7_ketama_find(t->ring, (__u32)t->ring_log2, key_hash(t, req))];
+}
+
+int ir_balance_pick_tab(const struct ir_target *t, const struct l7_lb_tab *tab, const struct l7_req *req)
+{
+	if (t->balance == IR_LB_HASH)   /* l7_lb_pick_rt's choices, over the table l7run would write */
+		return tab->npoints ? tab->ring_slot[l7_ketama_find(tab->ring, L7_LB_DRING_LOG2, key_hash(t, req))] : (int)L7_NO_SLOT;
+	return tab->nturns ? -1 : (int)L7_NO_SLOT;
 }
 
 void ir_balance_shares(const struct ir_target *t, double *out)

@@ -15,6 +15,7 @@
 
 #include "l7/abi.h"
 #include "l7/grpc.h"
+#include "l7/dataplane.h"
 
 struct ev {
 	const struct ir_program *p;
@@ -349,10 +350,23 @@ void ir_eval_with(const struct ir_program *p, struct l7_req *req, const struct i
 		decide(&e, out, route);
 	else
 		decide(&e, out, &p->default_rule);
-	if (out->term == IR_DENY)
+	if (out->term == IR_DENY) {
 		out->upstream = -1;
-	else   /* the endpoint: a Ketama ring picks it as the kernel does; round robin rotates */
-		out->slot = ir_balance_pick(p, &p->upstreams[out->upstream], req);
+		return;
+	}
+	/* the endpoint: a Ketama ring picks it as the kernel does; round robin rotates; a run-time
+	 * set over the table the environment gives, if it gives one */
+	const struct ir_target *t = &p->upstreams[out->upstream];
+	const struct l7_lb_tab *tab = t->rt_kind != IR_RT_NONE && env && env->lb_tab ? env->lb_tab(env->lb_ctx, out->upstream) : NULL;
+	out->slot = tab ? ir_balance_pick_tab(t, tab, req) : ir_balance_pick(p, t, req);
+	if (out->slot == (int)L7_NO_SLOT) {   /* the kernel's 503 (l7_lb_pick_rt) */
+		out->term = IR_DENY;
+		out->status = 503;
+		out->grpc = l7_grpc_status_of_http(503);
+		out->grpc_named = false;
+		out->slot = -1;
+		out->no_endpoint = true;
+	}
 }
 
 void ir_eval(const struct ir_program *p, struct l7_req *req, struct ir_decision *out)

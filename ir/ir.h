@@ -348,6 +348,8 @@ struct ir_decision {
 	unsigned audit_line[16];
 	int naudit;
 	bool nolog;                  /* NoLog(request): not in the access log */
+	bool no_endpoint;            /* DENY 503: the run-time set routed to has no endpoint
+	                              * (upstream still names it, as the kernel's answer does) */
 };
 
 /* What the evaluator cannot know by itself: JWT validity (and claim values, which the check
@@ -365,6 +367,10 @@ struct ir_eval_env {
 	/* `l7run --audit`: no Deny is enforced (nor an ALLOW policy's 403); each is audited and the
 	 * policy decides nothing (a Limit's deny and the 404 of no route stay) */
 	bool audit_all;
+	/* The table l7run would hold for run-time upstream `upstream` (l7c --eval --endpoints,
+	 * --resolve); NULL (or no hook): not known, the endpoint is chosen at run time */
+	const struct l7_lb_tab *(*lb_tab)(void *lb_ctx, int upstream);
+	void *lb_ctx;
 };
 
 /* Decides for a parsed request (the header vector of l7/abi.h, filled by the stdlib parser
@@ -402,6 +408,11 @@ int ir_parse_request(const struct ir_program *p, struct l7_req *req, const void 
  * does (stdlib/bpf/balance.h, the same code built natively). */
 void ir_balance_build(struct ir_program *p);
 int ir_balance_pick(const struct ir_program *p, const struct ir_target *t, const struct l7_req *req);
+/* The slot the kernel picks for run-time upstream t over table tab (l7/dataplane.h, the one
+ * l7run writes: ring.h's l7_ring_tab): -1 for round robin (it rotates), L7_NO_SLOT when the
+ * set has no endpoint (the 503). */
+struct l7_lb_tab;
+int ir_balance_pick_tab(const struct ir_target *t, const struct l7_lb_tab *tab, const struct l7_req *req);
 /* The ring's share of the hash space each endpoint of t owns (out[i] for endpoint i, sum 1). */
 void ir_balance_shares(const struct ir_target *t, double *out);
 

@@ -37,6 +37,7 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include "policy.h"
+#include "epfile.h"
 #include "ring.h"
 
 #define EJECT_BASE_MS 1000
@@ -44,17 +45,6 @@
 #define FLIP_GAP_US   2000   /* at least this long between two writes of one set's tables */
 
 enum { SLOT_FREE, SLOT_LIVE, SLOT_RETIRED };
-
-struct ep {                  /* an endpoint a source gives */
-	struct sockaddr_in addr;
-	unsigned weight;
-};
-
-struct eps {
-	struct ep e[EP_MAX];
-	int n;
-	int truncated;
-};
 
 struct rtset {
 	const struct l7m_runtime *r;
@@ -100,89 +90,32 @@ static int same_addr(const struct sockaddr_in *a, const struct sockaddr_in *b)
 	return a->sin_addr.s_addr == b->sin_addr.s_addr && a->sin_port == b->sin_port;
 }
 
-static void add_ep(struct eps *s, const struct sockaddr_in *a, unsigned w)
-{
-	for (int i = 0; i < s->n; i++)
-		if (same_addr(&s->e[i].addr, a)) {
-			s->e[i].weight = w;   /* a line given twice: the last weight */
-			return;
-		}
-	if (s->n == EP_MAX) {
-		s->truncated = 1;
-		return;
-	}
-	s->e[s->n++] = (struct ep){ *a, w };
-}
-
-/* The addresses of a DNS name (IPv4), port given; -1 and why if it does not resolve. */
-static int resolve(const char *host, unsigned port, struct eps *out, char *err, size_t errlen)
-{
-	struct addrinfo hints = { .ai_family = AF_INET, .ai_socktype = SOCK_STREAM }, *res = NULL;
-	int rc = getaddrinfo(host, NULL, &hints, &res);
-	if (rc) {
-		snprintf(err, errlen, "%s: %s", host, gai_strerror(rc));
-		return -1;
-	}
-	for (struct addrinfo *ai = res; ai; ai = ai->ai_next) {
-		struct sockaddr_in a = *(struct sockaddr_in *)ai->ai_addr;
-		a.sin_port = htons((uint16_t)port);
-		add_ep(out, &a, 1);
-	}
-	freeaddrinfo(res);
-	return 0;
-}
-
 /* The --endpoints file's endpoints of set `name` (none without a file); -1 if the file does
- * not parse (why on stderr, once per read). */
-static int read_file(const char *path, const char *name, struct eps *out, int quiet)
+ * not parse (why on stderr, once per read). The parser is l7c --eval's too (support/epfile.c). */
+static int read_file(const char *path, const char *name, struct l7_eps *out, int quiet)
 {
-	FILE *f = fopen(path, "r");
-	char line[1024];
-	int lineno = 0, rc = 0;
+	char why[512];
+	size_t len;
+	char *text = l7_epfile_load(path, &len, why, sizeof why);
+	struct l7_epfile_err err;
+	int rc = text ? l7_epfile_parse(text, len, name, out, &err) : -1;
 
-	if (!f) {
-		if (!quiet)
-			fprintf(stderr, "l7run: --endpoints %s: %s\n", path, strerror(errno));
-		return -1;
-	}
-	while (!rc && fgets(line, sizeof line, f)) {
-		lineno++;
-		char *hash = strchr(line, '#'), *save = NULL;
-		if (hash)
-			*hash = 0;
-		char *set = strtok_r(line, " \t\r\n", &save);
-		if (!set)
-			continue;
-		char *addr = strtok_r(NULL, " \t\r\n", &save), *kw = strtok_r(NULL, " \t\r\n", &save);
-		char *wv = kw ? strtok_r(NULL, " \t\r\n", &save) : NULL, *extra = wv ? strtok_r(NULL, " \t\r\n", &save) : NULL;
-		struct sockaddr_in a;
-		long w = 1;
-		char *end = NULL;
-		if (!addr || parse_addr(addr, &a) || !a.sin_port) {
-			if (!quiet)
-				fprintf(stderr, "l7run: %s:%d: expected `NAME A.B.C.D:PORT [weight W]`%s%s\n", path, lineno,
-					addr ? ", not address " : "", addr ? addr : "");
-			rc = -1;
-		} else if (kw && (strcmp(kw, "weight") || !wv || (w = strtol(wv, &end, 10), *end) || w < 1 || w > 255 || extra)) {
-			if (!quiet)
-				fprintf(stderr, "l7run: %s:%d: after the address only `weight W` (1-255)\n", path, lineno);
-			rc = -1;
-		} else if (!strcmp(set, name)) {
-			add_ep(out, &a, (unsigned)w);
-		}
-	}
-	fclose(f);
+	if (rc && !quiet && text)
+		fprintf(stderr, "l7run: %s:%u:%u: %s\n", path, err.line, err.col, err.msg);
+	else if (rc && !quiet)
+		fprintf(stderr, "l7run: --endpoints %s\n", why);
+	free(text);
 	return rc;
 }
 
 /* What the set's source gives now; -1 (the set keeps what it has) if it cannot say. */
-static int source_of(const struct ep_env *env, const struct rtset *s, struct eps *out, int quiet)
+static int source_of(const struct ep_env *env, const struct rtset *s, struct l7_eps *out, int quiet)
 {
 	char err[512];
 
 	out->n = out->truncated = 0;
 	if (s->r->source == L7M_RT_DNS) {
-		if (resolve(s->r->name.s, s->r->port, out, err, sizeof err)) {
+		if (l7_ep_resolve(s->r->name.s, s->r->port, out, err, sizeof err)) {
 			if (!quiet)
 				fprintf(stderr, "l7run: upstream %s: %s (the endpoints in force stay)\n", s->name, err);
 			return -1;
@@ -238,44 +171,18 @@ static struct ep_health *health_row(struct ep_env *env, const char *set, const s
 	return h;
 }
 
-/* Smooth weighted round robin (as ir/balance.c), and the ring (ring.h), of the live slots. */
+/* The ring or the turns (ring.h, as l7c --eval builds them) of the live slots. */
 static void build(struct rtsets *d, struct rtset *s, int use_health)
 {
-	struct l7_lb_tab *t = &d->tab;
 	struct l7_ring_ep e[L7_RT_SLOTS];
-	int n = 0, total = 0, cur[L7_RT_SLOTS] = { 0 };
+	int n = 0;
 	const struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
 
 	for (int i = 0; i < L7_RT_SLOTS; i++)
-		if (s->state[i] == SLOT_LIVE && !ejected(d->env, s->name, &up[i].addr, use_health)) {
+		if (s->state[i] == SLOT_LIVE && !ejected(d->env, s->name, &up[i].addr, use_health))
 			e[n++] = (struct l7_ring_ep){ ntohl(up[i].addr.sin_addr.s_addr), ntohs(up[i].addr.sin_port), s->weight[i],
 						      s->r->slot + (unsigned)i };
-			total += (int)s->weight[i];
-		}
-	t->nturns = t->npoints = 0;
-	if (!n)
-		return;
-	if (s->r->balance == L7M_RT_HASH) {
-		int npts;
-		struct l7_ring_point *pts = l7_ring_points(e, n, L7_LB_DRING_LOG2, &npts);
-		if (!pts)
-			return;
-		l7_ring_fill(e, pts, npts, L7_LB_DRING, t->ring, t->ring_slot);
-		t->npoints = (__u32)npts;
-		free(pts);
-		return;
-	}
-	for (int k = 0; k < total; k++) {
-		int best = 0;
-		for (int i = 0; i < n; i++) {
-			cur[i] += (int)e[i].weight;
-			if (cur[i] > cur[best])
-				best = i;
-		}
-		cur[best] -= total;
-		t->turns[k] = (__u8)e[best].slot;
-	}
-	t->nturns = (__u32)total;
+	l7_ring_tab(&d->tab, e, n, s->r->balance == L7M_RT_HASH);
 }
 
 /* Write the half not in force, then name it. */
@@ -294,7 +201,7 @@ static int publish_table(struct rtsets *d, struct rtset *s, int idx)
 }
 
 /* Give the set exactly the endpoints of `want`, keeping the slots of those it has. */
-static int apply(struct rtsets *d, int idx, const struct eps *want, int use_health, int force)
+static int apply(struct rtsets *d, int idx, const struct l7_eps *want, int use_health, int force)
 {
 	struct rtset *s = &d->set[idx];
 	struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
@@ -333,7 +240,7 @@ static int apply(struct rtsets *d, int idx, const struct eps *want, int use_heal
 		changed = 1;
 	}
 	if (want->truncated && !s->full_said++)
-		fprintf(stderr, "l7run: upstream %s: more than %d endpoints given; the first are used\n", s->name, EP_MAX);
+		fprintf(stderr, "l7run: upstream %s: more than %d endpoints given; the first are used\n", s->name, L7_EP_MAX);
 	if (!changed && !force)
 		return 0;
 	build(d, s, use_health);
@@ -364,7 +271,7 @@ static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, i
 {
 	for (int i = 0; i < d->n; i++) {
 		struct rtset *s = &d->set[i];
-		struct eps want;
+		struct l7_eps want;
 		if (only_dns && s->r->source != L7M_RT_DNS)
 			continue;
 		if (source_of(d->env, s, &want, quiet))
@@ -418,7 +325,7 @@ int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int
 	}
 	if (env->file[0]) {
 		stat(env->file, &d->seen);
-		struct eps probe;
+		struct l7_eps probe;
 		if (read_file(env->file, "", &probe, 0)) {   /* the whole file parses, or the version is refused */
 			snprintf(err, errlen, "endpoints: %s does not parse (above)", env->file);
 			return -1;
@@ -680,7 +587,7 @@ void ep_tick(struct ep_env *env, uint64_t now)
 	int all = file || env->changed, force = env->changed;
 	env->changed = 0;
 	if (file) {
-		struct eps probe;
+		struct l7_eps probe;
 		if (read_file(env->file, "", &probe, 0)) {
 			fprintf(stderr, "l7run: endpoints: %s ignored, the endpoints in force stay\n", env->file);
 			for (struct rtsets *d = env->watched; d; d = d->next)

@@ -76,7 +76,6 @@ struct ident_env {
 /* endpoints.c: --endpoints, --resolve-every, the passive health of run-time endpoints, and
  * the published versions they are applied to (run loop only, but for the loader's read of
  * file and resolve_every). */
-#define EP_MAX 64                /* endpoints one source may give (a set uses L7_RT_SLOTS) */
 #define EP_HEALTH_MAX 256
 #define EP_RESOLVE_DEFAULT 5     /* s between resolutions of a name */
 /* what an active health check found (health.c), by the names of l7_health_checks_total */

@@ -1,12 +1,14 @@
-/* ring.h: builds a Ketama ring (balance.h says what the points are) natively, for the two
- * builders of the one ring: l7c for endpoints compiled in (ir/balance.c), l7run for the sets it
- * fills at run time (runtime/endpoints.c). Not for BPF. */
+/* ring.h: builds a Ketama ring (balance.h says what the points are) and the weighted turns
+ * natively, for every builder of them: l7c for endpoints compiled in (ir/balance.c), l7run for
+ * the sets it fills at run time (runtime/endpoints.c), and l7c --eval, which builds the table
+ * l7run would from the same --endpoints file (driver/l7c.c). Not for BPF. */
 #ifndef L7_BPF_RING_H
 #define L7_BPF_RING_H
 
 #include <stdio.h>
 #include <stdlib.h>
 #include "balance.h"
+#include "l7/dataplane.h"
 
 struct l7_ring_ep {
 	__u32 ip;          /* host byte order */
@@ -73,6 +75,50 @@ static inline void l7_ring_fill(const struct l7_ring_ep *e, const struct l7_ring
 		ring[i] = i < npts ? pt->h : 0xffffffffu;
 		slot[i] = (__u8)e[pt->ep].slot;
 	}
+}
+
+/* Smooth weighted round robin (nginx): each turn every endpoint gains its weight, the one
+ * with the most (the first on ties) takes the turn and pays the total. Over sum(weights)
+ * turns each endpoint gets exactly its weight, spread out (2:1 is A B A, not A A B). Writes
+ * sum(weights) slots to turns (room for n * 255); returns how many. */
+static inline int l7_ring_turns(const struct l7_ring_ep *e, int n, __u8 *turns)
+{
+	int total = 0, cur[L7_MAX_UPSTREAMS] = { 0 };
+	for (int i = 0; i < n && i < L7_MAX_UPSTREAMS; i++)
+		total += (int)e[i].weight;
+	for (int k = 0; k < total; k++) {
+		int best = 0;
+		for (int i = 0; i < n && i < L7_MAX_UPSTREAMS; i++) {
+			cur[i] += (int)e[i].weight;
+			if (cur[i] > cur[best])
+				best = i;
+		}
+		cur[best] -= total;
+		turns[k] = (__u8)e[best].slot;
+	}
+	return total;
+}
+
+/* The table of a run-time set (l7/dataplane.h) over its n <= L7_RT_SLOTS endpoints in force:
+ * the ring (hash) or the turns; no endpoint leaves npoints and nturns 0 (the 503). -1: out of
+ * memory (t says no endpoint). */
+static inline int l7_ring_tab(struct l7_lb_tab *t, const struct l7_ring_ep *e, int n, int hash)
+{
+	t->nturns = t->npoints = 0;
+	if (n <= 0)
+		return 0;
+	if (!hash) {
+		t->nturns = (__u32)l7_ring_turns(e, n, t->turns);
+		return 0;
+	}
+	int npts;
+	struct l7_ring_point *pts = l7_ring_points(e, n, L7_LB_DRING_LOG2, &npts);
+	if (!pts)
+		return -1;
+	l7_ring_fill(e, pts, npts, L7_LB_DRING, t->ring, t->ring_slot);
+	t->npoints = (__u32)npts;
+	free(pts);
+	return 0;
 }
 
 #endif /* L7_BPF_RING_H */
