@@ -127,6 +127,44 @@ contains eval-lb-source '^endpoint: sessions#0 '
 check eval-lb-source2 0 "$l7c" --eval="$ev/lb-session.http" --eval-source=127.0.0.2 "$lb"
 contains eval-lb-source2 '^endpoint: sessions#1 '
 check eval-bad-source 2 "$l7c" --eval="$ev/lb-session.http" --eval-source=localhost "$lb"
+# --eval --endpoints FILE: run-time sets as l7run fills them from the same file, read by the
+# same parser (support/epfile.c); a file that does not parse is reported at file:line:col
+# (the kernel agrees on the endpoints: tests/runtime/test_endpoints_eval.py)
+rt=$src/tests/runtime/endpoints.l7
+printf 'GET /users/me HTTP/1.1\r\nHost: t\r\nx-user: alice\r\n\r\n' >"$tmp/user.http"
+printf 'GET /x HTTP/1.1\r\nHost: t\r\n\r\n' >"$tmp/x.http"
+printf 'api 127.0.0.1:9001\napi 127.0.0.1:9002 weight 2  # comment\nusers 127.0.0.1:9001\nusers 127.0.0.1:9002\nusers 127.0.0.1:9003\n' >"$tmp/ep"
+check eval-ep-ring 0 "$l7c" --eval="$tmp/user.http" --endpoints="$tmp/ep" "$rt"
+contains eval-ep-ring '^endpoint: users#[0-2] 127\.0\.0\.1:900[1-3] \(slot (6|7|8), ketama over the 3 endpoints of set "users" of '
+check eval-ep-rr 0 "$l7c" --eval="$tmp/x.http" --endpoints "$tmp/ep" "$rt"
+contains eval-ep-rr '^endpoint: round robin over the 2 endpoints of set "api" of .*turn t mod 3$'
+contains eval-ep-turns '^turns: api#1 127\.0\.0\.1:9002 api#0 127\.0\.0\.1:9001 api#1 127\.0\.0\.1:9002$'
+printf 'api 127.0.0.1:9001\n' >"$tmp/ep-api"
+check eval-ep-empty 0 "$l7c" --eval="$tmp/user.http" --endpoints="$tmp/ep-api" "$rt"
+contains eval-ep-empty '^verdict: deny 503 \(upstream users has no endpoint\)$'
+contains eval-ep-empty-why '^endpoint: none: set "users" of .* has no endpoint; the client gets 503'
+check eval-ep-unknown 0 "$l7c" --eval="$tmp/user.http" "$rt"
+contains eval-ep-unknown '^endpoint: upstream users \(run-time endpoints, slots 6-11, ketama\): set "users" is not known: .*--endpoints FILE'
+printf 'api 127.0.0.1:9001\nusers 10.0.0.1:99999\n' >"$tmp/ep-bad"
+check eval-ep-bad-addr 1 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/ep-bad" "$rt"
+contains eval-ep-bad-addr "ep-bad:2:7: error: expected \`NAME A\.B\.C\.D:PORT \[weight W\]\`, not address 10\.0\.0\.1:99999$"
+contains eval-ep-bad-addr-hint 'ep-bad:2:7: note: an IPv4 address and a port 1-65535'
+contains eval-ep-bad-addr-count '^1 error generated\.$'
+printf '# sets\n  api 127.0.0.1:9001 weight 0\n' >"$tmp/ep-bad"
+check eval-ep-bad-weight 1 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/ep-bad" "$rt"
+contains eval-ep-bad-weight 'ep-bad:2:29: error: after the address only `weight W` \(1-255\)$'
+printf 'api 127.0.0.1:9001 heavy 2\n' >"$tmp/ep-bad"
+check eval-ep-bad-kw 1 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/ep-bad" "$rt"
+contains eval-ep-bad-kw 'ep-bad:1:20: error: after the address only `weight W` \(1-255\), not heavy$'
+printf 'api 127.0.0.1:9001 weight 2 users\n' >"$tmp/ep-bad"
+check eval-ep-extra 1 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/ep-bad" "$rt"
+contains eval-ep-extra 'ep-bad:1:29: error: after the address only `weight W` \(1-255\), not users$'
+printf 'api\n' >"$tmp/ep-bad"
+check eval-ep-no-addr 1 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/ep-bad" "$rt"
+contains eval-ep-no-addr 'ep-bad:1:1: error: expected `NAME A\.B\.C\.D:PORT \[weight W\]` after api$'
+check eval-ep-missing 2 "$l7c" --eval="$tmp/x.http" --endpoints="$tmp/nope" "$rt"; contains eval-ep-missing 'l7c: error: --endpoints .*nope: No such file'
+check eval-ep-no-eval 2 "$l7c" --endpoints="$tmp/ep" "$rt"; contains eval-ep-no-eval 'only with --eval'
+check eval-resolve-no-eval 2 "$l7c" --resolve "$rt"; contains eval-resolve-no-eval 'only with --eval'
 # --eval verifies JWTs as the data plane does (its code, the policy's key file), at --now
 sn=$src/examples/social_network.l7 now=1700000000
 python3 - "$src/tests/common" "$src/examples/keys/social.key" "$tmp" "$now" <<'PY'

@@ -179,6 +179,8 @@ def main():
                 since = os.path.getsize(logpath)
                 write(epfile, ep_lines("api", [B[0]]) + "api 127.0.0.1:%d weight 999\n" % B[1])
                 assert wait_log(logpath, "ignored, the endpoints in force stay", since), "a bad file was not refused"
+                where = "%s:2:%d: after the address only `weight W` (1-255)" % (epfile, len("api 127.0.0.1:%d weight " % B[1]) + 1)
+                assert wait_log(logpath, where, since, 1), "the parser's file:line:col is not said"   # l7c --eval's too
                 ports = {get("/x")[1] for _ in range(6)}
                 assert ports == {B[1], B[2]}, ports
             case(bad_file_keeps_what_is_in_force)
