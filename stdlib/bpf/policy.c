@@ -257,6 +257,24 @@ L7_INLINE __u32 l7_table_match(const struct l7_req *req, const struct l7_span *f
 	return best;
 }
 
+/* Backend slots l7run has taken out of a set compiled into the object (passive health: a
+ * refused connect or a reset with a response owed; active `health` checks): bit s of
+ * l7_lb_down[0] is slot s (runtime/endpoints.c writes it). A pick that lands on a down slot
+ * walks on to the next point of the ring (the next turn) whose slot is up, so only the down
+ * endpoint's keys move; past L7_LB_WALK points of down slots (or when all are down) it keeps
+ * its pick, and l7run's connect retry takes over. 16 leaves a key on a down endpoint with
+ * probability share^16 (a third of the ring down: 2e-8). */
+extern struct { void *type, *max_entries, *key, *value; } l7_lb_down;
+#define L7_LB_WALK 16
+_Static_assert(L7_MAX_UPSTREAMS <= 32, "l7_lb_down: a bit per backend slot");
+
+L7_INLINE __u32 l7_lb_down_mask(void)
+{
+	__u32 k = 0, *m = bpf_map_lookup_elem(&l7_lb_down, &k);
+
+	return m ? *m : 0;
+}
+
 /* The backend slot a Ketama ring (balance.h) gives this request: the key is a span of the head
  * (path, Host, a wanted header; absent = empty) or, without one, the client's address. ring
  * and slots are the set's constant tables, 1 << log2n entries each. */
@@ -264,13 +282,25 @@ L7_INLINE __u32 l7_lb_pick_hash(const struct l7_req *req, const struct l7_span *
 				const __u8 *slots, __u32 log2n)
 {
 	__u32 h = key ? l7_lb_hash(req->buf, key->off, key->len) : l7_lb_hash_addr(req->src_ip4);
+	__u32 mask = (1u << (log2n & 31)) - 1, i = l7_ketama_find(ring, log2n, h), pick = slots[i];
+	__u32 down = l7_lb_down_mask();
 
-	return slots[l7_ketama_find(ring, log2n, h)];
+	if (!((down >> (pick & 31)) & 1))
+		return pick;
+	for (__u32 k = 0; k < L7_LB_WALK; k++) {
+		i = (i + 1) & mask;
+		if (ring[i] == 0xffffffffu)
+			i = 0;   /* the padding: past the last point the ring wraps to its first */
+		__u32 s = slots[i];
+		if (!((down >> (s & 31)) & 1))
+			return s;
+	}
+	return pick;
 }
 
 /* Weighted round robin: turn t of upstream `set` is turns[t % n] (smooth weighted order, built
  * by ir/balance.c). One counter per set shared by all CPUs, taken with an atomic add: every
- * request gets its own turn. */
+ * request gets its own turn; a down slot's turn goes to the next turn's slot that is up. */
 extern struct { void *type, *max_entries, *key, *value; } l7_lb_rr;
 
 L7_INLINE __u32 l7_lb_pick_rr(__u32 set, const __u8 *turns, __u32 n)
@@ -282,7 +312,17 @@ L7_INLINE __u32 l7_lb_pick_rr(__u32 set, const __u8 *turns, __u32 n)
 	l7_barrier_var(i);   /* keep the bound below: the verifier does not follow the modulo */
 	if (i >= n)
 		i = 0;
-	return turns[i];
+	__u32 pick = turns[i], down = l7_lb_down_mask();
+	if (!((down >> (pick & 31)) & 1))
+		return pick;
+	for (__u32 k = 0; k < L7_LB_WALK; k++) {
+		if (++i >= n)
+			i = 0;
+		__u32 s = turns[i];
+		if (!((down >> (s & 31)) & 1))
+			return s;
+	}
+	return pick;
 }
 
 /* A run-time upstream set (l7/dataplane.h struct l7_lb_tab): the same choices over the table
