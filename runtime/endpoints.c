@@ -23,7 +23,12 @@
  * that succeeds ends the row. Counted per endpoint (l7_endpoint_ejections_total).
  *
  * The loader thread fills a new version's tables from the file and the resolver without the
- * health (touches only that version); the loop applies the health when it is published. */
+ * health (touches only that version); the loop applies the health when it is published.
+ *
+ * Sets written in the policy (`[A:P, B:P] balance ...`, gateway mode) have the same health,
+ * by the same rows: their rings and turns are constants of the object, so an endpoint out of
+ * its set is a bit of l7_lb_down instead (bit s: backend slot s), which the kernel's pick
+ * skips (stdlib/bpf/policy.c: on to the next point or turn of an endpoint that is up). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
@@ -56,11 +61,19 @@ struct rtset {
 	int full_said;
 };
 
+struct litset {             /* a set written in the policy: slots first .. first + n - 1 */
+	const char *name;
+	unsigned first, n;
+};
+
 struct rtsets {
 	struct config *cfg;
 	struct rtset set[L7_MAX_RT_SETS];
 	int n;
-	int tab_fd, gen_fd;
+	struct litset lit[L7_MAX_UPSTREAMS / 2];
+	int nlit;
+	int tab_fd, gen_fd, down_fd;
+	uint32_t down;           /* l7_lb_down as last written */
 	struct stat seen;        /* the file as this version last read it */
 	struct ep_env *env;
 	struct rtsets *next;     /* the env's watched list */
@@ -143,6 +156,11 @@ static int ejected(const struct ep_env *env, const char *set, const struct socka
 /* A row some published version's set still holds the endpoint of (live or draining). */
 static int row_in_use(const struct ep_env *env, const struct ep_health *h)
 {
+	for (const struct rtsets *d = env->watched; d; d = d->next)
+		for (int i = 0; i < d->nlit; i++)
+			for (unsigned k = 0; k < d->lit[i].n && !strcmp(d->lit[i].name, h->upstream); k++)
+				if (same_addr(&d->cfg->upstream[d->lit[i].first + k].addr, &h->addr))
+					return 1;
 	for (const struct rtsets *d = env->watched; d; d = d->next)
 		for (int i = 0; i < d->n; i++)
 			for (int k = 0; k < L7_RT_SLOTS && !strcmp(d->set[i].name, h->upstream); k++)
@@ -266,6 +284,18 @@ static void say_set(const struct rtsets *d, const struct rtset *s)
 	fprintf(stderr, "l7run: upstream %s: %d endpoints in force:%s\n", s->name, live, live || o ? list : " none (503)");
 }
 
+/* The slots of the literal sets that their health keeps out, into l7_lb_down. */
+static void write_down(struct rtsets *d)
+{
+	uint32_t down = 0;
+	for (int i = 0; i < d->nlit; i++)
+		for (unsigned k = 0; k < d->lit[i].n; k++)
+			if (ejected(d->env, d->lit[i].name, &d->cfg->upstream[d->lit[i].first + k].addr, 1))
+				down |= 1u << (d->lit[i].first + k);
+	if (down != d->down && !bpf_map_update_elem(d->down_fd, &(uint32_t){ 0 }, &down, BPF_ANY))
+		d->down = down;
+}
+
 /* Refresh every set of d from its source; force: apply even an unchanged source (the health). */
 static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, int force)
 {
@@ -280,6 +310,8 @@ static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, i
 		if (r > 0 && !quiet)
 			say_set(d, s);
 	}
+	if (use_health)
+		write_down(d);
 }
 
 /* At load (the loader: only this version): slots and tables from the sources. -1 refuses the
@@ -287,16 +319,29 @@ static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, i
 int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int supported, char *err, size_t errlen)
 {
 	const struct manifest *mf = cfg->mf;
+	struct litset lit[L7_MAX_UPSTREAMS / 2];
+	int nlit = 0;
 
-	if (!mf->n_runtime)
+	for (__u32 u = 0; supported && u < mf->n_upstream && u < L7_MAX_UPSTREAMS; u++) {
+		int rt = 0;
+		for (__u32 i = 0; i < mf->n_runtime; i++)
+			rt |= mf->runtime[i].slot == u;
+		if (!rt && mf->upstream[u].endpoint == 0 && mf->upstream[u].endpoints > 1 &&
+		    u + mf->upstream[u].endpoints <= L7_MAX_UPSTREAMS && nlit < L7_MAX_UPSTREAMS / 2)
+			lit[nlit++] = (struct litset){ mf->upstream[u].name.s, u, mf->upstream[u].endpoints };
+	}
+	if (!mf->n_runtime && !nlit)
 		return 0;
+	int down = bpf_object__find_map_fd_by_name(obj, "l7_lb_down");
+	if (!mf->n_runtime && down < 0)
+		return 0;   /* an older l7c's object: its literal sets have no health */
 	if (!supported) {
 		snprintf(err, errlen, "upstream %s has run-time endpoints: this mode serves only endpoints written in the policy",
 			 mf->upstream[mf->runtime[0].slot].name.s);
 		return -1;
 	}
 	int tab = bpf_object__find_map_fd_by_name(obj, "l7_lb_tab"), gen = bpf_object__find_map_fd_by_name(obj, "l7_lb_gen");
-	if (tab < 0 || gen < 0) {
+	if (mf->n_runtime && (tab < 0 || gen < 0)) {
 		snprintf(err, errlen, "the object has no l7_lb_tab or l7_lb_gen map");
 		return -1;
 	}
@@ -309,6 +354,9 @@ int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int
 	d->env = env;
 	d->tab_fd = tab;
 	d->gen_fd = gen;
+	d->down_fd = down;
+	memcpy(d->lit, lit, sizeof lit);
+	d->nlit = nlit;
 	d->n = (int)mf->n_runtime;   /* the reader bounds it by L7_MAX_RT_SETS */
 	for (int i = 0; i < d->n; i++) {
 		struct rtset *s = &d->set[i];
@@ -403,10 +451,14 @@ void ep_drained(struct config *cfg, int slot)
 /* The set (upstream name) of a slot of a published version: NULL if it is not run-time. */
 static const char *set_named(const struct ep_env *env, const char *name)
 {
-	for (const struct rtsets *d = env->watched; d; d = d->next)
+	for (const struct rtsets *d = env->watched; d; d = d->next) {
 		for (int i = 0; i < d->n; i++)
 			if (!strcmp(d->set[i].name, name))
 				return d->set[i].name;
+		for (int i = 0; i < d->nlit; i++)
+			if (!strcmp(d->lit[i].name, name))
+				return d->lit[i].name;
+	}
 	return NULL;
 }
 
@@ -449,9 +501,15 @@ const struct ep_health *ep_health_row(const struct config *cfg, int i, int *in_s
 	const struct ep_env *env = cfg->rt ? cfg->rt->env : NULL;
 	for (int k = 0; env && k < env->n_health; k++) {
 		const struct ep_health *h = &env->health[k];
-		int mine = -1;
+		int mine = -1, lit = -1;
 		for (int s = 0; s < cfg->rt->n; s++)
 			mine = !strcmp(cfg->rt->set[s].name, h->upstream) ? s : mine;
+		for (int s = 0; s < cfg->rt->nlit; s++)
+			lit = !strcmp(cfg->rt->lit[s].name, h->upstream) ? s : lit;
+		if (lit >= 0 && i-- == 0) {
+			*in_set = 1;   /* a literal set keeps its endpoints */
+			return h;
+		}
 		if (mine >= 0 && i-- == 0) {
 			*in_set = 0;
 			for (int j = 0; j < L7_RT_SLOTS; j++) {
@@ -528,8 +586,8 @@ int ep_retries(const struct config *cfg, int slot)
 	return 0;
 }
 
-/* The next slot after `slot` of its upstream that can take the request: for a run-time set a
- * live one its health does not keep out, for a set compiled in any other endpoint. */
+/* The next slot after `slot` of its upstream that can take the request: a live one (of a
+ * run-time set) that its health does not keep out. */
 int ep_retry_slot(const struct config *cfg, int slot, uint32_t tried)
 {
 	const struct manifest *mf = cfg->mf;
@@ -538,13 +596,18 @@ int ep_retry_slot(const struct config *cfg, int slot, uint32_t tried)
 	int first = slot - (int)mf->upstream[slot].endpoint, n = (int)mf->upstream[slot].endpoints;
 	const struct rtsets *d = cfg->rt;
 	const struct rtset *s = NULL;
+	const char *lit = NULL;
 	for (int i = 0; d && i < d->n; i++)
 		s = (int)d->set[i].r->slot == first ? &d->set[i] : s;
+	for (int i = 0; d && i < d->nlit; i++)
+		lit = (int)d->lit[i].first == first ? d->lit[i].name : lit;
 	for (int j = 1; j < n; j++) {
 		int k = (slot - first + j) % n, cand = first + k;
 		if (cand >= 32 || (tried & (1u << cand)) || !cfg->upstream[cand].set)
 			continue;
 		if (s && (s->state[k] != SLOT_LIVE || ejected(d->env, s->name, &cfg->upstream[cand].addr, 1)))
+			continue;
+		if (lit && ejected(d->env, lit, &cfg->upstream[cand].addr, 1))
 			continue;
 		return cand;
 	}
