@@ -384,8 +384,8 @@ static int manifest_section(struct cg *g)
 	for (int i = 0; i < p->nupstreams; i++) {   /* after the RUNTIME records they name */
 		const struct ir_target *t = &p->upstreams[i];
 		const struct ir_health *h = t->health;
-		if (h && t->rt >= 0)
-			put_health(w, &(struct l7m_health){ (__u32)t->rt, mstr(h->path), mstr(h->host), h->every_ms, h->timeout_ms, h->unhealthy,
+		if (h && (t->rt >= 0 || t->nendpoints > 1))
+			put_health(w, &(struct l7m_health){ (__u32)t->slot, mstr(h->path), mstr(h->host), h->every_ms, h->timeout_ms, h->unhealthy,
 							    h->healthy, h->status_lo, h->status_hi });
 	}
 	for (int i = 0; i < p->nupstreams; i++)

@@ -888,11 +888,10 @@ static void check_decls(struct l7_module *m, struct l7_diags *d)
 	}
 	for (int i = 0; i < m->nupstreams; i++) {
 		const struct l7_decl *u = &m->upstreams[i];
-		/* a literal set's balancing tables are constants of the object: no endpoint of it
-		 * can be taken out, so a check could only watch it fail */
-		if (u->health.on && u->dyn == DYN_NONE && !u->syntax_error)
+		/* a single address has no set to be taken out of: a check could only watch it fail */
+		if (u->health.on && u->dyn == DYN_NONE && u->nendpoints == 1 && !u->syntax_error)
 			l7_diag(d, L7_ERROR, u->health.loc,
-				"health checks need endpoints l7run can take out of their set: upstream '%s' is written as addresses, whose balancing tables are compiled into the object; use endpoints(\"SET\") or \"HOST:PORT\"",
+				"health checks need a set to take an endpoint out of: upstream '%s' is one address; write a set ([A:P, B:P]), endpoints(\"SET\") or \"HOST:PORT\"",
 				u->name);
 		if (u->retries > 0 && u->dyn == DYN_NONE && u->nendpoints == 1)
 			l7_diag(d, L7_WARNING, u->retries_loc, "upstream '%s' has one endpoint: a retry has no other endpoint to go to",

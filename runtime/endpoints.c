@@ -522,22 +522,36 @@ const struct ep_health *ep_health_row(const struct config *cfg, int i, int *in_s
 	return NULL;
 }
 
+/* Sets 0 .. n - 1 are the run-time ones, then the literal ones. */
 int ep_sets(const struct config *cfg)
 {
-	return cfg->rt ? cfg->rt->n : 0;
+	return cfg->rt ? cfg->rt->n + cfg->rt->nlit : 0;
 }
 
 const char *ep_set_name(const struct config *cfg, int i)
 {
-	return cfg->rt && i >= 0 && i < cfg->rt->n ? cfg->rt->set[i].name : NULL;
+	const struct rtsets *d = cfg->rt;
+	if (!d || i < 0 || i >= d->n + d->nlit)
+		return NULL;
+	return i < d->n ? d->set[i].name : d->lit[i - d->n].name;
+}
+
+int ep_set_slots(const struct config *cfg, int i, int *first)
+{
+	const struct rtsets *d = cfg->rt;
+	if (!d || i < 0 || i >= d->n + d->nlit)
+		return 0;
+	*first = (int)(i < d->n ? d->set[i].r->slot : d->lit[i - d->n].first);
+	return i < d->n ? L7_RT_SLOTS : (int)d->lit[i - d->n].n;
 }
 
 int ep_set_endpoint(const struct config *cfg, int i, int k, struct sockaddr_in *a)
 {
 	const struct rtsets *d = cfg->rt;
-	if (!d || i < 0 || i >= d->n || k < 0 || k >= L7_RT_SLOTS || d->set[i].state[k] != SLOT_LIVE)
+	int first, n = ep_set_slots(cfg, i, &first);
+	if (k < 0 || k >= n || (i < d->n && d->set[i].state[k] != SLOT_LIVE))
 		return 0;
-	*a = cfg->upstream[d->set[i].r->slot + (unsigned)k].addr;
+	*a = cfg->upstream[first + k].addr;
 	return 1;
 }
 

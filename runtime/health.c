@@ -20,10 +20,10 @@
 
 enum { PROBE_IDLE, PROBE_CONNECTING, PROBE_SENT };
 
-static const struct l7m_health *health_of_set(const struct config *cfg, int set)
+static const struct l7m_health *health_of_set(const struct config *cfg, int first)
 {
 	for (__u32 i = 0; i < cfg->mf->n_health; i++)
-		if (cfg->mf->health[i].set == (__u32)set)
+		if (cfg->mf->health[i].slot == (__u32)first)
 			return &cfg->mf->health[i];
 	return NULL;
 }
@@ -145,12 +145,12 @@ static int probe_want(const struct config *cfg, int i, int k, const struct l7m_h
 		return 0;
 	snprintf(want->set, sizeof want->set, "%s", ep_set_name(cfg, i));
 	snprintf(want->path, sizeof want->path, "%s", h->path.s);
-	const struct l7m_runtime *r = &cfg->mf->runtime[i];
+	const struct l7m_runtime *r = i < (int)cfg->mf->n_runtime ? &cfg->mf->runtime[i] : NULL;
 	char ip[INET_ADDRSTRLEN];
 	inet_ntop(AF_INET, &want->addr.sin_addr, ip, sizeof ip);
 	if (h->host.len)   /* as the policy says; else the name it gives, or a set's endpoint's address */
 		snprintf(want->host, sizeof want->host, "%s", h->host.s);
-	else if (r->source == L7M_RT_DNS)
+	else if (r && r->source == L7M_RT_DNS)
 		snprintf(want->host, sizeof want->host, "%.*s:%u", 200, r->name.s, r->port);
 	else
 		snprintf(want->host, sizeof want->host, "%s:%d", ip, ntohs(want->addr.sin_port));
@@ -173,9 +173,8 @@ static int same_probe(const struct probe *a, const struct probe *b)
 
 void checks_init(struct l7run *L)
 {
-	for (int i = 0; i < L7_MAX_RT_SETS; i++)
-		for (int k = 0; k < L7_RT_SLOTS; k++)
-			L->checks.p[i][k] = (struct probe){ .fd = -1 };
+	for (int s = 0; s < L7_MAX_UPSTREAMS; s++)
+		L->checks.p[s] = (struct probe){ .fd = -1 };
 }
 
 /* From the loop: follow the serving version's sets (an endpoint that came gets checked at
@@ -183,28 +182,34 @@ void checks_init(struct l7run *L)
 void checks_tick(struct l7run *L, uint64_t now)
 {
 	const struct config *cfg = L->cur && !L->stopping ? &L->cur->cfg : NULL;
+	int set[L7_MAX_UPSTREAMS], first[L7_MAX_UPSTREAMS];   /* of each slot: its set, the set's first slot */
 
-	for (int i = 0; i < L7_MAX_RT_SETS; i++) {
-		const struct l7m_health *h = cfg && i < ep_sets(cfg) ? health_of_set(cfg, i) : NULL;
-		for (int k = 0; k < L7_RT_SLOTS; k++) {
-			struct probe *p = &L->checks.p[i][k], want = { .fd = -1 };
-			if (!cfg || !probe_want(cfg, i, k, h, &want)) {
-				probe_close(L, p);
-				p->on = 0;
-				continue;
-			}
-			if (!p->on || !same_probe(p, &want)) {
-				probe_close(L, p);
-				want.io.ready = probe_event;
-				want.on = 1;
-				want.next_at = now + (uint64_t)k * 7;   /* not all in one turn */
-				*p = want;
-			}
-			if (p->phase == PROBE_IDLE && now >= p->next_at)
-				probe_start(L, p, now);
-			else if (p->phase != PROBE_IDLE && now >= p->deadline)
-				probe_done(L, p, EP_CHECK_TIMEOUT, p->phase == PROBE_CONNECTING ? "connect timed out" : "no answer in time");
+	for (int s = 0; s < L7_MAX_UPSTREAMS; s++)
+		set[s] = -1;
+	for (int i = 0; cfg && i < ep_sets(cfg); i++) {
+		int f, n = ep_set_slots(cfg, i, &f);
+		for (int k = 0; k < n && f + k < L7_MAX_UPSTREAMS; k++)
+			set[f + k] = i, first[f + k] = f;
+	}
+	for (int s = 0; s < L7_MAX_UPSTREAMS; s++) {
+		struct probe *p = &L->checks.p[s], want = { .fd = -1 };
+		int k = set[s] >= 0 ? s - first[s] : 0;
+		if (set[s] < 0 || !probe_want(cfg, set[s], k, health_of_set(cfg, first[s]), &want)) {
+			probe_close(L, p);
+			p->on = 0;
+			continue;
 		}
+		if (!p->on || !same_probe(p, &want)) {
+			probe_close(L, p);
+			want.io.ready = probe_event;
+			want.on = 1;
+			want.next_at = now + (uint64_t)k * 7;   /* not all in one turn */
+			*p = want;
+		}
+		if (p->phase == PROBE_IDLE && now >= p->next_at)
+			probe_start(L, p, now);
+		else if (p->phase != PROBE_IDLE && now >= p->deadline)
+			probe_done(L, p, EP_CHECK_TIMEOUT, p->phase == PROBE_CONNECTING ? "connect timed out" : "no answer in time");
 	}
 }
 
@@ -212,13 +217,12 @@ void checks_tick(struct l7run *L, uint64_t now)
 int checks_due_ms(struct l7run *L, uint64_t now)
 {
 	uint64_t next = UINT64_MAX;
-	for (int i = 0; i < L7_MAX_RT_SETS; i++)
-		for (int k = 0; k < L7_RT_SLOTS; k++) {
-			const struct probe *p = &L->checks.p[i][k];
-			uint64_t at = p->phase == PROBE_IDLE ? p->next_at : p->deadline;
-			if (p->on && at < next)
-				next = at;
-		}
+	for (int s = 0; s < L7_MAX_UPSTREAMS; s++) {
+		const struct probe *p = &L->checks.p[s];
+		uint64_t at = p->phase == PROBE_IDLE ? p->next_at : p->deadline;
+		if (p->on && at < next)
+			next = at;
+	}
 	if (next == UINT64_MAX)
 		return -1;
 	return next <= now ? 0 : next - now > 1000 ? 1000 : (int)(next - now);
@@ -226,9 +230,8 @@ int checks_due_ms(struct l7run *L, uint64_t now)
 
 void checks_fini(struct l7run *L)
 {
-	for (int i = 0; i < L7_MAX_RT_SETS; i++)
-		for (int k = 0; k < L7_RT_SLOTS; k++) {
-			probe_close(L, &L->checks.p[i][k]);
-			L->checks.p[i][k].on = 0;
-		}
+	for (int s = 0; s < L7_MAX_UPSTREAMS; s++) {
+		probe_close(L, &L->checks.p[s]);
+		L->checks.p[s].on = 0;
+	}
 }

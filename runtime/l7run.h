@@ -261,7 +261,7 @@ struct probe {
 	size_t got;
 };
 struct checks {
-	struct probe p[L7_MAX_RT_SETS][L7_RT_SLOTS];   /* set i, slot k of the serving version */
+	struct probe p[L7_MAX_UPSTREAMS];   /* by backend slot of the serving version */
 };
 void checks_init(struct l7run *L);
 void checks_tick(struct l7run *L, uint64_t now);

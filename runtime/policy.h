@@ -185,6 +185,7 @@ const struct ep_health *ep_health_row(const struct config *cfg, int i, int *in_s
 int ep_sets(const struct config *cfg);
 const char *ep_set_name(const struct config *cfg, int i);
 int ep_set_endpoint(const struct config *cfg, int i, int k, struct sockaddr_in *a);
+int ep_set_slots(const struct config *cfg, int i, int *first);   /* slots of set i from *first; 0: none */
 /* an active check's outcome: out after `unhealthy` failures in a row, back after `healthy`
  * passes (logged once per change); 1 if the endpoint's state changed */
 int ep_checked(struct ep_env *env, const char *set, const struct sockaddr_in *a, enum ep_check r, const char *why,

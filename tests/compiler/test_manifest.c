@@ -91,15 +91,15 @@ static void check_policy(const char *name, const struct ir_program *p, const str
 	cr_expect_eq(mf->n_fallback, p->fallback >= 0 ? 1u : 0u, "%s: fallback", name);
 	if (p->fallback >= 0 && mf->n_fallback)
 		cr_expect_eq(mf->fallback[0].slot, (__u32)p->upstreams[p->fallback].slot, "%s: fallback slot", name);
-	__u32 nh = 0, nr = 0;   /* HEALTH: one per run-time set with checks; RETRY: one per upstream that retries */
+	__u32 nh = 0, nr = 0;   /* HEALTH: one per set with checks; RETRY: one per upstream that retries */
 	for (int u = 0; u < p->nupstreams; u++) {
 		const struct ir_target *t = &p->upstreams[u];
-		if (t->health && t->rt >= 0) {
+		if (t->health && (t->rt >= 0 || t->nendpoints > 1)) {
 			cr_assert_lt(nh, mf->n_health, "%s: health records", name);
 			const struct l7m_health *h = &mf->health[nh++];
 			expect_str(h->path, t->health->path, "%s: health path of %s", name, t->name);
 			expect_str(h->host, t->health->host, "%s: health host of %s", name, t->name);
-			cr_expect(h->set == (__u32)t->rt && h->every_ms == t->health->every_ms && h->timeout_ms == t->health->timeout_ms &&
+			cr_expect(h->slot == (__u32)t->slot && h->every_ms == t->health->every_ms && h->timeout_ms == t->health->timeout_ms &&
 					  h->unhealthy == t->health->unhealthy && h->healthy == t->health->healthy &&
 					  h->status_lo == t->health->status_lo && h->status_hi == t->health->status_hi,
 				  "%s: health of %s", name, t->name);

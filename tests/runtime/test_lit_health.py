@@ -10,6 +10,9 @@ endpoint's slot in l7_lb_down and the kernel's pick walks past it:
   - hs: with H1 refused, the keys of H0 and H2 stay where they were, H1's keys go to the
     others and none reaches H1 (listening again) during the ejection; after it every key is
     back on its first endpoint.
+  hc = [C0, C1, C2] health "/healthz" every 200ms timeout 150ms unhealthy 2 healthy 2
+  - C1 answering 503 to its checks is out of the set: no request reaches it; answering 200
+    again, it is back and serves its turns; l7_endpoint_healthy says 0 then 1.
 Backends close each connection after one answer, so every request needs a connect.
 Run by ctest:  test_lit_health.py L7C L7RUN"""
 import os
@@ -19,6 +22,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 
 L7C, L7RUN = sys.argv[1:3]
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -26,19 +30,23 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from cases import case, failures, wait_log  # noqa: E402
 from procs import start, stop, stop_all, wait_port  # noqa: E402
 from rawhttp import listen, request, requests  # noqa: E402
+from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  (python3-prometheus-client)
 
-BASE = 30000 - (os.getpid() % 300) * 8
+BASE = 30000 - (os.getpid() % 300) * 12
 FRONT = BASE
 R = [BASE + 1 + i for i in range(3)]
 H = [BASE + 4 + i for i in range(3)]
+C = [BASE + 7 + i for i in range(3)]
+METRICS = BASE + 10
 KEYS = ["user%d" % i for i in range(24)]
 
 
 class Backend:
-    """Answers every request with its port, one request per connection."""
+    """Answers every request with its port, one request per connection; /healthz with
+    health_status."""
 
     def __init__(self, port):
-        self.port, self.sock = port, None
+        self.port, self.sock, self.health_status = port, None, 200
 
     def start(self):
         self.sock = listen(self.port)
@@ -59,9 +67,10 @@ class Backend:
 
     def _serve(self, c):
         try:
-            for _lines, _body, _tr in requests(c):
-                body = b"backend=%d\n" % self.port
-                c.sendall(b"HTTP/1.1 200 X\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (len(body), body))
+            for lines, _body, _tr in requests(c):
+                check = lines[0].split(b" ")[1] == b"/healthz"
+                st, body = (self.health_status, b"health") if check else (200, b"backend=%d\n" % self.port)
+                c.sendall(b"HTTP/1.1 %d X\r\nconnection: close\r\ncontent-length: %d\r\n\r\n%s" % (st, len(body), body))
                 break
         except OSError:
             pass
@@ -84,11 +93,24 @@ POLICY = """import "http.l7i";
 service frontend = 127.0.0.1:%d;
 upstream rr = [127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d];
 upstream hs = [127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d] balance hash(header "x-user");
+upstream hc = [127.0.0.1:%d, 127.0.0.1:%d, 127.0.0.1:%d] health "/healthz" every 200ms timeout 150ms unhealthy 2 healthy 2;
 policy p (act (HttpRequest request)) {
   if (starts_with(request.path, "/h/")) { Route(request, hs); }
+  if (starts_with(request.path, "/c/")) { Route(request, hc); }
   Route(request, rr);
 }
-""" % tuple([FRONT] + R + H)
+""" % tuple([FRONT] + R + H + C)
+
+
+def healthy(port):
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % METRICS, timeout=5) as r:
+        text = r.read().decode()
+    want = {"upstream": "hc", "endpoint": "127.0.0.1:%d" % port}
+    for f in text_string_to_metric_families(text):
+        for m in f.samples:
+            if m.name == "l7_endpoint_healthy" and m.labels == want:
+                return m.value
+    return None
 
 
 def main():
@@ -98,12 +120,13 @@ def main():
     with open(src, "w") as f:
         f.write(POLICY)
     subprocess.run([L7C, src, "-o", obj], check=True)
-    backs = {p: Backend(p) for p in R + H}
+    backs = {p: Backend(p) for p in R + H + C}
     for p, b in backs.items():
         if p != R[1]:
             b.start()
     log = open(logpath, "w")
-    l7 = start([L7RUN, "--pin", pin, "--pool-idle", "0", obj], stdout=log, stderr=log)
+    l7 = start([L7RUN, "--pin", pin, "--pool-idle", "0", "--metrics-listen", "127.0.0.1:%d" % METRICS, obj],
+               stdout=log, stderr=log)
     try:
         assert wait_port(FRONT, 30), "l7run did not come up"
 
@@ -118,10 +141,11 @@ def main():
             while time.time() < t + 0.8:
                 during.append(send("/r"))
             assert len(during) >= 6, "too few requests in the ejection to tell: %d" % len(during)
-            assert all(g[0] == 200 for g in during), during
+            bad = [g for g in during if g[0] != 200]
+            assert not bad, "%d of %d failed: %r" % (len(bad), len(during), bad[:5])
             to_r1 = [g for g in during if g[1] == R[1]]
             assert not to_r1, "%d of %d requests went to the ejected endpoint" % (len(to_r1), len(during))
-            assert {g[1] for g in during} == {R[0], R[2]}, during
+            assert {g[1] for g in during} == {R[0], R[2]}, {g[1] for g in during}
             assert wait_log(logpath, "endpoint 127.0.0.1:%d back after its ejection" % R[1], since, 5), "not back"
             time.sleep(0.1)
             after = [send("/r") for _ in range(9)]
@@ -156,6 +180,31 @@ def main():
             print("  %d of %d keys were on it, moved; the other %d stayed (%r)" % (len(mine), len(KEYS), len(KEYS) - len(mine),
                                                                                    again), flush=True)
         case(hash_moves_only_the_ejected_keys)
+
+        def a_failing_check_takes_it_out():
+            got = [send("/c/x") for _ in range(6)]
+            assert sorted(g[1] for g in got) == sorted(C * 2), "every endpoint serves at first: %r" % got
+            assert healthy(C[1]) == 1.0
+            since = os.path.getsize(logpath)
+            backs[C[1]].health_status = 503
+            t = wait_log(logpath, "upstream hc: endpoint 127.0.0.1:%d is down: 2 health checks in a row failed (last: status 503)"
+                         % C[1], since)
+            assert t, "the endpoint answering 503 was not taken out"
+            time.sleep(0.1)   # the tick after the log line writes l7_lb_down
+            during = [send("/c/x") for _ in range(30)]
+            assert all(g[0] == 200 for g in during), during
+            n = sum(1 for g in during if g[1] == C[1])
+            assert n == 0, "%d of 30 requests went to the endpoint that is down" % n
+            assert healthy(C[1]) == 0.0 and healthy(C[0]) == 1.0
+            since = os.path.getsize(logpath)
+            backs[C[1]].health_status = 200
+            assert wait_log(logpath, "upstream hc: endpoint 127.0.0.1:%d is healthy again" % C[1], since), "not back"
+            time.sleep(0.1)
+            after = [send("/c/x") for _ in range(9)]
+            n = sum(1 for g in after if g[1] == C[1])
+            assert n == 3, "back: %d of 9 turns to it, want 3" % n
+            assert healthy(C[1]) == 1.0
+        case(a_failing_check_takes_it_out)
     finally:
         stop(l7)
         stop_all()
