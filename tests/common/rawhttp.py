@@ -137,9 +137,13 @@ def listen(port, host="127.0.0.1"):
 
 
 def serve(s, handle, *args):
-    """Accepts on s forever; handle(conn, *args) runs in a thread of its own per connection."""
+    """Accepts on s until it is closed (shut down); handle(conn, *args) runs in a thread of its
+    own per connection."""
     while True:
-        c, _ = s.accept()
+        try:
+            c, _ = s.accept()
+        except OSError:
+            return
         threading.Thread(target=handle, args=(c,) + args, daemon=True).start()
 
 

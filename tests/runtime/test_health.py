@@ -37,7 +37,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from cases import case, failures, wait_log  # noqa: E402
 from procs import start, stop, stop_all, wait_port  # noqa: E402
-from rawhttp import listen, request, requests  # noqa: E402
+from rawhttp import listen, request, requests, serve  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402  (python3-prometheus-client)
 
 BASE = 31000 - (os.getpid() % 400) * 16
@@ -60,19 +60,11 @@ class Backend:
 
     def start(self):
         self.sock = listen(self.port)
-        threading.Thread(target=self._accept, args=(self.sock,), daemon=True).start()
+        threading.Thread(target=serve, args=(self.sock, self._serve), daemon=True).start()
 
     def stop(self):
         s, self.sock = self.sock, None
         s.close()
-
-    def _accept(self, s):
-        while True:
-            try:
-                c, _ = s.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
 
     def _serve(self, c):
         try:
