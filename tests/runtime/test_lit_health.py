@@ -12,10 +12,12 @@ endpoint's slot in l7_lb_down and the kernel's pick walks past it:
     back on its first endpoint.
   hc = [C0, C1, C2] health "/healthz" every 200ms timeout 150ms unhealthy 2 healthy 2
   - C1 answering 503 to its checks is out of the set: no request reaches it; answering 200
-    again, it is back and serves its turns; l7_endpoint_healthy says 0 then 1.
+    again, it is back and serves its turns; l7_endpoint_healthy says 0 then 1;
+  - an endpoint that is down stays out of the version a reload (SIGHUP) brings.
 Backends close each connection after one answer, so every request needs a connect.
 Run by ctest:  test_lit_health.py L7C L7RUN"""
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -197,6 +199,23 @@ def main():
             assert n == 3, "back: %d of 9 turns to it, want 3" % n
             assert healthy(C[1]) == 1.0
         case(a_failing_check_takes_it_out)
+
+        def down_stays_down_across_a_reload():
+            since = os.path.getsize(logpath)
+            backs[C[0]].health_status = 500
+            assert wait_log(logpath, "upstream hc: endpoint 127.0.0.1:%d is down" % C[0], since), "not taken out"
+            l7.send_signal(signal.SIGHUP)
+            assert wait_log(logpath, "reload: version 2", since, 30), "no reload"
+            time.sleep(0.1)
+            got = [send("/c/x") for _ in range(30)]
+            n = sum(1 for g in got if g[1] == C[0])
+            assert all(g[0] == 200 for g in got) and n == 0, "the new version sent %d of 30 to the endpoint that is down" % n
+            since = os.path.getsize(logpath)
+            backs[C[0]].health_status = 200
+            assert wait_log(logpath, "upstream hc: endpoint 127.0.0.1:%d is healthy again" % C[0], since), "not back"
+            time.sleep(0.1)
+            assert sum(1 for _ in range(9) if send("/c/x")[1] == C[0]) == 3, "back, but not its turns in the new version"
+        case(down_stays_down_across_a_reload)
     finally:
         stop(l7)
         stop_all()
