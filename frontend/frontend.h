@@ -262,6 +262,15 @@ void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclu
 
 void l7_ast_dump(const struct l7_module *m, FILE *out);
 
+/* regcomp of a `context` pattern (POSIX ERE), for the front end's check and the lowering's
+ * use alike: 0, or a regcomp error, or -1 with why[] when the pattern's repetitions would make
+ * the C library build a tree past L7_CONTEXT_MAX_COPIES copies of its atoms (glibc writes X+
+ * as X X* and X{n,m} as m copies, so stacked ones multiply: 40 '+' took 2 GB, found by
+ * reliability.fuzz_frontend). On 0, *re is to be regfree()d. */
+#define L7_CONTEXT_MAX_COPIES 4096
+struct re_pattern_buffer;
+int l7_context_regcomp(struct re_pattern_buffer *re, const char *pattern, char *why, size_t whylen);
+
 /* A setting of a state instance, or NULL when not given. */
 const struct l7_expr *l7_instance_setting(const struct l7_instance *in, const char *name);
 void l7_module_free(struct l7_module *m);

@@ -953,16 +953,61 @@ void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclu
 		}
 		if (p->context) {
 			regex_t re;
-			int rc = regcomp(&re, p->context, REG_EXTENDED | REG_NOSUB);
-			if (rc) {
-				char msg[128];
+			char msg[160];
+			int rc = l7_context_regcomp(&re, p->context, msg, sizeof(msg));
+			if (rc > 0)
 				regerror(rc, &re, msg, sizeof(msg));
+			if (rc)
 				l7_diag(d, L7_ERROR, p->context_loc, "invalid context pattern: %s", msg);
-			} else {
+			else
 				regfree(&re);
-			}
 		}
 		if (p->has_act && p->act.iface)
 			check_stmt(&x, p->body);
 	}
+}
+
+/* How many copies of an atom the C library's ERE compiler may make: the product of every
+ * repetition's factor ('+' 2, {n} n, {n,} n+1, {n,m} m), a bound for nested and sequential
+ * ones alike (sequential ones are over-counted; context patterns have a few). */
+static unsigned long long context_copies(const char *p)
+{
+	unsigned long long f = 1;
+
+	for (; *p && f <= L7_CONTEXT_MAX_COPIES; p++) {
+		if (*p == '\\' && p[1]) {
+			p++;
+		} else if (*p == '[') {   /* a bracket expression: ']' first is a member */
+			p++;
+			if (*p == '^')
+				p++;
+			if (*p == ']')
+				p++;
+			while (*p && *p != ']')
+				p++;
+			if (!*p)
+				break;
+		} else if (*p == '+') {
+			f *= 2;
+		} else if (*p == '{') {
+			char *e;
+			unsigned long n = strtoul(p + 1, &e, 10), m = n + 1;
+			if (*e == ',' && e[1] != '}')
+				m = strtoul(e + 1, &e, 10);
+			else if (*e == '}')
+				m = n;
+			f *= m ? (m < 100000 ? m : 100000) : 1;
+		}
+	}
+	return f;
+}
+
+int l7_context_regcomp(struct re_pattern_buffer *re, const char *pattern, char *why, size_t whylen)
+{
+	if (context_copies(pattern) > L7_CONTEXT_MAX_COPIES) {
+		snprintf(why, whylen, "its repetitions ('+', '{n,m}') would expand to more than %d copies; "
+			 "write it with '*' or fewer repetitions", L7_CONTEXT_MAX_COPIES);
+		return -1;
+	}
+	return regcomp(re, pattern, REG_EXTENDED | REG_NOSUB);
 }

@@ -1289,7 +1289,8 @@ static struct ir_cond *context_cond(struct lx *x, const struct l7_policy *pol)
 	char *anchored = malloc(n);
 	snprintf(anchored, n, "^(%s)$", pol->context);
 	regex_t re;
-	int rc = regcomp(&re, anchored, REG_EXTENDED | REG_NOSUB);
+	char why[160];
+	int rc = l7_context_regcomp(&re, anchored, why, sizeof why);
 	free(anchored);
 	if (rc)
 		return cond_new(x, IR_C_FALSE, line);   /* reported by the front end */
