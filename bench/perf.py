@@ -1004,7 +1004,7 @@ def main():
                     break
                 except OSError:
                     time.sleep(0.2)
-    elapsed = time.time() - t_start
+    elapsed = run_elapsed = time.time() - t_start
     saved = {"results": results, "elapsed": elapsed, "quick": args.quick, "commit": args.commit,
              "source": args.source}
     if args.add:                  # these sections into an earlier full run's results
@@ -1027,7 +1027,7 @@ def main():
         write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs)
     finally:                      # results.json is kept in docs/perf for --report-only
         shutil.rmtree(tmp, ignore_errors=True)
-    log("wrote %s in %.0f s" % (args.out, elapsed))
+    log("wrote %s in %.0f s" % (args.out, run_elapsed))
 
 
 def write_report(args, results, elapsed, main_rounds, main_secs, sweep_rounds, sweep_secs):
