@@ -636,14 +636,24 @@ static bool read_identities(struct em *e, const char **addrs)
 	return ok;
 }
 
+/* What a Jwt's key_file setting holds (frontend/state.c: 63 bytes): a longer name would be an
+ * import that does not compile (reliability.fuzz_import: a 60-byte provider name). */
+#define KEY_FILE_MAX 63
+
 static const char *key_path(struct ictx *x, const char *name, bool full)
 {
 	const char *out = x->o->out_path && strcmp(x->o->out_path, "-") ? x->o->out_path : "policy.l7";
 	const char *slash = strrchr(out, '/'), *base = slash ? slash + 1 : out, *dot = strrchr(base, '.');
-	size_t stem = dot && dot != base ? (size_t)(dot - base) : strlen(base);
-	if (full)
-		return xprintf(x, "%.*s%.*s.%s.key", slash ? (int)(slash - out + 1) : 0, out, (int)stem, base, name);
-	return xprintf(x, "%.*s.%s.key", (int)stem, base, name);
+	int stem = (int)(dot && dot != base ? (size_t)(dot - base) : strlen(base));
+	int dir = slash ? (int)(slash - out + 1) : 0;
+	const char *file = xprintf(x, "%.*s.%s.key", stem, base, name);
+	if (strlen(file) > KEY_FILE_MAX) {   /* the stem, cut, and a hash of the name: still one file per Jwt */
+		unsigned long long h = 14695981039346656037ull;   /* FNV-1a */
+		for (const char *c = name; *c; c++)
+			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		file = xprintf(x, "%.*s.%016llx.key", stem < KEY_FILE_MAX - 22 ? stem : KEY_FILE_MAX - 22, base, h);
+	}
+	return full ? xprintf(x, "%.*s%s", dir, out, file) : file;
 }
 
 /* one trailing "\n" (or "\r\n") is stripped by l7run: end the key so that its bytes survive */
