@@ -36,7 +36,14 @@ enum codegen_output { CG_EMIT_LLVM, CG_EMIT_ASM, CG_EMIT_OBJ };
  * programs when it checks a JWT). */
 #define CODEGEN_CHUNK_PREFIX "l7_policy_chunk_"
 
+/* Which mode's programs an object holds (l7c --mode): both (the default: one object for
+ * `l7run` and `l7run --mesh`), or one mode's, which compiles in about half the time (each
+ * mode's programs inline their own copy of the machinery) for a node agent that knows its
+ * mode. A mode's programs are the same instructions in both objects when the plan is. */
+enum codegen_mode { CG_MODE_BOTH, CG_MODE_GATEWAY, CG_MODE_MESH };
+
 struct codegen_split {
+	enum codegen_mode mode;    /* the programs the object holds */
 	int unroll_max;            /* compares with longer constants call bpf_strncmp (0: the default,
 	                            * CODEGEN_UNROLL_MAX) */
 	int gw, mesh;              /* split the gateway client parser / the mesh SK_MSG program */

@@ -220,6 +220,29 @@ static int run_passes(struct cg *g, const char *pipeline, const char *what)
 	return 0;
 }
 
+/* An object of one mode (--mode) drops the other mode's machinery before it is optimised: its
+ * entry points went internal with nothing calling them (globaldce), and so did the global
+ * l7g_* functions only they called, which internalise keeps global (deleted here, until none
+ * is left unused). */
+static int drop_other_mode(struct cg *g)
+{
+	if (g->split->mode == CG_MODE_BOTH)
+		return 0;
+	if (run_passes(g, "globaldce", "dropping the other mode's programs"))
+		return -1;
+	for (int dropped = 1; dropped;) {
+		dropped = 0;
+		for (LLVMValueRef f = LLVMGetFirstFunction(g->mod), next; f; f = next) {
+			next = LLVMGetNextFunction(f);
+			if (!LLVMIsDeclaration(f) && !LLVMGetFirstUse(f) && !strncmp(LLVMGetValueName(f), "l7g_", 4)) {
+				LLVMDeleteFunction(f);
+				dropped = 1;
+			}
+		}
+	}
+	return run_passes(g, "globaldce", "dropping the other mode's programs");
+}
+
 static int optimise(struct cg *g, int level)
 {
 	return run_passes(g, level >= 2 ? "default<O2>" : "default<O1>", "optimisation");
@@ -344,7 +367,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	}
 	LLVMDisposeMessage(msg);
 	t = l7_timers_add(o->timers, L7_T_LINK, t);
-	if (optimise(&g, o->opt_level) || inline_chunks(&g))
+	if (drop_other_mode(&g) || optimise(&g, o->opt_level) || inline_chunks(&g))
 		goto out;
 	attribute_comparisons_to_policy(&g);
 	t = l7_timers_add(o->timers, L7_T_OPTIMISE, t);

@@ -531,8 +531,8 @@ void cg_maps(struct cg *g)
 #undef L7_MAP
 }
 
-static const struct { const char *name, *section, *entry; } programs[] = {
-#define L7_PROG(name, section, entry, map) { #name, section, #entry },
+static const struct { const char *name, *section, *entry, *map; } programs[] = {
+#define L7_PROG(name, section, entry, map) { #name, section, #entry, #map },
 #include "l7/progs.def"
 #undef L7_PROG
 };
@@ -546,8 +546,19 @@ static const struct { const char *name, *section, *entry, *host; } chains[] = {
 #undef L7_PROG
 };
 
+/* Whether the object holds a program of this mode: a mesh-mode program is one on the mesh's
+ * maps, as l7run tells them apart (runtime/load.c). */
+static int mode_on(const struct cg *g, const char *map)
+{
+	int mesh = !strncmp(map, "l7_mesh_", 8);
+	return g->split->mode == CG_MODE_BOTH || (g->split->mode == CG_MODE_MESH) == mesh;
+}
+
 static int chain_on(const struct cg *g, size_t i)
 {
+	for (size_t j = 0; j < sizeof(programs) / sizeof(programs[0]); j++)
+		if (!strcmp(programs[j].name, chains[i].host) && !mode_on(g, programs[j].map))
+			return 0;
 	return !strcmp(chains[i].host, "l7_client_parser") ? g->split->gw : g->split->mesh;
 }
 
@@ -592,7 +603,8 @@ static void wrapper(struct cg *g, const char *name, const char *section, const c
 void cg_programs(struct cg *g)
 {
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
-		wrapper(g, programs[i].name, programs[i].section, programs[i].entry, -1);
+		if (mode_on(g, programs[i].map))
+			wrapper(g, programs[i].name, programs[i].section, programs[i].entry, -1);
 	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
 		for (int k = 0; chain_on(g, i) && k < g->split->nchunks; k++) {
 			char name[64];

@@ -73,6 +73,9 @@ static const struct opt {
 	{ "split", 'L', required_argument, "--split=WHEN",
 	  "auto (default): split what the budget model finds over the\nbudget; none: only what cannot be one program "
 	  "(a jump's reach);\nparse: always end the parse half with a tail call into a decide\nprogram" },
+	{ "mode", 'M', required_argument, "--mode=MODE",
+	  "both (default): the programs of both l7run modes; gateway or mesh:\nonly that mode's (compiles in about half "
+	  "the time; l7run in the\nother mode refuses the object)" },
 	{ "eval", 'E', required_argument, "--eval=REQUEST",
 	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision" },
 	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
@@ -253,11 +256,11 @@ static int write_file(const char *path, const char *data, size_t n)
 
 /* The object (or assembly, or LLVM IR), with the programs the budget model finds too big for
  * the verifier split into tail-call chains (split.c). */
-static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum emit emit,
-		   const char *path, struct l7_diags *d, struct l7_timers *timers)
+static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
+		   enum emit emit, const char *path, struct l7_diags *d, struct l7_timers *timers)
 {
 	struct split_build sb;
-	int rc = split_build(ir, opt_level, budget, mode, &sb, timers);
+	int rc = split_build(ir, opt_level, budget, mode, progs, &sb, timers);
 	for (int i = 0; !rc && i < sb.nwarnings; i++)
 		fprintf(stderr, "l7c: warning: %s: %s (l7c --explain --verify shows the kernel's numbers)\n",
 			ir->source_path, sb.warnings[i]);
@@ -287,6 +290,7 @@ int main(int argc, char **argv)
 	long long eval_now = time(NULL);
 	struct explain_opts ex = { .budget = 1000000 };
 	bool do_explain = false, eval_audit = false, eval_resolve = false;
+	enum codegen_mode progs = CG_MODE_BOTH;
 	struct l7_timers timers = { .start = l7_tick() }, *tm = NULL;
 	const char **incs = calloc((size_t)argc + 1, sizeof(char *));
 	int ninc = 0;
@@ -381,6 +385,13 @@ int main(int argc, char **argv)
 			}
 			fprintf(stderr, "l7c: error: --split=%s: expected auto, none or parse\n", optarg);
 			return 2;
+		case 'M':
+			if (!strcmp(optarg, "both") || !strcmp(optarg, "gateway") || !strcmp(optarg, "mesh")) {
+				progs = optarg[0] == 'b' ? CG_MODE_BOTH : optarg[0] == 'g' ? CG_MODE_GATEWAY : CG_MODE_MESH;
+				break;
+			}
+			fprintf(stderr, "l7c: error: --mode=%s: expected both, gateway or mesh\n", optarg);
+			return 2;
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -393,6 +404,10 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *input = argv[optind];
+	if (progs != CG_MODE_BOTH && do_explain) {   /* --verify loads and attaches both modes' programs */
+		fprintf(stderr, "l7c: error: --mode: not with --explain, which reports both modes' programs\n");
+		return 2;
+	}
 	if ((eval_endpoints || eval_resolve) && !eval_request) {
 		fprintf(stderr, "l7c: error: %s: only with --eval (l7run --endpoints reads the file at run time)\n",
 			eval_endpoints ? "--endpoints" : "--resolve");
@@ -425,7 +440,7 @@ int main(int argc, char **argv)
 		/* printed by the pipeline, after lowering and after each pass */
 	} else {
 		char *def = NULL;
-		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
+		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, progs, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
 			     &d, tm);
 		free(def);
 	}

@@ -274,10 +274,11 @@ static void note_over(struct split_build *sb, long budget)
 	}
 }
 
-int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, struct split_build *sb,
-		struct l7_timers *timers)
+int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
+		struct split_build *sb, struct l7_timers *timers)
 {
 	memset(sb, 0, sizeof(*sb));
+	sb->plan.mode = progs;
 	int total = rules_of(p, NULL);
 	const struct ir_rule **rules = malloc(sizeof(*rules) * (size_t)(total + 1));
 	int *size = malloc(sizeof(int) * (size_t)(total + 1));

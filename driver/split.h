@@ -23,12 +23,13 @@ enum split_mode {
 	SPLIT_PARSE,   /* always split both hosts at the parse/decide point (then as AUTO) */
 };
 
-/* Compiles p into an object, splitting what the budget model finds over `budget` processed
- * instructions. Returns 0, 1 when the policy cannot fit (the message is printed), 2 when code
- * generation failed. timers: NULL, or where the rounds' stages add up (l7c --time). */
+/* Compiles p into an object of the programs of `progs` (l7c --mode), splitting what the budget
+ * model finds over `budget` processed instructions. Returns 0, 1 when the policy cannot fit
+ * (the message is printed), 2 when code generation failed. timers: NULL, or where the rounds'
+ * stages add up (l7c --time). */
 struct l7_timers;
-int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, struct split_build *sb,
-		struct l7_timers *timers);
+int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
+		struct split_build *sb, struct l7_timers *timers);
 void split_build_free(struct split_build *sb);
 
 /* The hosts that can be split and their decide chains (l7/progs.def). */

@@ -199,6 +199,12 @@ check explain 0 "$l7c" --explain "$ex"
 contains explain '^l7_client_parser +sk_skb/stream_parser +[0-9]+'
 contains explain-rules '^2 +17 +edge +l7_client_parser +[0-9]+ +[0-9.]+% +forward api \+ header mutations$'
 contains explain-slow 'no rule sends requests to the fallback proxy'
+# --mode: one mode's programs (tests/compiler/modes.py compares them with the full build's)
+check mode-bad 2 "$l7c" --mode=both2 "$ex" -o "$tmp/m.o";  contains mode-bad 'expected both, gateway or mesh'
+check mode-explain 2 "$l7c" --mode=mesh --explain "$ex";   contains mode-explain 'not with --explain'
+check mode-mesh 0 "$l7c" --mode=mesh "$ex" -o "$tmp/m.o"
+"$l7c" --mode=mesh --emit=asm "$ex" -o - 2>/dev/null | grep -q '^l7_mesh_msg_prog:' && ! "$l7c" --mode=mesh --emit=asm "$ex" -o - 2>/dev/null | grep -q '^l7_client_parser:' &&
+	pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL mode-asm: --mode=mesh's assembly is not the mesh programs alone"; }
 check explain-json 0 "$l7c" --explain --format=json "$ex"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["rules"][1]["line"]==17 and d["rules"][1]["decision"]=="forward"; assert any(p["name"]=="l7_client_verdict" and p["insns"]>0 for p in d["programs"])' "$tmp/out" \
   && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL explain-json: not the expected JSON"; head -c 400 "$tmp/out"; }
