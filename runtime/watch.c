@@ -273,7 +273,8 @@ int watch_build(struct l7run *L, char *err, size_t errlen)
 			goto out;
 	}
 	pathf(W->obj, sizeof W->obj, "%s/policy.o", dir);
-	char *argv[] = { W->l7c, l7, "-o", W->obj, NULL };
+	/* this mode's programs only: the other mode's machinery would double the compile's work */
+	char *argv[] = { W->l7c, L->args.mesh ? "--mode=mesh" : "--mode=gateway", l7, "-o", W->obj, NULL };
 	if (run(L, argv, log, err, errlen)) {
 		W->obj[0] = 0;
 		goto out;

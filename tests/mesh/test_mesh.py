@@ -606,7 +606,9 @@ def main():
         with open(pol, "w") as f:
             f.write(POLICY)
         obj = os.path.join(TMP, "mesh.o")
-        subprocess.run([L7C, pol, "-o", obj], check=True, timeout=60)
+        # L7C_MODE=mesh (ctest mesh.end_to_end_one_mode): an object of the mesh programs alone
+        mode = ["--mode=" + os.environ["L7C_MODE"]] if os.environ.get("L7C_MODE") else []
+        subprocess.run([L7C] + mode + [pol, "-o", obj], check=True, timeout=60)
         start_backend("A", PA)
         start_backend("B", PB)
         log = open(os.path.join(TMP, "l7run.log"), "w")
