@@ -136,9 +136,10 @@ def children(pid):
     return out
 
 
-def kworker_ns():
+def kworker_ns(field=0):
     """{pid: on-CPU ns} of the kworker threads: the sockmap backlog (sk_psock_backlog) transmits
-    sk_skb redirects there, outside softirq and outside any process of ours."""
+    sk_skb redirects there, outside softirq and outside any process of ours. field 2: the times
+    each was run on a CPU instead (schedstat's third field; each backlog work run is one)."""
     out = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
@@ -146,8 +147,8 @@ def kworker_ns():
                 with open("/proc/%s/comm" % d) as f:
                     if f.read().startswith("kworker"):
                         with open("/proc/%s/schedstat" % d) as g:
-                            out[int(d)] = int(g.read().split()[0])
-            except (OSError, ValueError):
+                            out[int(d)] = int(g.read().split()[field])
+            except (OSError, ValueError, IndexError):
                 pass
     return out
 

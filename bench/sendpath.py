@@ -1,0 +1,312 @@
+#!/usr/bin/python3
+"""Gateway send-path candidates, measured in one run as ratios (issue #17 item 1; a benchmark,
+not a test). Every configuration runs at once on its own port; wrk visits them in an order that
+rotates every round, at 1, 8 and 64 connections, a few seconds a point:
+
+  direct      wrk straight to the backend (the bound)
+  haproxy     HAProxy 2.6, nbthread = CPUs, the gateway test policy's rules
+  l7run       today's gateway (tests/runtime/gw_test.l7): sk_skb redirects both ways, sent by
+              the psock backlog kworker
+  l7run-wmem  the same with tcp_wmem/tcp_rmem raised 16x in this namespace while it runs (the
+              backlog re-schedules itself one jiffy later when its send gets -EAGAIN)
+  sp-MODE     bench/sendpath/sp.c, a one-thread prototype per candidate send path (its header
+              says what each MODE does); no policy runs in it
+
+CPU per request as bench/perf.py counts it: proc (the proxy's threads) + BPF (bpf_stats) +
+softirq+ and kworker+ (the machine's softirq, all kworkers' time, minus the direct run's of the
+same round and connection count). Run it inside a network namespace of your own:
+
+  nsenter --net=/run/netns/NS bench/sendpath.py --build build [--secs 3] [--rounds 2] [--json F]
+"""
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.dont_write_bytecode = True
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import perf  # noqa: E402  (task_ns, kworker_ns, machine, parse_wrk, bpf_progs, start, stop)
+
+MODES = ["copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "skb"]
+CONFIGS = ["direct", "haproxy", "l7run", "l7run-wmem"] + ["sp-" + m for m in MODES]
+PATH = "/a/bench"
+WMEM = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem")
+
+
+def sysctl(name, value=None):
+    if value is None:
+        return perf.sh(["sysctl", "-n", name]).strip()
+    perf.sh(["sysctl", "-q", "-w", "%s=%s" % (name, value)])
+
+
+def prog_ids_stats(ids):
+    out = {}
+    for i in ids:
+        try:
+            p = json.loads(perf.sh(["bpftool", "-j", "prog", "show", "id", str(i)]))
+            out[p.get("name", str(i))] = (p.get("run_cnt", 0), p.get("run_time_ns", 0))
+        except (subprocess.CalledProcessError, ValueError):
+            pass
+    return out
+
+
+def sp_counts(ids):
+    """sp's counters (map sp_count): msg runs, msg redirects, msg bytes, skb runs, skb redirects."""
+    try:
+        p = json.loads(perf.sh(["bpftool", "-j", "prog", "show", "id", str(ids[0])]))
+        for m in p.get("map_ids", []):
+            info = json.loads(perf.sh(["bpftool", "-j", "map", "show", "id", str(m)]))
+            if info.get("name") == "sp_count":
+                d = json.loads(perf.sh(["bpftool", "-j", "map", "dump", "id", str(m)]))
+                d = [e.get("formatted", e) for e in d]      # -j gives raw bytes and the BTF form
+                return [sum(int(v["value"]) for v in e["values"]) for e in sorted(d, key=lambda e: e["key"])]
+    except (subprocess.CalledProcessError, ValueError, KeyError):
+        pass
+    return [0] * 5
+
+
+class Cfg:
+    def __init__(self, kind, port):
+        self.kind, self.port, self.p, self.ids, self.pin = kind, port, None, [], None
+
+    def pids(self):
+        return [self.p.pid] if self.p else []
+
+    def bpf(self):
+        if self.pin:
+            return perf.bpf_progs(self.pin, None)
+        return prog_ids_stats(self.ids)
+
+
+def start_all(args, tmp, backend):
+    cfgs, port = {}, perf.BASE + 3
+    obj = os.path.join(tmp, "gw.o")
+    subprocess.run([os.path.join(args.build, "driver/l7c"), os.path.join(REPO, "tests/runtime/gw_test.l7"),
+                    "-o", obj], check=True)
+    spbin, spobj = os.path.join(tmp, "sp"), os.path.join(tmp, "sp.bpf.o")
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-o", spbin, os.path.join(HERE, "sendpath/sp.c"), "-lbpf"],
+                   check=True)
+    subprocess.run(["clang-19", "-target", "bpf", "-mcpu=v3", "-O2", "-g", "-I/usr/include/x86_64-linux-gnu",
+                    "-c", os.path.join(HERE, "sendpath/sp.bpf.c"), "-o", spobj], check=True)
+    saved = {k: sysctl(k) for k in WMEM}
+    for kind in CONFIGS:
+        c = Cfg(kind, backend if kind == "direct" else port)
+        port += 1
+        cfgs[kind] = c
+        if kind == "direct":
+            continue
+        if kind == "haproxy":
+            conf = os.path.join(tmp, "haproxy.cfg")
+            with open(conf, "w") as f:
+                f.write(perf.haproxy_conf({"haproxy": HAPROXY_RULES}, c.port, {"u0": backend, "u1": backend,
+                                                                                 "u2": backend}))
+            c.p = perf.start(["haproxy", "-db", "-f", conf], kind, os.path.join(tmp, kind + ".log"))
+        elif kind.startswith("l7run"):
+            c.pin = "/sys/fs/bpf/l7sendpath-%d-%d" % (os.getpid(), c.port)
+            if kind == "l7run-wmem":
+                big(saved)
+            c.p = perf.start([os.path.join(args.build, "runtime/l7run"), "--bpf-stats", "--pin", c.pin,
+                              "--listen", "127.0.0.1:%d" % c.port, "--upstream", "0=127.0.0.1:%d" % backend,
+                              "--upstream", "1=127.0.0.1:%d" % backend, obj], kind, os.path.join(tmp, kind + ".log"))
+        else:
+            mode = kind[3:]
+            out = os.path.join(tmp, kind + ".out")
+            with open(out, "w") as o:
+                c.p = subprocess.Popen([spbin, mode, str(c.port), str(backend), spobj], stdout=o,
+                                       stderr=open(os.path.join(tmp, kind + ".log"), "w"))
+            perf.procs.append((c.p, kind))
+            for _ in range(100):
+                with open(out) as o:
+                    w = o.read().split()
+                if w[:1] == ["ready"]:
+                    c.ids = [int(x) for x in w[1:]]
+                    break
+                time.sleep(0.05)
+        if not perf.wait_port(c.port):
+            sys.exit("%s did not listen: %s" % (kind, perf.tail(os.path.join(tmp, kind + ".log"))))
+        if kind == "l7run-wmem":
+            warm(c)        # its pool sockets are made with the big buffers
+            restore(saved)
+    return cfgs, saved
+
+
+def big(saved):
+    for k in WMEM:
+        lo, mid, hi = saved[k].split()
+        sysctl(k, "%s %d %d" % (lo, int(mid) * 16, int(hi) * 16))
+
+
+def restore(saved):
+    for k, v in saved.items():
+        sysctl(k, v)
+
+
+def warm(c):
+    subprocess.run(["timeout", "10", "wrk", "-t2", "-c64", "-d1s", "http://127.0.0.1:%d%s" % (c.port, PATH)],
+                   capture_output=True)
+
+
+# the gateway test policy's rules, in bench/perf.py's HAProxy configuration
+HAPROXY_RULES = """  http-request deny deny_status 403 if { path_beg /deny }
+  http-request set-header x-l7 yes if { path_beg /a } or { path_beg /b }
+  use_backend u0 if { path_beg /a }
+  use_backend u1 if { path_beg /b }"""
+
+
+def measure(c, conns, secs, saved):
+    if c.kind == "l7run-wmem":
+        big(saved)
+    c0, k0, w0, (b0, s0), q0 = c.bpf(), perf.task_ns(c.pids()), perf.kworker_ns(), perf.machine(), perf.kworker_ns(2)
+    x0 = sp_counts(c.ids) if c.ids else None
+    argv = ["timeout", str(secs + 15), "wrk", "-t%d" % min(2, conns), "-c%d" % conns, "-d%ds" % secs,
+            "--latency", "http://127.0.0.1:%d%s" % (c.port, PATH)]
+    r = perf.parse_wrk(subprocess.run(argv, capture_output=True, text=True).stdout)
+    b1, s1 = perf.machine()
+    q1, w1, k1, c1 = perf.kworker_ns(2), perf.kworker_ns(), perf.task_ns(c.pids()), c.bpf()
+    if c.kind == "l7run-wmem":
+        restore(saved)
+    n = max(r["reqs"], 1)
+    r["proc_us"] = (k1 - k0) / 1e3 / n
+    r["bpf_us"] = sum(v[1] - c0.get(k, (0, 0))[1] for k, v in c1.items()) / 1e3 / n
+    r["busy_us"] = (b1 - b0) / perf.HZ * 1e6 / n
+    r["sirq_us"] = (s1 - s0) / perf.HZ * 1e6 / n
+    r["kw_us"] = perf.kworker_delta(w0, w1) / 1e3 / n
+    r["kw_runs"] = perf.kworker_delta(q0, q1) / n
+    if x0:
+        x1 = sp_counts(c.ids)
+        r["per_req"] = [(b - a) / n for a, b in zip(x0, x1)]
+    return r
+
+
+def sanity(c):
+    """Two keep-alive requests on one connection, each answered by the backend."""
+    try:
+        s = socket.create_connection(("127.0.0.1", c.port), 3)
+        s.settimeout(3)
+        got = b""
+        for _ in range(2):
+            s.sendall(b"GET %s HTTP/1.1\r\nHost: bench\r\n\r\n" % PATH.encode())
+            while got.count(b"hello from nginx") < _ + 1:
+                b = s.recv(65536)
+                if not b:
+                    return False, got[:200]
+                got += b
+        s.close()
+        return got.startswith(b"HTTP/1.1 200"), got[:80]
+    except OSError as e:
+        return False, str(e)
+
+
+def summarize(rows):
+    """{conns: {kind: medians}} with softirq+/kworker+ against direct's run of the same round."""
+    out = {}
+    for conns, runs in rows.items():
+        d = runs["direct"]
+        o = out[conns] = {}
+        for kind, rs in runs.items():
+            med = lambda f: statistics.median(f(r, b) for r, b in zip(rs, d))
+            s = {k: med(lambda r, b, k=k: r[k]) for k in ("rps", "p50", "p99", "proc_us", "bpf_us")}
+            s["sirq_plus"] = med(lambda r, b: r["sirq_us"] - b["sirq_us"])
+            s["kw_plus"] = med(lambda r, b: r["kw_us"] - b["kw_us"])
+            s["kw_runs_plus"] = med(lambda r, b: r["kw_runs"] - b["kw_runs"])
+            s["busy_plus"] = med(lambda r, b: r["busy_us"] - b["busy_us"])
+            s["errors"] = sum(r["errors"] + r["non2xx"] for r in rs)
+            s["component_us"] = 0.0 if kind == "direct" else \
+                s["proc_us"] + s["bpf_us"] + max(s["sirq_plus"], 0) + max(s["kw_plus"], 0)
+            if rs[0].get("per_req"):
+                s["per_req"] = [statistics.median(r["per_req"][i] for r in rs) for i in range(5)]
+            o[kind] = s
+    return out
+
+
+def table(summary):
+    lines = []
+    for conns, o in summary.items():
+        h, dr = o["haproxy"], o["direct"]
+        lines.append("\n%d connection%s (wrk -t%d -c%d)\n" % (conns, "s" if conns > 1 else "", min(2, conns), conns))
+        lines.append("| config | req/s | ÷ HAProxy | ÷ direct | p50 ms | p99 ms | proc | BPF | softirq+ | kworker+ "
+                     "| kworker runs+ | µs/req | ÷ HAProxy |")
+        lines.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+        for kind in CONFIGS:
+            s = o[kind]
+            lines.append("| %s | %.0f | %.2f | %.2f | %.3f | %.3f | %.1f | %.1f | %.1f | %.1f | %.2f | %.1f | %s |%s" % (
+                kind, s["rps"], s["rps"] / max(h["rps"], 1), s["rps"] / max(dr["rps"], 1), s["p50"], s["p99"],
+                s["proc_us"], s["bpf_us"], s["sirq_plus"], s["kw_plus"], s["kw_runs_plus"], s["component_us"],
+                "%.2f" % (s["component_us"] / h["component_us"]) if kind != "direct" and h["component_us"] > 0 else "–",
+                " errors %d" % s["errors"] if s["errors"] else ""))
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", required=True)
+    ap.add_argument("--secs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--conns", default="1,8,64")
+    ap.add_argument("--only", default="", help="comma-separated configs (direct and haproxy always run)")
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    if args.only:
+        keep = set(args.only.split(",")) | {"direct", "haproxy"}
+        CONFIGS[:] = [k for k in CONFIGS if k in keep]
+    tmp = tempfile.mkdtemp(prefix="l7sendpath.")
+    saved, cfgs = None, {}
+    try:
+        backend = perf.BASE + 1
+        with open(os.path.join(tmp, "nginx.conf"), "w") as f:
+            f.write("""daemon off; worker_processes 1; pid %(t)s/nginx.pid; error_log %(t)s/nginx.err;
+events { worker_connections 4096; }
+http { access_log off; keepalive_requests 1000000; keepalive_timeout 60s;
+  server { listen 127.0.0.1:%(p)d; location / { return 200 "hello from nginx\\n"; } } }
+""" % {"t": tmp, "p": backend})
+        perf.start(["nginx", "-c", os.path.join(tmp, "nginx.conf")], "nginx")
+        perf.wait_port(backend)
+        cfgs, saved = start_all(args, tmp, backend)
+        for c in cfgs.values():
+            ok, why = sanity(c)
+            if not ok:
+                sys.exit("%s fails its sanity check: %s" % (c.kind, why))
+            if c.kind != "l7run-wmem":
+                warm(c)
+        conns = [int(x) for x in args.conns.split(",")]
+        rows = {n: {k: [] for k in CONFIGS} for n in conns}
+        t0 = time.time()
+        for rnd in range(args.rounds):
+            for n in conns:
+                order = CONFIGS[rnd % len(CONFIGS):] + CONFIGS[:rnd % len(CONFIGS)]
+                for kind in order:
+                    rows[n][kind].append(measure(cfgs[kind], n, args.secs, saved))
+            print("round %d done (%.0f s)" % (rnd + 1, time.time() - t0), file=sys.stderr)
+        s = summarize(rows)
+        print("%s, %d rounds x %d s, load %s" % (time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), args.rounds,
+                                                 args.secs, open("/proc/loadavg").read().split()[:3]))
+        print(table(s))
+        for n, o in s.items():
+            for kind, v in o.items():
+                if v.get("per_req"):
+                    print("%s c%d per request: msg runs %.2f, msg redirects %.2f, msg bytes %.0f, skb runs %.2f, "
+                          "skb redirects %.2f" % ((kind, n) + tuple(v["per_req"])))
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"when": time.time(), "summary": s, "rows": rows}, f, indent=1)
+    finally:
+        if saved:
+            restore(saved)
+        for p, _ in list(perf.procs):
+            perf.stop(p)
+        for c in cfgs.values():
+            if c.pin:
+                shutil.rmtree(c.pin, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,316 @@
+/* Send-path prototype for gateway mode (bench/sendpath.py, issue #17 item 1). Not l7run: a
+ * one-thread epoll proxy that pairs each client with its own upstream connection(s) and moves the
+ * bytes one of several ways, so that the kernel's send paths can be compared on this machine:
+ *
+ *   copy       recv(client) -> send(upstream) and back: a plain user-space proxy, no BPF
+ *   splice     the same through a pipe per direction (splice(2), no copy to user space)
+ *   passcopy   copy, with the client in a SOCKHASH whose verdict passes each message (SK_PASS:
+ *              where the kernel would decide before user space moves the bytes; they reach
+ *              recv() through the psock's ingress queue)
+ *   msgcopy    requests: recv(client) -> send(P0), whose SK_MSG redirects them out of P1 (the
+ *              upstream a decision would pick), inline in that sendmsg (tcp_bpf_sendmsg_redir);
+ *              responses: recv(P1) -> send(client), the client's SK_MSG passing them
+ *   msgsplice  msgcopy with splice(2) both ways (splice's MSG_SPLICE_PAGES send still runs SK_MSG:
+ *              the redirect counter says so)
+ *   msgskb     requests as msgcopy; responses redirected by an sk_skb verdict on P1 into the
+ *              client (today's response path: sk_psock_skb_redirect, the psock backlog kworker)
+ *   skb        both directions by sk_skb verdict redirects, nothing through user space: today's
+ *              mechanism without strparser and without a policy
+ *
+ * usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]   (prints "ready PROG_ID..." when listening)
+ * Bounded by its caller (bench/sendpath.py ends it by pid). No policy runs: the policy's cost is
+ * the same on each path. */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+enum mode { COPY, SPLICE, PASSCOPY, MSGCOPY, MSGSPLICE, MSGSKB, SKB };
+static const char *const names[] = { "copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "skb" };
+
+struct conn {
+	int c, p0, p1;          /* client; the socket written into (P0, = P1 without BPF); upstream */
+	int req[2], resp[2];    /* pipes (splice modes) */
+};
+
+struct end {                    /* epoll's data: which direction of which connection */
+	struct conn *k;
+	int resp;
+};
+
+struct sp {
+	enum mode mode;
+	struct sockaddr_in be;
+	int socks, rsocks, targets, redir, rredir;   /* map fds */
+	char buf[65536];
+};
+
+static int is_bpf(enum mode m) { return m >= PASSCOPY; }
+static int is_splice(enum mode m) { return m == SPLICE || m == MSGSPLICE; }
+
+static uint32_t ports(int fd)
+{
+	struct sockaddr_in l, r;
+	socklen_t n = sizeof(l), m = sizeof(r);
+
+	if (getsockname(fd, (struct sockaddr *)&l, &n) || getpeername(fd, (struct sockaddr *)&r, &m))
+		return 0;
+	return (uint32_t)ntohs(l.sin_port) << 16 | ntohs(r.sin_port);
+}
+
+static int put(int map, int fd)
+{
+	uint64_t k = ports(fd), v = (uint64_t)fd;
+
+	return bpf_map_update_elem(map, &k, &v, BPF_ANY);
+}
+
+static int redirect(int map, int from, int to)
+{
+	uint32_t k = ports(from);
+	uint64_t v = ports(to);
+
+	return bpf_map_update_elem(map, &k, &v, BPF_ANY);
+}
+
+static void unredirect(struct sp *s, int from)
+{
+	uint32_t k = ports(from);
+
+	bpf_map_delete_elem(s->redir, &k);
+	bpf_map_delete_elem(s->rredir, &k);
+}
+
+static int dial(struct sp *s)
+{
+	int one = 1, fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (connect(fd, (struct sockaddr *)&s->be, sizeof(s->be))) {
+		close(fd);
+		return -1;
+	}
+	fcntl(fd, F_SETFL, O_NONBLOCK);
+	return fd;
+}
+
+static void wait_out(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLOUT };
+
+	poll(&p, 1, 1000);
+}
+
+static int send_all(int fd, const char *b, ssize_t n)
+{
+	while (n > 0) {
+		ssize_t w = send(fd, b, (size_t)n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EAGAIN) {
+			wait_out(fd);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		b += w;
+		n -= w;
+	}
+	return 0;
+}
+
+/* Move what `from` has into `to`: 1 moved, 0 nothing yet, -1 closed or failed. */
+static int move(struct sp *s, int from, int to, int pipe[2])
+{
+	ssize_t n;
+
+	if (!is_splice(s->mode)) {
+		n = recv(from, s->buf, sizeof(s->buf), MSG_DONTWAIT);
+		if (n < 0)
+			return errno == EAGAIN ? 0 : -1;
+		return n && !send_all(to, s->buf, n) ? 1 : -1;
+	}
+	n = splice(from, NULL, pipe[1], NULL, 65536, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+	if (n < 0)
+		return errno == EAGAIN ? 0 : -1;
+	if (!n)
+		return -1;
+	while (n > 0) {
+		ssize_t w = splice(pipe[0], NULL, to, NULL, (size_t)n, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+		if (w < 0 && errno == EAGAIN) {
+			wait_out(to);
+			continue;
+		}
+		if (w <= 0)
+			return -1;
+		n -= w;
+	}
+	return 1;
+}
+
+static void drop(struct sp *s, struct conn *k, struct end *e)
+{
+	if (is_bpf(s->mode)) {
+		unredirect(s, k->c);
+		unredirect(s, k->p0);
+		unredirect(s, k->p1);
+	}
+	close(k->c);
+	if (k->p0 != k->p1)
+		close(k->p0);
+	close(k->p1);
+	if (is_splice(s->mode)) {
+		close(k->req[0]), close(k->req[1]);
+		close(k->resp[0]), close(k->resp[1]);
+	}
+	free(e);
+	free(k);
+}
+
+static int setup(struct sp *s, struct conn *k)
+{
+	k->p1 = dial(s);
+	if (k->p1 < 0)
+		return -1;
+	k->p0 = k->p1;
+	if (is_splice(s->mode) && (pipe2(k->req, O_NONBLOCK) || pipe2(k->resp, O_NONBLOCK)))
+		return -1;
+	if (!is_bpf(s->mode))
+		return 0;
+	if (s->mode == PASSCOPY) {
+		int one = 1;
+		/* what came before the insert is seen by no program: SO_RCVLOWAT re-fires data-ready */
+		return put(s->rsocks, k->c) || setsockopt(k->c, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	}
+	if (s->mode == SKB) {
+		int one = 1;
+		return put(s->targets, k->c) || put(s->targets, k->p1) || redirect(s->rredir, k->c, k->p1) ||
+		       redirect(s->rredir, k->p1, k->c) || put(s->rsocks, k->p1) || put(s->rsocks, k->c) ||
+		       setsockopt(k->c, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
+	}
+	if ((k->p0 = dial(s)) < 0 || put(s->socks, k->p0) || put(s->socks, k->p1) || redirect(s->redir, k->p0, k->p1))
+		return -1;
+	return s->mode == MSGSKB ? put(s->targets, k->c) || put(s->rsocks, k->p1) || redirect(s->rredir, k->p1, k->c) : 0;
+}
+
+static unsigned prog_id(int fd)
+{
+	struct bpf_prog_info info = { 0 };
+	__u32 len = sizeof(info);
+
+	return bpf_obj_get_info_by_fd(fd, &info, &len) ? 0 : info.id;
+}
+
+static int load(struct sp *s, const char *obj)
+{
+	struct bpf_object *o = bpf_object__open_file(obj, NULL);
+	struct bpf_program *msg, *verdict;
+
+	if (!o || bpf_object__load(o))
+		return -1;
+	s->socks = bpf_object__find_map_fd_by_name(o, "sp_socks");
+	s->rsocks = bpf_object__find_map_fd_by_name(o, "sp_rsocks");
+	s->targets = bpf_object__find_map_fd_by_name(o, "sp_targets");
+	s->redir = bpf_object__find_map_fd_by_name(o, "sp_redir");
+	s->rredir = bpf_object__find_map_fd_by_name(o, "sp_rredir");
+	msg = bpf_object__find_program_by_name(o, "sp_msg");
+	verdict = bpf_object__find_program_by_name(o, "sp_verdict");
+	if (!msg || !verdict || bpf_prog_attach(bpf_program__fd(msg), s->socks, BPF_SK_MSG_VERDICT, 0) ||
+	    bpf_prog_attach(bpf_program__fd(verdict), s->rsocks, BPF_SK_SKB_STREAM_VERDICT, 0))
+		return -1;
+	printf("ready %u %u\n", prog_id(bpf_program__fd(msg)),
+	       prog_id(bpf_program__fd(verdict)));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct sp s;
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct epoll_event ev[64];
+	int one = 1, lfd, ep, m;
+
+	if (argc < 4)
+		return fprintf(stderr, "usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]\n"), 2;
+	for (m = 0; m <= SKB && strcmp(argv[1], names[m]); m++)
+		;
+	if (m > SKB || (is_bpf((enum mode)m) && argc < 5))
+		return fprintf(stderr, "sp: mode %s unknown or without its object\n", argv[1]), 2;
+	s.mode = (enum mode)m;
+	s.be = la;
+	s.be.sin_port = htons((uint16_t)atoi(argv[3]));
+	la.sin_port = htons((uint16_t)atoi(argv[2]));
+	signal(SIGPIPE, SIG_IGN);
+	lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+	setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(lfd, (struct sockaddr *)&la, sizeof(la)) || listen(lfd, 1024))
+		return perror("sp: listen"), 1;
+	if (is_bpf(s.mode)) {
+		if (bpf_enable_stats(BPF_STATS_RUN_TIME) < 0 || load(&s, argv[4]))
+			return fprintf(stderr, "sp: cannot load %s\n", argv[4]), 1;
+	} else {
+		printf("ready\n");
+	}
+	fflush(stdout);
+	ep = epoll_create1(0);
+	epoll_ctl(ep, EPOLL_CTL_ADD, lfd, &(struct epoll_event){ .events = EPOLLIN, .data.ptr = NULL });
+	for (;;) {
+		int n = epoll_wait(ep, ev, 64, -1);
+		for (int i = 0; i < n; i++) {
+			struct end *e = ev[i].data.ptr;
+			if (!e) {
+				struct conn *k;
+				int c;
+				while ((c = accept4(lfd, NULL, NULL, SOCK_NONBLOCK)) >= 0) {
+					k = calloc(1, sizeof(*k));
+					e = calloc(2, sizeof(*e));
+					setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+					k->c = c;
+					e[0].k = e[1].k = k;
+					e[1].resp = 1;
+					if (setup(&s, k)) {
+						perror("sp: setup");
+						drop(&s, k, e);
+						continue;
+					}
+					/* the client is watched for requests (in mode skb only for its
+					 * close), the upstream for responses unless the kernel sends them */
+					epoll_ctl(ep, EPOLL_CTL_ADD, c, &(struct epoll_event){
+						.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &e[0] });
+					epoll_ctl(ep, EPOLL_CTL_ADD, k->p1, &(struct epoll_event){
+						.events = s.mode == MSGSKB || s.mode == SKB ? EPOLLRDHUP : EPOLLIN,
+						.data.ptr = &e[1] });
+				}
+				continue;
+			}
+			struct conn *k = e->k;
+			int r;
+			if (s.mode == SKB || (s.mode == MSGSKB && e->resp))
+				r = ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) ? -1 : 0;
+			else if (e->resp)
+				r = move(&s, k->p1, k->c, k->resp);
+			else
+				r = move(&s, k->c, k->p0, k->req);
+			if (r < 0) {
+				epoll_ctl(ep, EPOLL_CTL_DEL, k->c, NULL);
+				epoll_ctl(ep, EPOLL_CTL_DEL, k->p1, NULL);
+				drop(&s, k, e - e->resp);
+				/* a later event of this batch may name it: the batch ends here */
+				break;
+			}
+		}
+	}
+}
