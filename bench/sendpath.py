@@ -96,7 +96,7 @@ def start_all(args, tmp, backend):
                    check=True)
     subprocess.run(["clang-19", "-target", "bpf", "-mcpu=v3", "-O2", "-g", "-I/usr/include/x86_64-linux-gnu",
                     "-c", os.path.join(HERE, "sendpath/sp.bpf.c"), "-o", spobj], check=True)
-    saved = {k: sysctl(k) for k in WMEM}
+    saved = {k: sysctl(k) for k in WMEM} if "l7run-wmem" in CONFIGS else {}
     for kind in CONFIGS:
         c = Cfg(kind, backend if kind == "direct" else port)
         port += 1
@@ -227,6 +227,26 @@ def summarize(rows):
     return out
 
 
+# per request, what each prototype's programs must do (sp_count: msg runs, msg redirects, msg
+# bytes, skb runs, skb redirects): index -> count
+EXPECT = {"sp-passcopy": {3: 1, 4: 0}, "sp-msgcopy": {1: 1, 4: 0},
+          "sp-msgsplice": {1: 1, 4: 0},   # splice's MSG_SPLICE_PAGES sends run SK_MSG
+          "sp-msgskb": {1: 1, 4: 1}, "sp-skb": {1: 0, 4: 2}}
+
+
+def check(summary):
+    bad = []
+    for conns, o in summary.items():
+        for kind, v in o.items():
+            if v["errors"] or v["rps"] <= 0:
+                bad.append("%s at %d connections: %.0f req/s, %d errors" % (kind, conns, v["rps"], v["errors"]))
+            for i, want in EXPECT.get(kind, {}).items():
+                got = v.get("per_req", [0] * 5)[i]
+                if abs(got - want) > 0.05:
+                    bad.append("%s at %d connections: counter %d is %.2f a request, not %d" % (kind, conns, i, got, want))
+    return bad
+
+
 def table(summary):
     lines = []
     for conns, o in summary.items():
@@ -253,6 +273,9 @@ def main():
     ap.add_argument("--conns", default="1,8,64")
     ap.add_argument("--only", default="", help="comma-separated configs (direct and haproxy always run)")
     ap.add_argument("--json")
+    ap.add_argument("--check", action="store_true",
+                    help="exit 1 unless every configuration answered without errors and each prototype's programs "
+                         "ran as its path says (the ctest kernel.sendpath_check)")
     args = ap.parse_args()
     if args.only:
         keep = set(args.only.split(",")) | {"direct", "haproxy"}
@@ -294,6 +317,13 @@ http { access_log off; keepalive_requests 1000000; keepalive_timeout 60s;
                 if v.get("per_req"):
                     print("%s c%d per request: msg runs %.2f, msg redirects %.2f, msg bytes %.0f, skb runs %.2f, "
                           "skb redirects %.2f" % ((kind, n) + tuple(v["per_req"])))
+        if args.check:
+            bad = check(s)
+            for b in bad:
+                print("check: " + b, file=sys.stderr)
+            if bad:
+                sys.exit(1)
+            print("check ok")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"when": time.time(), "summary": s, "rows": rows}, f, indent=1)
