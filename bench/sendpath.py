@@ -35,7 +35,7 @@ REPO = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
 import perf  # noqa: E402  (task_ns, kworker_ns, machine, parse_wrk, bpf_progs, start, stop)
 
-MODES = ["copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "skb"]
+MODES = ["copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "msgpass", "skb"]
 CONFIGS = ["direct", "haproxy", "l7run", "l7run-wmem"] + ["sp-" + m for m in MODES]
 PATH = "/a/bench"
 WMEM = ("net.ipv4.tcp_wmem", "net.ipv4.tcp_rmem")
@@ -231,7 +231,7 @@ def summarize(rows):
 # bytes, skb runs, skb redirects): index -> count
 EXPECT = {"sp-passcopy": {3: 1, 4: 0}, "sp-msgcopy": {1: 1, 4: 0},
           "sp-msgsplice": {1: 1, 4: 0},   # splice's MSG_SPLICE_PAGES sends run SK_MSG
-          "sp-msgskb": {1: 1, 4: 1}, "sp-skb": {1: 0, 4: 2}}
+          "sp-msgskb": {1: 1, 4: 1}, "sp-msgpass": {0: 1, 1: 0, 4: 1}, "sp-skb": {1: 0, 4: 2}}
 
 
 def check(summary):

@@ -14,6 +14,8 @@
  *              the redirect counter says so)
  *   msgskb     requests as msgcopy; responses redirected by an sk_skb verdict on P1 into the
  *              client (today's response path: sk_psock_skb_redirect, the psock backlog kworker)
+ *   msgpass    msgskb written into the upstream's own socket, whose SK_MSG passes it (SK_PASS: the
+ *              decision kept the upstream the client is bound to, the common case)
  *   skb        both directions by sk_skb verdict redirects, nothing through user space: today's
  *              mechanism without strparser and without a policy
  *
@@ -38,8 +40,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-enum mode { COPY, SPLICE, PASSCOPY, MSGCOPY, MSGSPLICE, MSGSKB, SKB };
-static const char *const names[] = { "copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "skb" };
+enum mode { COPY, SPLICE, PASSCOPY, MSGCOPY, MSGSPLICE, MSGSKB, MSGPASS, SKB };
+static const char *const names[] = { "copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "msgpass", "skb" };
 
 struct conn {
 	int c, p0, p1;          /* client; the socket written into (P0, = P1 without BPF); upstream */
@@ -201,9 +203,12 @@ static int setup(struct sp *s, struct conn *k)
 		       redirect(s->rredir, k->p1, k->c) || put(s->rsocks, k->p1) || put(s->rsocks, k->c) ||
 		       setsockopt(k->c, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof(one));
 	}
-	if ((k->p0 = dial(s)) < 0 || put(s->socks, k->p0) || put(s->socks, k->p1) || redirect(s->redir, k->p0, k->p1))
+	if (s->mode != MSGPASS && ((k->p0 = dial(s)) < 0 || put(s->socks, k->p0) || redirect(s->redir, k->p0, k->p1)))
 		return -1;
-	return s->mode == MSGSKB ? put(s->targets, k->c) || put(s->rsocks, k->p1) || redirect(s->rredir, k->p1, k->c) : 0;
+	if (put(s->socks, k->p1))
+		return -1;
+	return s->mode == MSGSKB || s->mode == MSGPASS ?
+		put(s->targets, k->c) || put(s->rsocks, k->p1) || redirect(s->rredir, k->p1, k->c) : 0;
 }
 
 static unsigned prog_id(int fd)
@@ -291,14 +296,14 @@ int main(int argc, char **argv)
 					epoll_ctl(ep, EPOLL_CTL_ADD, c, &(struct epoll_event){
 						.events = EPOLLIN | EPOLLRDHUP, .data.ptr = &e[0] });
 					epoll_ctl(ep, EPOLL_CTL_ADD, k->p1, &(struct epoll_event){
-						.events = s.mode == MSGSKB || s.mode == SKB ? EPOLLRDHUP : EPOLLIN,
+						.events = s.mode >= MSGSKB ? EPOLLRDHUP : EPOLLIN,
 						.data.ptr = &e[1] });
 				}
 				continue;
 			}
 			struct conn *k = e->k;
 			int r;
-			if (s.mode == SKB || (s.mode == MSGSKB && e->resp))
+			if (s.mode == SKB || (s.mode >= MSGSKB && e->resp))
 				r = ev[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR) ? -1 : 0;
 			else if (e->resp)
 				r = move(&s, k->p1, k->c, k->resp);
