@@ -45,6 +45,13 @@ struct {                      /* the same for the verdict: a socket's SK_MSG als
 	__type(value, __u64);
 } sp_rredir SEC(".maps");
 
+struct {                      /* mode dropprobe: pass this many bytes, then drop (~0); 0: off */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+} sp_drop SEC(".maps");
+
 struct {                      /* 0 msg runs, 1 msg redirects, 2 msg bytes, 3 skb runs, 4 skb redirects */
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 5);
@@ -73,8 +80,18 @@ int sp_msg(struct sk_msg_md *msg)
 	__u32 port = ports(msg->local_port, msg->remote_port);
 	__u64 *to = bpf_map_lookup_elem(&sp_redir, &port);
 
+	__u32 zero = 0, *pass = bpf_map_lookup_elem(&sp_drop, &zero);
+
 	count(0, 1);
 	count(2, msg->size);
+	if (pass && *pass == ~0U)
+		return SK_DROP;
+	if (pass && *pass) {
+		__u32 n = *pass;
+		*pass = ~0U;          /* this run passes n bytes; the program's next runs drop */
+		bpf_msg_apply_bytes(msg, n);
+		return SK_PASS;
+	}
 	if (!to)
 		return SK_PASS;
 	count(1, 1);

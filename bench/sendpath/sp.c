@@ -20,6 +20,9 @@
  *              mechanism without strparser and without a policy
  *
  * usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]   (prints "ready PROG_ID..." when listening)
+ *        sp dropprobe sp.bpf.o [N]: what a sender sees when its SK_MSG passes the first N (10)
+ *        bytes of a 30-byte write and drops the rest (the reply to a deny in a write that held earlier
+ *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2" 
  * Bounded by its caller (bench/sendpath.py ends it by pid). No policy runs: the policy's cost is
  * the same on each path. */
 #define _GNU_SOURCE
@@ -57,6 +60,7 @@ struct sp {
 	enum mode mode;
 	struct sockaddr_in be;
 	int socks, rsocks, targets, redir, rredir;   /* map fds */
+	struct bpf_object *obj;
 	char buf[65536];
 };
 
@@ -226,6 +230,7 @@ static int load(struct sp *s, const char *obj)
 
 	if (!o || bpf_object__load(o))
 		return -1;
+	s->obj = o;
 	s->socks = bpf_object__find_map_fd_by_name(o, "sp_socks");
 	s->rsocks = bpf_object__find_map_fd_by_name(o, "sp_rsocks");
 	s->targets = bpf_object__find_map_fd_by_name(o, "sp_targets");
@@ -241,6 +246,39 @@ static int load(struct sp *s, const char *obj)
 	return 0;
 }
 
+/* A loopback pair whose sending end is in sp_socks; the SK_MSG program passes `pass` bytes of
+ * the first write and drops the rest, and everything after. */
+static int dropprobe(const char *obj, uint32_t pass)
+{
+	static struct sp s;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t n = sizeof(a);
+	uint32_t zero = 0;
+	char buf[64];
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), p, e1, e2;
+	ssize_t w1, w2, r = 0, g;
+
+	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
+	    (p = accept(l, NULL, NULL)) < 0 || put(s.socks, c))
+		return fprintf(stderr, "sp: dropprobe set-up failed: %s\n", strerror(errno)), 1;
+	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
+	if (map < 0 || bpf_map_update_elem(map, &zero, &pass, BPF_ANY))
+		return fprintf(stderr, "sp: no sp_drop map\n"), 1;
+	errno = 0;
+	w1 = send(c, "AAAAAAAAAABBBBBBBBBBBBBBBBBBBB", 30, MSG_NOSIGNAL);
+	e1 = errno;
+	errno = 0;
+	w2 = send(c, "CCCC", 4, MSG_NOSIGNAL);
+	e2 = errno;
+	struct pollfd pf = { .fd = p, .events = POLLIN };
+	while (poll(&pf, 1, 300) > 0 && (g = recv(p, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
+		r += g;
+	printf("dropprobe send=%zd errno=%s received=%zd then=%zd errno=%s\n", w1, e1 ? strerror(e1) : "0", r, w2,
+	       e2 ? strerror(e2) : "0");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sp s;
@@ -248,6 +286,8 @@ int main(int argc, char **argv)
 	struct epoll_event ev[64];
 	int one = 1, lfd, ep, m;
 
+	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
+		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10);
 	if (argc < 4)
 		return fprintf(stderr, "usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]\n"), 2;
 	for (m = 0; m <= SKB && strcmp(argv[1], names[m]); m++)
