@@ -248,9 +248,9 @@ def check(summary):
 
 
 def dropprobe(spbin, spobj):
-    """An SK_MSG that passes the first n bytes of a 30-byte write and drops the rest: the peer gets
-    exactly n, and the next write fails with EACCES (what a deny in a write that held earlier
-    requests would do). send's own count is reported, not checked: on 6.18 it is max(n, 30 - n),
+    """An SK_MSG that passes the first n bytes of a 30-byte write and drops the rest (what a deny
+    in a write that held earlier requests would do): the peer gets exactly n, and a write it drops
+    whole fails with EACCES. send's own count is reported, not checked: on 6.18 it is max(n, 30 - n),
     not n (docs/architecture.md)."""
     bad = []
     for n in (1, 10, 29):
