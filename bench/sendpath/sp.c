@@ -9,7 +9,7 @@
  *              recv() through the psock's ingress queue)
  *   msgcopy    requests: recv(client) -> send(P0), whose SK_MSG redirects them out of P1 (the
  *              upstream a decision would pick), inline in that sendmsg (tcp_bpf_sendmsg_redir);
- *              responses: recv(P1) -> send(client), the client's SK_MSG passing them
+ *              responses: recv(P1) -> send(client), the client without programs
  *   msgsplice  msgcopy with splice(2) both ways (splice's MSG_SPLICE_PAGES send still runs SK_MSG:
  *              the redirect counter says so)
  *   msgskb     requests as msgcopy; responses redirected by an sk_skb verdict on P1 into the
@@ -21,8 +21,8 @@
  *
  * usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]   (prints "ready PROG_ID..." when listening)
  *        sp dropprobe sp.bpf.o [N]: what a sender sees when its SK_MSG passes the first N (10)
- *        bytes of a 30-byte write and drops the rest (the reply to a deny in a write that held earlier
- *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2" 
+ *        bytes of a 30-byte write and drops the rest (a deny in a write that held earlier
+ *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2"
  * Bounded by its caller (bench/sendpath.py ends it by pid). No policy runs: the policy's cost is
  * the same on each path. */
 #define _GNU_SOURCE
