@@ -287,6 +287,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--conns", default="1,8,64")
     ap.add_argument("--only", default="", help="comma-separated configs (direct and haproxy always run)")
+    ap.add_argument("--body", type=int, default=0, help="response body of this many bytes (default: 17)")
     ap.add_argument("--json")
     ap.add_argument("--check", action="store_true",
                     help="exit 1 unless every configuration answered without errors and each prototype's programs "
@@ -303,8 +304,13 @@ def main():
             f.write("""daemon off; worker_processes 1; pid %(t)s/nginx.pid; error_log %(t)s/nginx.err;
 events { worker_connections 4096; }
 http { access_log off; keepalive_requests 1000000; keepalive_timeout 60s;
-  server { listen 127.0.0.1:%(p)d; location / { return 200 "hello from nginx\\n"; } } }
-""" % {"t": tmp, "p": backend})
+  server { listen 127.0.0.1:%(p)d; location / { %(loc)s } } }
+""" % {"t": tmp, "p": backend, "loc": 'return 200 "hello from nginx\\n";' if not args.body else "root %s/www;" % tmp})
+        if args.body:   # a file of that many bytes at PATH, readable by nginx's worker user
+            os.chmod(tmp, 0o755)
+            os.makedirs(os.path.join(tmp, "www", os.path.dirname(PATH[1:])), 0o755)
+            with open(os.path.join(tmp, "www", PATH[1:]), "w") as f:
+                f.write(("hello from nginx\n" + "x" * args.body)[:max(args.body, 17)])
         perf.start(["nginx", "-c", os.path.join(tmp, "nginx.conf")], "nginx")
         perf.wait_port(backend)
         cfgs, saved = start_all(args, tmp, backend)
