@@ -113,6 +113,7 @@ static void mesh_fini(struct l7run *L)
 
 	if (!M)
 		return;
+	mesh_pool_fini(L);
 	leave_cgroup(L, M);
 	free(M);
 	L->m = NULL;

@@ -28,6 +28,10 @@ struct mesh_ver {
 	int msg_prog, socks, conns, addrs, pool_map, pass, ctl;
 	int msg_attached;
 	uint32_t gen[L7_MESH_POOL_SIZE];   /* each slot's generation, as the data plane sees it */
+	/* A remote slot's relay pair (mesh_pool.c), fd + 1 (0: a local slot): [0] the end l7run
+	 * writes the remote endpoint's responses into (L7_MR_BACKEND: its SK_MSG frames them into
+	 * the client), [1] its peer, which gets what that SK_MSG discards. */
+	int relay[L7_MESH_POOL_SIZE][2];
 	struct pool pool;        /* place p of upstream u: slot u * L7_MESH_SLOTS + p of l7_mesh_pool */
 };
 
@@ -73,6 +77,7 @@ struct mesh {
 	int n_clients;
 	struct relay *relay[MESH_MAX_RELAYS];
 	uint64_t looked_at;      /* ms: the last look at clients over their bound and at the pools */
+	int relay_lfd;           /* fd + 1 of the loopback listener remote slots' relay pairs are made on */
 	struct rate_note exhausted, outside;
 };
 
@@ -91,6 +96,7 @@ int mesh_slot_fd(struct mesh_ver *v, uint32_t idx, const struct l7_mesh_key *own
 void mesh_pool_drop(struct mesh_ver *v, uint32_t idx);
 uint64_t mesh_pool_owed(struct mesh_ver *v);
 void mesh_pool_flush(struct l7run *L, struct mesh_ver *v);
+void mesh_pool_fini(struct l7run *L);
 
 /* mesh_client.c */
 void mesh_accept(struct l7run *L, int lfd, int service);

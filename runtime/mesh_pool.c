@@ -1,3 +1,4 @@
+#define _GNU_SOURCE   /* accept4 */
 /* Mesh mode's pool connections (the machinery is pool.c): pre-opened from l7run, inside the
  * cgroup, to each upstream, --pool of them per upstream and version, refilled from the loop. A
  * connection is handed to the data plane by writing the backend's socket key into its slot of
@@ -9,7 +10,10 @@
 #include <string.h>
 #include <unistd.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <bpf/bpf.h>
 #include "mesh.h"
 
@@ -86,59 +90,260 @@ static void claim(struct l7run *L, struct mesh_ver *v, const struct sockaddr_in 
 			mark(mv(w), &k, L7_MA_CLAIM_OTHER, on);
 }
 
-/* Bind the local address first, to claim it before the handshake enrolls the ends; sock_ops
- * enrolls the backend's end when its handshake completes: on loopback almost always before
- * connect returns, but wait for it rather than assume. */
-static int mesh_connect(struct pool_sock *ps, const struct sockaddr_in *to, const char **why)
+/* Is a an address of this host (of l7run's network namespace)? Then the endpoint's socket is
+ * one sock_ops enrolls (a local backend, in the cgroup); any other is a remote endpoint. */
+static int addr_is_local(struct in_addr a)
 {
-	struct mesh_ver *v = ver_of(ps);
-	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr = to->sin_addr };
-	socklen_t ll = sizeof la;
+	if ((ntohl(a.s_addr) >> 24) == 127 || a.s_addr == htonl(INADDR_ANY))
+		return 1;
+	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_addr = a };
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int local = fd >= 0 && bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
 
-	if (la.sin_addr.s_addr == htonl(INADDR_ANY))
-		la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(ps->fd, (struct sockaddr *)&la, sizeof la) || getsockname(ps->fd, (struct sockaddr *)&la, &ll))
+	if (fd >= 0)
+		close(fd);
+	return local;
+}
+
+/* The local address the route to `to` uses (a connected UDP socket sends nothing). */
+static int source_for(const struct sockaddr_in *to, struct in_addr *src)
+{
+	struct sockaddr_in la;
+	socklen_t ll = sizeof la;
+	int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	int r = fd < 0 || connect(fd, (const struct sockaddr *)to, sizeof *to) ||
+		getsockname(fd, (struct sockaddr *)&la, &ll) ? -1 : 0;
+
+	if (fd >= 0)
+		close(fd);
+	if (!r)
+		*src = la.sin_addr;
+	return r;
+}
+
+/* Connect fd from local address la (port 0: any) to `to`, la claimed for v meanwhile, and wait
+ * until sock_ops has enrolled fd's end and, when `both`, the peer's (on loopback almost always
+ * before connect returns, but wait for it rather than assume). 0, or -1 with errno (0: the
+ * connection was made but not enrolled). */
+static int claimed_connect(struct l7run *L, struct mesh_ver *v, int fd, struct sockaddr_in *la,
+			   const struct sockaddr_in *to, int both)
+{
+	socklen_t ll = sizeof *la;
+
+	if (bind(fd, (struct sockaddr *)la, sizeof *la) || getsockname(fd, (struct sockaddr *)la, &ll))
 		return -1;
-	claim(ps->pool->L, v, &la, 1);
-	int r = connect(ps->fd, (const struct sockaddr *)to, sizeof *to);
-	int e = errno;
-	struct l7_mesh_key mine = mesh_key_of(ps->fd), be = rev(mine);
-	for (int i = 0; !r && i < 200 && !(in_sockhash(v, &mine) && in_sockhash(v, &be)); i++)
+	claim(L, v, la, 1);
+	int r = connect(fd, (const struct sockaddr *)to, sizeof *to), e = errno;
+	struct l7_mesh_key mine = mesh_key_of(fd), peer = rev(mine);
+	for (int i = 0; !r && i < 200 && !(in_sockhash(v, &mine) && (!both || in_sockhash(v, &peer))); i++)
 		usleep(1000);
-	claim(ps->pool->L, v, &la, 0);
+	claim(L, v, la, 0);
 	if (r) {
-		*why = strerror(e);
 		errno = e;
 		return -1;
 	}
-	if (!in_sockhash(v, &mine) || !in_sockhash(v, &be)) {
-		*why = "its connections are not enrolled (is the backend in the cgroup?)";
+	if (!in_sockhash(v, &mine) || (both && !in_sockhash(v, &peer))) {
+		errno = 0;
 		return -1;
 	}
 	return 0;
 }
 
-/* Both ends known to the data plane, then the slot usable. */
+/* The loopback listener relay pairs are made on (in the cgroup, like l7run itself). */
+static int relay_listener(struct l7run *L)
+{
+	struct mesh *M = mesh_of(L);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+
+	if (M->relay_lfd)
+		return M->relay_lfd - 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -1;
+	if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 64)) {
+		close(fd);
+		return -1;
+	}
+	M->relay_lfd = fd + 1;
+	return fd;
+}
+
+void mesh_pool_fini(struct l7run *L)
+{
+	struct mesh *M = mesh_of(L);
+
+	if (M && M->relay_lfd) {
+		close(M->relay_lfd - 1);
+		M->relay_lfd = 0;
+	}
+}
+
+/* A remote slot's relay pair, both ends enrolled into v: out[1] connects from a claimed
+ * loopback address, out[0] is its accepted end (checked to be that connection). */
+static int relay_open(struct pool_sock *ps, int out[2])
+{
+	struct l7run *L = ps->pool->L;
+	struct mesh_ver *v = ver_of(ps);
+	struct sockaddr_in to, la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t tl = sizeof to;
+	int lfd = relay_listener(L), a = -1, b;
+
+	if (lfd < 0 || getsockname(lfd, (struct sockaddr *)&to, &tl))
+		return -1;
+	if ((b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
+		return -1;
+	/* accepted right after: the connection is queued once connect returns */
+	int r = claimed_connect(L, v, b, &la, &to, 0);
+	if (!r || errno == 0)
+		a = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+	struct l7_mesh_key kb = mesh_key_of(b), ka = rev(kb);
+	for (int i = 0; a >= 0 && i < 200 && !in_sockhash(v, &ka); i++)
+		usleep(1000);
+	struct l7_mesh_key got = a >= 0 ? mesh_key_of(a) : (struct l7_mesh_key){ 0 };
+	if (r || a < 0 || memcmp(&got, &ka, sizeof ka) || !in_sockhash(v, &ka)) {
+		if (a >= 0)
+			close(a);
+		close(b);
+		return -1;
+	}
+	struct timeval tv = { 0, 200 * 1000 };   /* l7run's writes into it never block the loop long */
+	setsockopt(a, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	out[0] = a;
+	out[1] = b;
+	return 0;
+}
+
+/* Bind the local address first, to claim it before the handshake enrolls the ends. A local
+ * endpoint (an address of this host): sock_ops enrolls both ends, and requests go into the
+ * backend's own socket. Any other is remote: only l7run's end is enrolled (its requests are
+ * redirected into it, out over TCP), and its responses come back through a relay pair. */
+static int mesh_connect(struct pool_sock *ps, const struct sockaddr_in *to, const char **why)
+{
+	struct mesh_ver *v = ver_of(ps);
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr = to->sin_addr };
+	int local = addr_is_local(to->sin_addr);
+
+	if (la.sin_addr.s_addr == htonl(INADDR_ANY))
+		la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (!local && source_for(to, &la.sin_addr)) {
+		*why = strerror(errno);
+		return -1;
+	}
+	if (claimed_connect(ps->pool->L, v, ps->fd, &la, to, local)) {
+		int e = errno;
+		*why = e ? strerror(e) : local ? "its connections are not enrolled (is the backend in the cgroup?)"
+					      : "l7run's connection to it is not enrolled";
+		errno = e ? e : EIO;
+		return -1;
+	}
+	int pair[2], sndbuf = 4 << 20;
+	uint32_t k = slot_of(ps);
+	if (!local) {
+		/* what the kernel redirects into it must fit (l7/mesh.h, L7_MESH_REMOTE_INLINE) */
+		setsockopt(ps->fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof sndbuf);
+		if (relay_open(ps, pair)) {
+			say(ps->pool->L, "upstream %s: cannot make a relay pair for a remote pool connection: %s",
+			    ps->pool->upstream[ps->up].name, strerror(errno));
+			errno = EIO;
+			return -1;   /* *why NULL: l7run's fault, not the upstream's */
+		}
+		v->relay[k][0] = pair[0] + 1;
+		v->relay[k][1] = pair[1] + 1;
+	}
+	return 0;
+}
+
+/* Both ends known to the data plane, then the slot usable. A remote slot: l7run's connection
+ * to the endpoint is where requests go (egress), its relay pair's write end frames responses. */
 static int enroll(struct pool_sock *ps)
 {
 	struct mesh_ver *v = ver_of(ps);
 	uint32_t k = slot_of(ps), gen = ++v->gen[k];
 	struct l7_mesh_key mine = mesh_key_of(ps->fd), be = rev(mine);
 	struct l7_mesh_conn c = { .role = L7_MR_RT_POOL, .index = k, .gen = gen };
-
-	bpf_map_update_elem(v->conns, &mine, &c, BPF_ANY);
-	c.role = L7_MR_BACKEND;
-	bpf_map_update_elem(v->conns, &be, &c, BPF_ANY);
 	struct l7_mesh_slot s = { .state = L7_MS_IDLE, .gen = gen, .backend = be };
+
+	if (v->relay[k][0]) {
+		struct l7_mesh_key w = mesh_key_of(v->relay[k][0] - 1), d = rev(w);
+		c.role = L7_MR_RT_REMOTE;
+		bpf_map_update_elem(v->conns, &mine, &c, BPF_ANY);
+		c.role = L7_MR_BACKEND;
+		bpf_map_update_elem(v->conns, &w, &c, BPF_ANY);
+		c.role = L7_MR_RT_POOL;
+		bpf_map_update_elem(v->conns, &d, &c, BPF_ANY);
+		s.backend = mine;
+		s.flags = L7_MSF_REMOTE;
+	} else {
+		bpf_map_update_elem(v->conns, &mine, &c, BPF_ANY);
+		c.role = L7_MR_BACKEND;
+		bpf_map_update_elem(v->conns, &be, &c, BPF_ANY);
+	}
 	bpf_map_update_elem(v->pool_map, &k, &s, BPF_ANY);   /* the slot is usable from here on */
 	return 0;
 }
 
-/* Data here is a response nobody waits for any more (orphaned): discard it. */
-static int readable(struct pool_sock *ps)
+/* A remote slot's relay pair goes with its connection. */
+static void leave(struct pool_sock *ps)
+{
+	struct mesh_ver *v = ver_of(ps);
+	uint32_t k = slot_of(ps);
+
+	for (int i = 0; i < 2; i++)
+		if (v->relay[k][i]) {
+			close(v->relay[k][i] - 1);
+			v->relay[k][i] = 0;
+		}
+}
+
+static void discard(int fd)
+{
+	char buf[4096];
+
+	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
+		;
+}
+
+/* A remote endpoint's responses, into the relay pair's write end: its SK_MSG frames them and
+ * redirects them into the bound client (counted as a local backend's are, so the client's order
+ * holds); what it discards (an orphaned slot) lands in the other end, emptied here. A write it
+ * refuses (past the orphan bound) ends the connection. */
+static int relay_in(struct pool_sock *ps, int w, int d)
 {
 	char buf[65536];
+	int one = 1;
 
+	for (;;) {
+		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
+		/* ACK at once: a backend that writes a response's head and body apart, without
+		 * TCP_NODELAY (Python's http.server), holds the body back until the head is ACKed,
+		 * and a delayed ACK made that 40 ms a response */
+		setsockopt(ps->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
+		for (ssize_t off = 0; n > 0 && off < n;) {
+			ssize_t m = send(w, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
+			if (m <= 0) {
+				discard(d);
+				return -1;
+			}
+			off += m;
+		}
+		if (n > 0)
+			continue;
+		int e = errno;
+		discard(d);
+		return n == 0 || (e != EAGAIN && e != EINTR) ? -1 : 0;
+	}
+}
+
+/* Data here is a response nobody waits for any more (orphaned): discard it. A remote slot's
+ * is the response itself: relayed. */
+static int readable(struct pool_sock *ps)
+{
+	struct mesh_ver *v = ver_of(ps);
+	uint32_t k = slot_of(ps);
+	char buf[65536];
+
+	if (v->relay[k][0])
+		return relay_in(ps, v->relay[k][0] - 1, v->relay[k][1] - 1);
 	for (;;) {
 		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (n > 0)
@@ -202,6 +407,7 @@ const struct pool_ops mesh_pool_ops = {
 	.eager = 1, .blocking = 1, .watch_input = 1, .send_timeout_ms = 200,
 	.connect = mesh_connect,
 	.enroll = enroll,
+	.leave = leave,
 	.readable = readable,
 	.stale = stale,
 	.lost = lost,

@@ -14,6 +14,10 @@
  *               BPF_F_INGRESS into the bound client's socket.
  *   l7run    -> its writes on its end of a client or pool connection go into the peer's socket
  *               the same way, so a client only ever receives through its ingress queue (order).
+ *   remote   -> an endpoint on another node has no socket here: its slot's `backend` is l7run's
+ *               own connection to it (L7_MR_RT_REMOTE, L7_MSF_REMOTE), requests are redirected
+ *               into it without BPF_F_INGRESS (sent out inline), and l7run copies what comes back
+ *               into the slot's relay socket, whose SK_MSG is the backend path above.
  * Requests are never forwarded unchecked: an unparseable head goes to l7run, which answers and
  * closes. */
 #ifndef L7_BPF_MESH_H
@@ -147,7 +151,7 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 	if (c->role == L7_MR_CLIENT) {
 		l7_mesh_release(c, k, 1);
 		bpf_map_delete_elem(&l7_mesh_hold, k);   /* a head it never finished */
-	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL) {
+	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL || c->role == L7_MR_RT_REMOTE) {
 		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
 		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
 		if (s && s->gen == c->gen)
@@ -575,9 +579,14 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 		l7_mesh_stat(L7_STAT_ORDER_WAIT);
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_FORWARD, total, 0, b - 1, seq);
 	}
+	if ((s->flags & L7_MSF_REMOTE) && total > L7_MESH_REMOTE_INLINE)   /* l7/mesh.h: l7run sends it */
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_FORWARD, total, 0, b - 1, seq);
 	struct l7_mesh_key be = s->backend;
+	/* a local backend's receive queue, or out of l7run's connection to a remote endpoint
+	 * (an egress redirect: tcp_bpf_sendmsg_redir sends it inline, in this sendmsg) */
+	__u64 rflags = s->flags & L7_MSF_REMOTE ? 0 : BPF_F_INGRESS;
 	bpf_msg_apply_bytes(msg, total);
-	if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, &be, BPF_F_INGRESS) != SK_PASS) {
+	if (bpf_msg_redirect_hash(msg, &l7_mesh_socks, &be, rflags) != SK_PASS) {
 		/* the backend's socket is gone (closed under us): 502, the slot gets refilled */
 		__sync_fetch_and_add(&s->resp_cnt, 1);
 		c->bind[up & (L7_MESH_UPSTREAMS - 1)] = 0;
@@ -858,8 +867,10 @@ __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 	/* l7run's ends: into the peer's receive queue, like everything else it gets (its answers
 	 * to a client count against the client's bound too) */
 	struct l7_mesh_key peer = l7_mesh_rev(&k);
-	if (c->role == L7_MR_RT_POOL)   /* a request l7run forwards (order, chunked body) */
+	if (c->role == L7_MR_RT_POOL || c->role == L7_MR_RT_REMOTE)   /* a request l7run forwards */
 		l7g_upstat(c->index / L7_MESH_SLOTS, 0, msg->size, 0);
+	if (c->role == L7_MR_RT_REMOTE)
+		return SK_PASS;   /* out over TCP to the remote endpoint */
 	if (c->role == L7_MR_RT_CLIENT) {
 		struct l7_mesh_conn *pc = bpf_map_lookup_elem(&l7_mesh_conns, &peer);
 		if (pc && ((pc->flags & L7_MC_OVER) || l7_mesh_client_full(pc, msg->size))) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Echo backend for the mesh tests: answers every request with the headers it received.
 
-usage: echo.py NAME PORT
+usage: echo.py NAME PORT [ADDR]   (ADDR: where it listens, default 127.0.0.1)
 Body: "backend=NAME", "path=...", "method=...", "len=N sha256=HEX" for request bodies, then
 one "h:name=value" line per received header (lower-case names). HTTP/1.1 keep-alive.
 A query "size=N" asks for an N-byte body of 'x' instead (written 1 MiB at a time). HEAD gets
@@ -15,6 +15,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 NAME, PORT = sys.argv[1], int(sys.argv[2])
+ADDR = sys.argv[3] if len(sys.argv) > 3 else "127.0.0.1"
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -93,4 +94,4 @@ class Server(ThreadingHTTPServer):
     allow_reuse_address = True
 
 
-Server(("127.0.0.1", PORT), Handler).serve_forever()
+Server((ADDR, PORT), Handler).serve_forever()

@@ -67,7 +67,13 @@ enum l7_mesh_role {
 	L7_MR_CLIENT = 1,     /* an application's socket connected to a service address */
 	L7_MR_RT_CLIENT,      /* l7run's accepted end of it (slow-path bytes, l7run's answers) */
 	L7_MR_RT_POOL,        /* l7run's end of a pool connection */
-	L7_MR_BACKEND,        /* the backend's accepted end of a pool connection */
+	L7_MR_BACKEND,        /* the backend's accepted end of a pool connection; for a remote
+			       * slot, the end of l7run's relay pair that l7run writes the remote
+			       * endpoint's responses into (its SK_MSG frames them as a local
+			       * backend's: into the client's ingress) */
+	L7_MR_RT_REMOTE,      /* l7run's connection to an endpoint that is not a local enrolled
+			       * socket (another node): requests are redirected into it without
+			       * BPF_F_INGRESS (sent out inline in the client's sendmsg) */
 };
 
 enum l7_mesh_body { L7_MB_HEAD = 0, L7_MB_LEN, L7_MB_CHUNK, L7_MB_CHUNK_DATA, L7_MB_RAW };
@@ -140,8 +146,21 @@ struct l7_mesh_slot {
 	__u32 log_seq[64];    /* = L7_MESH_NOBODY_DEPTH */
 	__u32 log_status;
 	__u32 log_bytes;
+	__u32 flags;          /* L7_MSF_*: l7run sets them when it fills the slot */
+	__u32 pad;
 };
 #define L7_MESH_NOBODY_DEPTH 64
+/* A remote slot: `backend` is l7run's own L7_MR_RT_REMOTE socket (egress redirect); the
+ * responses come back through l7run into the slot's relay socket (L7_MR_BACKEND). */
+#define L7_MSF_REMOTE 1u
+/* A request (head and body) of at most this many bytes goes to a remote slot by the kernel's
+ * egress redirect; a longer one goes through l7run (L7_MP_FORWARD). The egress redirect sends
+ * with the client's flags (tcp_bpf_sendmsg_redir -> tcp_bpf_push_locked), so for a non-blocking
+ * client a full send buffer on l7run's connection is -EAGAIN, and tcp_bpf_send_verdict then
+ * drops the bytes and shortens the client's send: the client sends the rest again, framed as a
+ * new request. l7run gives its remote connections a 4 MiB send buffer (SO_SNDBUFFORCE), which
+ * requests this short fill only when the remote endpoint stops reading. */
+#define L7_MESH_REMOTE_INLINE 16384
 
 /* l7_mesh_rmut value, index = pool slot: per request n on the connection (entry n & 63, the
  * depth of the no-body bits) the header mutations its rules chose for its response. Written
@@ -209,7 +228,7 @@ struct l7_mesh_ctl {
 
 #define L7_MESH_KEY_SIZE   16
 #define L7_MESH_CONN_SIZE  176
-#define L7_MESH_SLOT_SIZE  336
+#define L7_MESH_SLOT_SIZE  344
 #define L7_MESH_PKEY_SIZE  24
 #define L7_MESH_PASS_SIZE  24
 #define L7_MESH_CTL_SIZE   16
