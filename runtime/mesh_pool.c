@@ -305,9 +305,10 @@ static void discard(int fd)
 
 /* A remote endpoint's responses, into the relay pair's write end: its SK_MSG frames them and
  * redirects them into the bound client (counted as a local backend's are, so the client's order
- * holds); what it discards (an orphaned slot) lands in the other end, emptied here. A write it
+ * holds); what it discards (an orphaned slot's, at most L7_MESH_CLIENT_QMAX) lands in the other
+ * end, which stale() empties every LOOK_MS (here it was one more recv per response). A write it
  * refuses (past the orphan bound) ends the connection. */
-static int relay_in(struct pool_sock *ps, int w, int d)
+static int relay_in(struct pool_sock *ps, int w)
 {
 	char buf[65536];
 	int one = 1;
@@ -320,16 +321,15 @@ static int relay_in(struct pool_sock *ps, int w, int d)
 		setsockopt(ps->fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof one);
 		for (ssize_t off = 0; n > 0 && off < n;) {
 			ssize_t m = send(w, buf + off, (size_t)(n - off), MSG_NOSIGNAL);
-			if (m <= 0) {
-				discard(d);
+			if (m <= 0)
 				return -1;
-			}
 			off += m;
 		}
-		if (n > 0)
+		if (n == (ssize_t)sizeof buf)
 			continue;
 		int e = errno;
-		discard(d);
+		if (n > 0)
+			return 0;   /* a short read took what was queued: no EAGAIN call to learn it */
 		return n == 0 || (e != EAGAIN && e != EINTR) ? -1 : 0;
 	}
 }
@@ -343,7 +343,7 @@ static int readable(struct pool_sock *ps)
 	char buf[65536];
 
 	if (v->relay[k][0])
-		return relay_in(ps, v->relay[k][0] - 1, v->relay[k][1] - 1);
+		return relay_in(ps, v->relay[k][0] - 1);
 	for (;;) {
 		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
 		if (n > 0)
@@ -362,6 +362,8 @@ static int stale(struct pool_sock *ps, uint64_t now)
 	uint32_t k = slot_of(ps);
 	struct l7_mesh_slot s;
 
+	if (v->relay[k][1])
+		discard(v->relay[k][1] - 1);   /* what the relay's SK_MSG dropped (relay_in) */
 	if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k] || s.state != L7_MS_ORPHAN) {
 		ps->since = 0;
 		return 0;

@@ -296,7 +296,28 @@ def t_refill():
     check(ok >= 50, "the remote backend serves again after its restart (%d in a row)" % ok)
 
 
-CHECKS = [("decisions", t_decisions), ("pipelined", t_pipelined), ("keepalive", t_keepalive), ("refill", t_refill)]
+def t_orphan():
+    """Clients that leave with a large remote response owed (every pool connection of the remote
+    upstream, twice over): what still comes is dropped, not delivered to the next client, and
+    the pool serves the next clients."""
+    for _ in range(2 * POOL):
+        s = connect()
+        s.sendall(req("/r/gone?size=2000000"))
+        s.recv(100)
+        s.close()
+    time.sleep(0.5)
+    for i in range(4 * POOL):
+        s = connect()
+        r = Reader(s)
+        s.sendall(req("/r/next%d" % i))
+        st, _, body = r.response()
+        s.close()
+        check(st == 200 and field(body, "path") == "/r/next%d" % i, "after orphaned slots: %d, %s"
+              % (st, field(body, "path")))
+
+
+CHECKS = [("decisions", t_decisions), ("pipelined", t_pipelined), ("keepalive", t_keepalive), ("orphan", t_orphan),
+          ("refill", t_refill)]
 
 
 def main():
