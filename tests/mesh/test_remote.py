@@ -12,9 +12,6 @@ usage: test_remote.py L7C L7RUN [CHECK...]   (default: every check)"""
 import ctypes
 import hashlib
 import os
-import re
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,10 +19,10 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import procs  # noqa: E402  (start/stop by pid, ports, cgroups, --stats)
 from policy import policy  # noqa: E402
-from rawhttp import Reader  # noqa: E402
+from rawhttp import Reader, connect as raw_connect  # noqa: E402
 
-CG_ROOT = "/sys/fs/cgroup/unified"
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
 PID = os.getpid()
@@ -36,10 +33,10 @@ ADDR_A, ADDR_B = "10.77.%d.1" % NET, "10.77.%d.2" % NET
 NS_A, NS_B = "l7rm-a-%d" % PID, "l7rm-b-%d" % PID
 VETH_A, VETH_B = "l7ra%d" % (PID % 100000), "l7rb%d" % (PID % 100000)
 POOL = 4
-CG = os.path.join(CG_ROOT, "l7rmesh-%d" % PID)
+CG = os.path.join(procs.CG_ROOT, "l7rmesh-%d" % PID)
 PIN = "/sys/fs/bpf/l7rmesh-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7rmesh-")
-HOME_CG = open("/proc/self/cgroup").read().split("0::", 1)[1].split("\n")[0]
+HOME_CG = procs.cgroup_home()
 HOME_NS = os.open("/proc/self/ns/net", os.O_RDONLY)
 
 if os.environ.get("L7_TEST_LOCAL_R"):   # debugging: node B's upstream on node A instead
@@ -55,8 +52,6 @@ POLICY = policy("remote", SVC, [("a", PA), ("r", "%s:%d" % (ADDR_B, PB))], """\
     Route(request, a);
   }
 """)
-
-procs = {}
 
 
 def sh(*argv):
@@ -79,38 +74,18 @@ def make_nodes():
         sh("ip", "-n", ns, "link", "set", dev, "up")
 
 
-def in_cgroup():
-    with open(os.path.join(CG, "cgroup.procs"), "w") as f:
-        f.write("%d\n" % os.getpid())
+named = {}
 
 
 def start(name, argv, ns, cgroup=False, **kw):
     """argv in node ns (nsenter, not `ip netns exec`: that remounts /sys and hides cgroup2)."""
-    procs[name] = subprocess.Popen(["nsenter", "--net=/run/netns/" + ns, "--"] + argv,
-                                   preexec_fn=in_cgroup if cgroup else None, **kw)
-    return procs[name]
-
-
-def stop(name):
-    p = procs.pop(name, None)
-    if p and p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
+    named[name] = procs.start(["nsenter", "--net=/run/netns/" + ns, "--"] + argv, cgroup=CG if cgroup else None, **kw)
+    return named[name]
 
 
 def wait_port(host, port, timeout=5.0):
-    end = time.time() + timeout
-    while time.time() < end:
-        try:
-            socket.create_connection((host, port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("%s:%d never opened" % (host, port))
+    if not procs.wait_port(port, timeout, host):
+        raise RuntimeError("%s:%d never opened" % (host, port))
 
 
 def start_remote():
@@ -120,10 +95,7 @@ def start_remote():
 
 
 def connect():
-    s = socket.create_connection(("127.0.0.1", SVC), 5)
-    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    s.settimeout(5)
-    return s
+    return raw_connect(SVC)
 
 
 def req(path, method="GET", body=b""):
@@ -173,8 +145,7 @@ def dump_state():
 
 
 def stats():
-    out = subprocess.run([L7RUN, "--stats", PIN], capture_output=True, text=True, timeout=10).stdout
-    return dict((m.group(1), int(m.group(2))) for m in re.finditer(r"^stat (\S+)\s+(\d+)$", out, re.M))
+    return procs.l7run_stats(L7RUN, PIN)
 
 
 # ---- checks --------------------------------------------------------------------------------
@@ -266,7 +237,7 @@ def t_keepalive():
 def t_refill():
     """The remote backend restarts: its requests fail while it is down (502/503, never hang),
     then its pool refills and it serves again; the local upstream is not affected."""
-    stop("backendB")
+    procs.stop(named.pop("backendB"))
     time.sleep(0.3)
     s = connect()
     r = Reader(s)
@@ -344,7 +315,7 @@ def main():
               cgroup=False, stderr=log)
         wait_port("127.0.0.1", SVC, 30)
         time.sleep(0.3)    # pools filled
-        in_cgroup()        # the client's sockets are the mesh's
+        procs.cgroup_join(CG)   # the client's sockets are the mesh's
         for name, fn in CHECKS:
             if ONLY and name not in ONLY:
                 continue
@@ -359,19 +330,12 @@ def main():
                 print("FAIL %-10s %s" % (name, e))
             sys.stdout.flush()
     finally:
-        with open(os.path.join(CG_ROOT + HOME_CG, "cgroup.procs"), "w") as f:
-            f.write("%d\n" % os.getpid())
-        for name in list(procs):
-            stop(name)
+        procs.cgroup_join(HOME_CG)
+        procs.stop_all()
         setns(HOME_NS)
         if failed:
             print(open(os.path.join(TMP, "l7run.log")).read()[-(1 << 20 if os.environ.get("L7_TEST_VERBOSE") else 4000):])
-        for _ in range(50):
-            try:
-                os.rmdir(CG)
-                break
-            except OSError:
-                time.sleep(0.1)
+        procs.cgroup_remove(CG)
         for ns in (NS_A, NS_B):
             subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
         subprocess.run(["rm", "-rf", TMP, PIN])
