@@ -157,7 +157,7 @@ static int relay_listener(struct l7run *L)
 
 	if (M->relay_lfd)
 		return M->relay_lfd - 1;
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (fd < 0)
 		return -1;
 	if (bind(fd, (struct sockaddr *)&a, sizeof a) || listen(fd, 64)) {
@@ -192,15 +192,22 @@ static int relay_open(struct pool_sock *ps, int out[2])
 		return -1;
 	if ((b = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) < 0)
 		return -1;
-	/* accepted right after: the connection is queued once connect returns */
+	/* queued once connect returns; anything else some process queued there is not ours: closed */
 	int r = claimed_connect(L, v, b, &la, &to, 0);
-	if (!r || errno == 0)
-		a = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
-	struct l7_mesh_key kb = mesh_key_of(b), ka = rev(kb);
+	struct l7_mesh_key kb = mesh_key_of(b), ka = rev(kb), got;
+	for (int i = 0; !r && a < 0 && i < 200; i++) {
+		a = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);   /* blocking: not inherited */
+		got = a >= 0 ? mesh_key_of(a) : (struct l7_mesh_key){ 0 };
+		if (a >= 0 && memcmp(&got, &ka, sizeof ka)) {
+			close(a);
+			a = -1;
+		} else if (a < 0) {
+			usleep(1000);
+		}
+	}
 	for (int i = 0; a >= 0 && i < 200 && !in_sockhash(v, &ka); i++)
 		usleep(1000);
-	struct l7_mesh_key got = a >= 0 ? mesh_key_of(a) : (struct l7_mesh_key){ 0 };
-	if (r || a < 0 || memcmp(&got, &ka, sizeof ka) || !in_sockhash(v, &ka)) {
+	if (r || a < 0 || !in_sockhash(v, &ka)) {
 		if (a >= 0)
 			close(a);
 		close(b);
