@@ -287,8 +287,36 @@ def t_orphan():
               % (st, field(body, "path")))
 
 
+def t_reload():
+    """A reload (the same object, a new version): a connection opened before keeps its version's
+    remote pool, new ones get the new version's (its own relay pairs), both reach node B."""
+    old = connect()
+    ro = Reader(old)
+    old.sendall(req("/r/before"))
+    st, _, body = ro.response()
+    check(st == 200 and field(body, "backend") == "B", "before the reload: %d" % st)
+    r = subprocess.run([L7RUN, "--reload", str(named["l7run"].pid), "--pin", PIN], capture_output=True, text=True,
+                       timeout=150)
+    check(r.returncode == 0 and "version 2 serving" in r.stdout, "l7run --reload: %d %s"
+          % (r.returncode, (r.stdout + r.stderr).strip()[-300:]))
+    for i in range(20):
+        s = connect()
+        rn = Reader(s)
+        s.sendall(req("/r/new%d" % i) + req("/a/new%d" % i))
+        st, _, body = rn.response()
+        st2, _, body2 = rn.response()
+        s.close()
+        check(st == 200 and field(body, "path") == "/r/new%d" % i and field(body, "backend") == "B",
+              "after the reload, a new connection to B: %d %s" % (st, field(body, "path")))
+        check(st2 == 200 and field(body2, "backend") == "A", "after the reload, the same connection to A: %d" % st2)
+    old.sendall(req("/r/after"))
+    st, _, body = ro.response()
+    check(st == 200 and field(body, "path") == "/r/after", "the connection from before the reload: %d" % st)
+    old.close()
+
+
 CHECKS = [("decisions", t_decisions), ("pipelined", t_pipelined), ("keepalive", t_keepalive), ("orphan", t_orphan),
-          ("refill", t_refill)]
+          ("reload", t_reload), ("refill", t_refill)]
 
 
 def main():
