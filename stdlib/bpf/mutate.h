@@ -197,17 +197,21 @@ __attribute__((noinline)) int l7g_msg_edit(struct sk_msg_md *msg, struct l7_req 
 			cx.delta = (int)total;
 		}
 	}
-	if (e->n_del) {
+	if (e->n_del)
 		l7_loop(L7_MAX_SET, l7_cut_cb, &cx);
-		/* Every cut splits a scatterlist element: with a few heads of eight cuts in one
-		 * message the ring wraps, and an ingress redirect of it delivered only its first two
-		 * elements (measured, mesh mode: the third pipelined request lost its tail). One
-		 * element again for the edited head's part in this message. */
+	if (e->n_del || cx.delta) {
+		/* Every cut and every push splits a scatterlist element: with a few heads of eight
+		 * cuts, or nine heads with a line added, in one message the ring wraps, and an
+		 * ingress redirect of it delivered only its first elements (measured, mesh mode: the
+		 * third pipelined request lost its tail; the ninth of 16 requests with a line added
+		 * lost). One element again for the edited head's part in this message; after a push
+		 * only when bytes follow the head in it (the next requests), so a write of one
+		 * request pays no copy. */
 		__s64 lo = from < 0 ? -from : 0, hi = ins + 2 - from + cx.delta;
 		__s64 end = (__s64)e->size + cx.delta;
 		if (hi > end)
 			hi = end;
-		if (cx.delta != L7_EDIT_FAILED && lo < hi)
+		if (cx.delta != L7_EDIT_FAILED && lo < hi && (e->n_del || (__s64)msg->size > hi))
 			bpf_msg_pull_data(msg, (__u32)lo, (__u32)hi, 0);
 	}
 	return cx.delta;
