@@ -210,7 +210,7 @@ def routes(d):
     print()
 
 
-if __name__ == "__main__":   # bench/compile_time.py imports the policy generators
+if __name__ == "__main__":   # bench/compile_time.py and scripts/calibrate.py import the policy generators
     with tempfile.TemporaryDirectory() as d:
         for s in SERIES:
             {"rbac": rbac, "routes": routes}[s](d)

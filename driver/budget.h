@@ -5,6 +5,9 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
+
+#include "calib.h"
 
 #define BUDGET_MAX_FUNCS 192    /* programs, callbacks, and split programs' decide chains */
 #define BUDGET_MAX_CALLEES 32   /* symbols loaded as immediates (maps, callbacks) or called */
@@ -27,6 +30,19 @@ struct budget_func {
 	bool is_chunk;                   /* a rule chunk: a static subprogram called directly */
 	int caller;                      /* chunks: the first program calling it, -1 if none */
 	long paths_estimate;             /* this function's own walk */
+	long policy_walk;                /* the part of it on the .l7 file's lines */
+	uint64_t msig;                   /* the machinery's source lines it holds (budget.c decode) */
+	uint64_t csig;                   /* its instructions, as the object holds them */
+	uint64_t chain_code;             /* csig of it and all it reaches: the program as the kernel
+	                                  * loads it (a calibration's exact key) */
+	uint64_t chain_sig;              /* msig of it and all it reaches: the machinery's
+	                                  * configuration, the calibration's key */
+	uint64_t chain_feat;             /* the names of the functions it reaches: the features the
+	                                  * policy selected (a calibration's coarser key) */
+	long chain_policy_walk;          /* policy_walk of it and all it reaches */
+	long model_estimate;             /* the structural model's estimate, before calibration */
+	enum calib_level calib;          /* programs: what of the calibration the estimate used */
+	long machinery_estimate;         /* programs: what of the estimate is the machinery's */
 	long estimate;                   /* with the callbacks it reaches */
 	char callees[BUDGET_MAX_CALLEES][64];
 	bool called[BUDGET_MAX_CALLEES]; /* a direct call (a subprogram or a global function), not a

@@ -120,14 +120,13 @@ static void fill_budget(struct report *r)
 			continue;
 		g->used = g->processed >= 0 ? g->processed : g->f->estimate;
 		g->budget_pct = 100.0 * (double)g->used / (double)r->budget;
-		if (g->used > r->budget)
+		if (g->used > r->budget && g->processed >= 0 && g->f->estimate <= r->budget)
 			note(r,
-			     g->processed >= 0 && g->f->estimate <= r->budget
-				     ? "%s exceeds the budget: %ld processed instructions of %ld (the model estimated it under: "
-				       "l7c did not split it); lower --budget to split"
-				     : "%s exceeds the budget: %ld processed instructions of %ld; it cannot be split further: move "
-				       "large rule sets to tables or sets",
+			     "%s exceeds the budget: %ld processed instructions of %ld (the model estimated it under: "
+			     "l7c did not split it); lower --budget to split",
 			     g->f->name, g->used, r->budget);
+		else if (g->used > r->budget && r->nnotes < RP_MAX_NOTES)
+			split_advice(&r->sb, g->f, g->used, r->budget, r->notes[r->nnotes++], sizeof(r->notes[0]));
 		if (g->processed > 0) {
 			double e = ((double)g->f->estimate - (double)g->processed) / (double)g->processed;
 			err += e < 0 ? -e : e;
@@ -219,6 +218,22 @@ static void report_free(struct report *r)
 	free(r->slow);
 }
 
+/* Which calibration the estimates used (calib.h), and how many programs each level served. */
+static void calib_text(const struct report *r, char *buf, size_t n)
+{
+	const struct calib *c = calib_get();
+	int lv[5] = { 0 };
+	for (int i = 0; i < r->nprogs; i++)
+		if (r->progs[i].kind == RP_PROGRAM)
+			lv[r->progs[i].f->calib]++;
+	if (!strcmp(c->source, "none"))
+		snprintf(buf, n, "calibration: none for kernel %s (%s): structural estimates only", c->running, c->note);
+	else
+		snprintf(buf, n, "calibration: kernel %s, %s %s%s%s: %d program%s exact, %d by machinery configuration, %d by features, %d by program, %d uncalibrated",
+			 c->release, c->source, c->path, c->note[0] ? "; " : "", c->note, lv[CALIB_EXACT], lv[CALIB_EXACT] == 1 ? "" : "s",
+			 lv[CALIB_CONFIG], lv[CALIB_FEATURES], lv[CALIB_PROGRAM], lv[CALIB_NONE]);
+}
+
 /* ---- text ---- */
 
 /* A rule's decision as the reports print it: "forward api + header mutations (table #0: 3 rules)" */
@@ -285,6 +300,9 @@ static void text_report(const struct report *r)
 		chains(r, stdout, "  ", "->");
 		printf("\n");
 	}
+	char cal[1024];
+	calib_text(r, cal, sizeof(cal));
+	printf("%s\n\n", cal);
 	printf("%-22s %-22s %7s %7s %9s %9s %6s %5s %6s  %s\n", "program", "section", "insns", "policy", "est.proc",
 	       "processed", "budget", "stack", "tails", r->verified ? "verifier" : "");
 	for (int i = 0; i < r->nprogs; i++) {
@@ -402,17 +420,31 @@ static void json_report(const struct report *r)
 	char buf[512];
 	printf("{\"source\":");
 	json_str(stdout, p->source_path);
-	printf(",\"budget\":%ld,\"unroll_max\":%d,\"programs\":[", r->budget, r->sb.plan.unroll_max);
+	const struct calib *cal = calib_get();
+	printf(",\"budget\":%ld,\"unroll_max\":%d,\"calibration\":{\"source\":\"%s\",\"release\":", r->budget, r->sb.plan.unroll_max,
+	       cal->source);
+	json_str(stdout, cal->release[0] ? cal->release : NULL);
+	printf(",\"running\":");
+	json_str(stdout, cal->running);
+	printf(",\"path\":");
+	json_str(stdout, cal->path[0] ? cal->path : NULL);
+	printf(",\"note\":");
+	json_str(stdout, cal->note[0] ? cal->note : NULL);
+	printf("},\"programs\":[");
 	for (int i = 0; i < r->nprogs; i++) {
 		const struct rp_prog *g = &r->progs[i];
 		printf("%s{\"name\":\"%s\",\"section\":\"%s\",\"kind\":", i ? "," : "", g->f->name, g->f->section);
 		json_str(stdout, g->where);
 		printf(",\"subprogram\":%s,\"rule_chunk\":%s,\"insns\":%d,\"policy_insns\":%d,\"estimated_processed\":%ld,"
 		       "\"processed\":%ld,\"budget_used\":%ld,\"stack\":%d,\"tail_calls\":%d,\"verify_ms\":%.2f,\"patched\":%d,"
-		       "\"jump_reach\":%d,\"chain_stack\":%d,\"chain_insns\":%ld,\"verifier\":",
+		       "\"jump_reach\":%d,\"chain_stack\":%d,\"chain_insns\":%ld,\"code\":\"%016llx\",\"machinery\":\"%016llx\",\"features\":\"%016llx\","
+		       "\"policy_walk\":%ld,\"model_estimate\":%ld,\"machinery_estimate\":%ld,\"calibration\":\"%s\",\"verifier\":",
 		       g->kind != RP_PROGRAM ? "true" : "false", g->kind == RP_CHUNK ? "true" : "false", g->f->insns,
 		       g->f->policy_insns, g->f->estimate, g->processed, g->used, g->f->stack, g->tails, g->verify_ms,
-		       g->f->patched, g->f->jump_reach, g->f->chain_stack, g->f->chain_insns);
+		       g->f->patched, g->f->jump_reach, g->f->chain_stack, g->f->chain_insns,
+		       (unsigned long long)g->f->chain_code, (unsigned long long)g->f->chain_sig,
+		       (unsigned long long)g->f->chain_feat, g->f->chain_policy_walk,
+		       g->f->model_estimate, g->f->machinery_estimate, g->kind == RP_PROGRAM ? calib_level_name(g->f->calib) : "-");
 		json_str(stdout, verdict_text(g, buf, sizeof(buf)));
 		json_refusal(g);
 		printf(",\"attach\":");
@@ -538,6 +570,10 @@ static void html_report(const struct report *r)
 		chains(r, f, "- ", "&rarr;");
 		fprintf(f, "\n");
 	}
+	char cal[1024];
+	calib_text(r, cal, sizeof(cal));
+	html_text(f, cal);
+	fprintf(f, "\n\n");
 	fprintf(f, "<table>\n<tr><th>program</th><th>section</th><th>insns</th><th>policy</th><th>est. processed</th>"
 		   "<th>processed</th><th>budget used</th><th>stack</th><th>tail calls</th><th>verifier</th><th>attach</th></tr>\n");
 	for (int i = 0; i < r->nprogs; i++) {

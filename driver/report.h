@@ -67,7 +67,7 @@ struct report {
 	int nrules;
 	char (*slow)[320];            /* what goes to the slow path, one line each */
 	int nslow;
-	char notes[RP_MAX_NOTES][256];   /* warnings */
+	char notes[RP_MAX_NOTES][512];   /* warnings */
 	int nnotes;
 	struct rp_limit limits[8];
 	int nlimits;

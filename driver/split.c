@@ -74,12 +74,6 @@ static const struct budget_func *find_k(const struct budget *b, const char *pref
 	return find(b, name);
 }
 
-static long estimate_of(const struct budget *b, const char *prefix, int k)
-{
-	const struct budget_func *f = find_k(b, prefix, k);
-	return f ? f->estimate : 0;
-}
-
 /* The functions holding chunk k's rules (its decide programs, where a chunk that checks a JWT
  * is inlined, and its own subprogram): the largest patched size of those whose longest jump is
  * past its reach, 0 if none is. */
@@ -95,18 +89,21 @@ static int chunk_code(const struct split_build *sb, int k)
 	return code;
 }
 
-/* Pieces a run of rules is cut into: for its estimate over the budget (each piece keeps the
- * machinery's share: aim below it), for its code past a jump's reach. */
-static int pieces_for(long est, long budget, int code)
+/* Pieces a run of rules is cut into: for its estimate over the budget (calibrated, each piece
+ * keeps the machinery's share `mach`: the rules' share is cut to fit what it leaves of 90% of
+ * the budget, and if the machinery alone takes that, cutting the rules cannot help and they are
+ * not cut for the budget; uncalibrated, the structural estimate is cut to 70% of it), for its
+ * code past a jump's reach. */
+static int pieces_for(long est, long mach, bool calibrated, long budget, int code)
 {
 	int pieces = 1;
-	if (est > budget) {
-		long aim = budget * 7 / 10 > 0 ? budget * 7 / 10 : 1;
-		pieces = (int)((est + aim - 1) / aim);
-	}
+	long aim = calibrated ? budget * 9 / 10 - mach : budget * 7 / 10;
+	bool over = est > budget && aim > 0;
+	if (over)
+		pieces = (int)((est - (calibrated ? mach : 0) + aim - 1) / aim);
 	if (code > LIMIT_JUMP && (code + CODE_TARGET - 1) / CODE_TARGET > pieces)
 		pieces = (code + CODE_TARGET - 1) / CODE_TARGET;
-	return pieces > 1 ? pieces : est > budget || code > LIMIT_JUMP ? 2 : 1;
+	return pieces > 1 ? pieces : over || code > LIMIT_JUMP ? 2 : 1;
 }
 
 /* Cuts rules [first, last) into `pieces` runs of about equal size; appends the starts of all
@@ -185,7 +182,7 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 		code = mesh->jump_reach > LIMIT_JUMP && mesh->patched > code ? mesh->patched : code;
 	}
 	if (changed && plan->nchunks <= 1) {
-		int starts[4 * CODEGEN_MAX_CHUNKS], n = 1, pieces = pieces_for(0, budget, code);
+		int starts[4 * CODEGEN_MAX_CHUNKS], n = 1, pieces = pieces_for(0, 0, false, budget, code);
 		starts[0] = 0;
 		if (pieces > 1)
 			n = cut(size, 0, total, pieces, starts, n);
@@ -201,13 +198,16 @@ static int refine(const struct ir_program *p, const int *size, int total, long b
 	int starts[4 * CODEGEN_MAX_CHUNKS], n = 0;
 	for (int k = 0; k < plan->nchunks; k++) {
 		int first = plan->chunk_first[k], last = k + 1 < plan->nchunks ? plan->chunk_first[k + 1] : total;
-		long est = 0, e;
-		if (plan->gw && (e = estimate_of(&sb->b, SPLIT_CHAIN_GW, k)) > est)
-			est = e;
-		if (plan->mesh && (e = estimate_of(&sb->b, SPLIT_CHAIN_MESH, k)) > est)
-			est = e;
+		/* each chain's decide program: its own machinery's share */
+		int code = chunk_code(sb, k), pieces = 1;
+		const char *chain[] = { SPLIT_CHAIN_GW, SPLIT_CHAIN_MESH };
+		int on[] = { plan->gw, plan->mesh };
+		for (int c = 0; c < 2; c++) {
+			const struct budget_func *f = on[c] ? find_k(&sb->b, chain[c], k) : NULL;
+			int np = f ? pieces_for(f->estimate, f->machinery_estimate, f->calib != CALIB_NONE, budget, code) : 1;
+			pieces = np > pieces ? np : pieces;
+		}
 		starts[n++] = first;
-		int pieces = pieces_for(est, budget, chunk_code(sb, k));
 		if (pieces > 1 && last - first > 1) {
 			n = cut(size, first, last, pieces, starts, n);
 			changed = 1;
@@ -258,19 +258,34 @@ static int over_limits(const struct ir_program *p, const struct split_build *sb)
 	return bad;
 }
 
+void split_advice(const struct split_build *sb, const struct budget_func *f, long used, long budget, char *buf, size_t n)
+{
+	bool host = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH);
+	bool split = host && (sb->plan.gw || sb->plan.mesh);
+	long mach = f->machinery_estimate, rules = used - mach > 0 ? used - mach : 0;
+	int len = snprintf(buf, n, "%s needs %ld processed instructions, over the budget of %ld%s: ", f->name, used, budget,
+			   used > LIMIT_PROCESSED ? " and the kernel's limit" : "");
+	if (len < 0 || (size_t)len >= n)
+		return;
+	if (mach > budget * 9 / 10 || (!host && !strstr(f->name, "_decide_")))   /* as pieces_for cuts */
+		snprintf(buf + len, n - (size_t)len,
+			 "the machinery alone needs about %ld (%s, calibration: %s; the policy's own code is %d instructions%s), "
+			 "so no split of the rules and no table brings it under: raise --budget to at least %ld",
+			 mach, split ? "its parse half" : !host && !strstr(f->name, "_decide_") ? "a program without rules" : "its decide part",
+			 calib_level_name(f->calib), f->policy_insns, f->policy_insns ? "" : ", none", mach * 10 / 9 + 1);
+	else
+		snprintf(buf + len, n - (size_t)len,
+			 "its rules need about %ld of it and the machinery %ld; %s: move large rule sets to tables or sets",
+			 rules, mach, split ? "its parse half cannot be split further" : "its rules cannot be split further");
+}
+
 static void note_over(struct split_build *sb, long budget)
 {
 	for (int i = 0; i < sb->b.nfuncs && sb->nwarnings < 4; i++) {
 		const struct budget_func *f = &sb->b.funcs[i];
 		if (f->is_subprog || f->estimate <= budget)
 			continue;
-		bool host = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH);
-		snprintf(sb->warnings[sb->nwarnings++], sizeof(sb->warnings[0]),
-			 "%s is estimated at %ld processed instructions, over the budget of %ld%s, and %s", f->name,
-			 f->estimate, budget, f->estimate > LIMIT_PROCESSED ? " and the kernel's limit" : "",
-			 host && (sb->plan.gw || sb->plan.mesh) ? "its parse half cannot be split further"
-			 : host || strstr(f->name, "_decide_") ? "its rules cannot be split further"
-							       : "only the programs holding the policy are split");
+		split_advice(sb, f, f->estimate, budget, sb->warnings[sb->nwarnings++], sizeof(sb->warnings[0]));
 	}
 }
 

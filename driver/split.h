@@ -13,7 +13,7 @@ struct split_build {
 	char *obj;                 /* the object, malloc'd */
 	size_t obj_len;
 	struct budget b;           /* the model of obj (line arrays malloc'd) */
-	char warnings[4][256];     /* programs still over the budget once nothing can be split */
+	char warnings[4][512];     /* programs still over the budget once nothing can be split */
 	int nwarnings;
 };
 
@@ -31,6 +31,10 @@ struct l7_timers;
 int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
 		struct split_build *sb, struct l7_timers *timers);
 void split_build_free(struct split_build *sb);
+
+/* Why program f, `used` processed instructions (the kernel's count, else the estimate), is over
+ * `budget`: its machinery alone (the model's machinery_estimate), or its rules, and what to do. */
+void split_advice(const struct split_build *sb, const struct budget_func *f, long used, long budget, char *buf, size_t n);
 
 /* The hosts that can be split and their decide chains (l7/progs.def). */
 #define SPLIT_HOST_GW   "l7_client_parser"
