@@ -72,7 +72,8 @@ static const struct opt {
 	  "split into a chain\nof tail calls (see --explain)" },
 	{ "split", 'L', required_argument, "--split=WHEN",
 	  "auto (default): split what the budget model finds over the\nbudget; none: only what cannot be one program "
-	  "(a jump's reach);\nparse: always end the parse half with a tail call into a decide\nprogram" },
+	  "(a jump's reach);\nparse: always end the parse half with a tail call into a decide\nprogram; rules: that, "
+	  "and a decide program per rule (at most 33)" },
 	{ "mode", 'M', required_argument, "--mode=MODE",
 	  "both (default): the programs of both l7run modes; gateway or mesh:\nonly that mode's (compiles in about half "
 	  "the time; l7run in the\nother mode refuses the object)" },
@@ -379,11 +380,11 @@ int main(int argc, char **argv)
 			break;
 		}
 		case 'L':
-			if (!strcmp(optarg, "auto") || !strcmp(optarg, "none") || !strcmp(optarg, "parse")) {
-				ex.split = optarg[0] == 'a' ? SPLIT_AUTO : optarg[0] == 'n' ? SPLIT_NONE : SPLIT_PARSE;
+			if (!strcmp(optarg, "auto") || !strcmp(optarg, "none") || !strcmp(optarg, "parse") || !strcmp(optarg, "rules")) {
+				ex.split = optarg[0] == 'a' ? SPLIT_AUTO : optarg[0] == 'n' ? SPLIT_NONE : optarg[0] == 'p' ? SPLIT_PARSE : SPLIT_RULES;
 				break;
 			}
-			fprintf(stderr, "l7c: error: --split=%s: expected auto, none or parse\n", optarg);
+			fprintf(stderr, "l7c: error: --split=%s: expected auto, none, parse or rules\n", optarg);
 			return 2;
 		case 'M':
 			if (!strcmp(optarg, "both") || !strcmp(optarg, "gateway") || !strcmp(optarg, "mesh")) {

@@ -329,9 +329,14 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 			goto out;
 		}
 		set_chunks(&sb->plan, starts, n);
-	} else if (mode == SPLIT_PARSE) {
-		int zero = 0;
-		set_chunks(&sb->plan, &zero, 1);
+	} else if (mode == SPLIT_PARSE || mode == SPLIT_RULES) {
+		int starts[CODEGEN_MAX_CHUNKS], n = 1, per = total / CODEGEN_MAX_CHUNKS + 1;   /* rules a chunk */
+		starts[0] = 0;
+		while (mode == SPLIT_RULES && n < CODEGEN_MAX_CHUNKS && n * per < total) {
+			starts[n] = n * per;
+			n++;
+		}
+		set_chunks(&sb->plan, starts, n);
 		sb->plan.gw = sb->plan.mesh = 1;
 	}
 

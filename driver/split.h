@@ -21,6 +21,9 @@ enum split_mode {
 	SPLIT_AUTO,    /* split what the budget model finds over the budget */
 	SPLIT_NONE,    /* split only rules that cannot fit in one function at all */
 	SPLIT_PARSE,   /* always split both hosts at the parse/decide point (then as AUTO) */
+	SPLIT_RULES,   /* that, and a decide program per rule (at most CODEGEN_MAX_CHUNKS): a chain
+	                * whatever the budget (the machinery dominates most decide programs, and
+	                * cutting their rules by the budget rarely helps) */
 };
 
 /* Compiles p into an object of the programs of `progs` (l7c --mode), splitting what the budget

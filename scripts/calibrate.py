@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """Calibrates l7c's verifier budget model (driver/budget.c, driver/calib.h) against the running
-kernel: compiles a corpus of policies (every example, social_network split three ways, one rule
+kernel: compiles a corpus of policies (every example, social_network split four ways, one rule
 of 100 Limits, and bench/scaling.py's RBAC and routes policies at 10..10,000 rules), loads every program with
 `l7c --explain --verify` (root), and writes what the verifier processed as a table l7c reads.
 
@@ -54,6 +54,7 @@ def corpus(d):
     sn = os.path.join(ex, "social_network.l7")
     out += [("social_network.l7 --budget=100000", ["--budget=100000", sn]),
             ("social_network.l7 --budget=80000", ["--budget=80000", sn]),
+            ("social_network.l7 --split=rules", ["--split=rules", sn]),
             ("social_network.l7 --split=parse", ["--split=parse", sn])]
     f = os.path.join(d, "limits100.l7")
     open(f, "w").write(limits_policy())

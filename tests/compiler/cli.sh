@@ -244,9 +244,11 @@ contains explain-chain-html '<li>l7_client_parser → l7_gw_decide_0 → l7_gw_d
 contains explain-chain-html-tails '<td>2/33</td>'
 check split-obj 0 "$l7c" --split=parse "$ex" -o "$tmp/split.o"
 grep -aq l7_gw_decide_0 "$tmp/split.o" && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL split-obj: no decide program"; }
+check split-rules 0 "$l7c" --split=rules "$ex" -o "$tmp/rules.o"
+grep -aq l7_gw_decide_1 "$tmp/rules.o" && pass=$((pass+1)) || { fail=$((fail+1)); echo "FAIL split-rules: no decide chain"; }
 check split-none 0 "$l7c" --split=none --budget=1000 "$ex" -o "$tmp/nosplit.o"
 grep -aq l7_gw_decide_0 "$tmp/nosplit.o" && { fail=$((fail+1)); echo "FAIL split-none: split"; } || pass=$((pass+1))
-check bad-split 2 "$l7c" --split=sometimes "$ex";        contains bad-split 'expected auto, none or parse'
+check bad-split 2 "$l7c" --split=sometimes "$ex";        contains bad-split 'expected auto, none, parse or rules'
 # 150 rules on 40-byte values: unrolled they are too big for one program, compared with
 # bpf_strncmp they fit: the compact loop form, not a chain
 python3 -c 'print("service s = 127.0.0.1:1;\nupstream a = 127.0.0.1:2;\npolicy p (act (HttpRequest request)) {")

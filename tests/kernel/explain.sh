@@ -12,12 +12,13 @@ set -u
 l7c=$1 dir=$2
 # measured (kernel 6.18.44, see driver/budget.c): the calibrated programs 0% (the verifier is
 # deterministic: the count of a program it has seen; the structural model alone: mean 44%, worst
-# +573%); the 36 programs of the policies not calibrated: mean 1.1%, worst -18.3% (routes 30's
-# mesh SK_MSG program: its rules as code, which the configuration's cost does not see)
+# +573%); the 36 programs of the policies not calibrated: mean 2.0%, worst +20.4% (rbac 30's
+# client parser; routes 30's mesh SK_MSG program -18.3%: its rules as code, which the
+# configuration's cost does not see)
 MAX_ERR=${MAX_ERR:-15}
 MEAN_ERR=${MEAN_ERR:-5}
 HELD_MAX_ERR=${HELD_MAX_ERR:-25}
-HELD_MEAN_ERR=${HELD_MEAN_ERR:-3}
+HELD_MEAN_ERR=${HELD_MEAN_ERR:-4}
 errs=$(mktemp) held=$(mktemp) pol=$(mktemp -d)
 trap 'rm -rf "$errs" "$held" "$pol"' EXIT
 pass=0 fail=0
@@ -65,14 +66,10 @@ done
 run "$dir/social_network.l7 (split at parse)" "$MAX_ERR" "$errs" --split=parse "$dir/social_network.l7"
 run "$dir/social_network.l7 (budget 100000)" "$MAX_ERR" "$errs" --budget=100000 "$dir/social_network.l7"
 run "$dir/social_network.l7 (budget 80000)" "$MAX_ERR" "$errs" --budget=80000 "$dir/social_network.l7"
-# the chains in --explain; at 80000 the mesh decide program (88,885) is over the budget, and is
-# cut only if its machinery (the JWT check) leaves its rules room: else --explain says so
-chain=$("$l7c" --explain --budget=80000 "$dir/social_network.l7" 2>&1)
-if grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0' <<<"$chain" &&
-   { grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0 -> l7_mesh_decide_1' <<<"$chain" ||
-     grep -q 'l7_mesh_decide_0 needs [0-9]* processed instructions, over the budget of 80000: the machinery alone needs about' <<<"$chain"; }
-then pass=$((pass+1))
-else fail=$((fail+1)); echo "FAIL: no mesh decide chain, nor why not, in --explain:"; grep -E -- '->|warning' <<<"$chain"; fi
+run "$dir/social_network.l7 (decide chain)" "$MAX_ERR" "$errs" --split=rules "$dir/social_network.l7"
+chain=$("$l7c" --explain --split=rules "$dir/social_network.l7")
+if grep -Eq '^  l7_mesh_msg_prog -> l7_mesh_decide_0 -> l7_mesh_decide_1' <<<"$chain"; then pass=$((pass+1))
+else fail=$((fail+1)); echo "FAIL: no mesh decide chain in --explain:"; head -8 <<<"$chain"; fi
 # bench/scaling.py's policies (calibrated), and scaling-style ones of sizes it never saw
 python3 - "$dir/../bench" "$pol" <<'EOF'
 import os, sys

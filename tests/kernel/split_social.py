@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Split programs end to end (issue 6, tail-call splitting): examples/social_network.l7 compiled
 three ways -- unsplit, split at the parse/decide point (--split=parse: one decide program), and
-with a --budget low enough that both hosts split and the rules are cut into a decide chain --
+with the rules cut into a decide chain (--split=rules: the calibrated budget model finds no budget
+at which cutting social_network's rules helps, its decide programs being the JWT check's) --
 loaded by l7run in gateway mode and in mesh mode, and driven with the same real requests (valid
 JWTs, invalid ones, a path no rule routes); every variant must answer exactly as the unsplit
 one does, and the split ones must really be split (l7c --explain --format=json).
@@ -181,7 +182,7 @@ def run_mesh(obj, key, variant):
         shutil.rmtree(pin, ignore_errors=True)
 
 
-VARIANTS = [("unsplit", []), ("parse", ["--split=parse"]), ("chain", ["--budget=100000"])]
+VARIANTS = [("unsplit", []), ("parse", ["--split=parse"]), ("chain", ["--split=rules"])]
 CHUNKS = {}
 
 
