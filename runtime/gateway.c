@@ -62,7 +62,7 @@ static int attach_programs(struct gw_version *v, char *err, size_t errlen)
 		int type = l7_attach_type(d->section);
 		int mfd = bpf_object__find_map_fd_by_name(v->v.obj, d->map);
 		if (!p || type < 0 || mfd < 0) {
-			snprintf(err, errlen, "object lacks program %s or its map %s", d->name, d->map);
+			snprintf(err, errlen, "object lacks program %s or its map %s (built with l7c --mode=mesh?)", d->name, d->map);
 			return -1;
 		}
 		int fd = bpf_program__fd(p);

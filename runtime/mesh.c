@@ -178,7 +178,7 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 	struct bpf_program *msg = bpf_object__find_program_by_name(o, L7_MESH_PROG_MSG);
 	struct bpf_program *redir = bpf_object__find_program_by_name(o, L7_MESH_PROG_REDIR);
 	if (!msg || !redir || !bpf_object__find_program_by_name(o, L7_MESH_PROG_SOCKOPS)) {
-		snprintf(err, errlen, "%s has no mesh programs (built by an older l7c?)", ver->path);
+		snprintf(err, errlen, "%s has no mesh programs (built with l7c --mode=gateway, or by an older l7c?)", ver->path);
 		return -1;
 	}
 	/* before any socket is enrolled: a client's order needs every redirect into it counted */

@@ -163,6 +163,20 @@ def t_signals(obj, gw_obj):
     check(not os.path.exists(pin), "gateway pins removed")
 
 
+def t_wrong_mode(src, cg):
+    """An object of one mode's programs (l7c --mode) given to l7run in the other mode: exit 1,
+    a message naming --mode, no pins left."""
+    for mode, args in (("mesh", ["--listen", "127.0.0.1:%d" % (BASE + 6)]),
+                       ("gateway", ["--mesh", "--cgroup", cg, "--pool", "2"])):
+        obj = os.path.join(TMP, "cli-%s.o" % mode)
+        subprocess.run([L7C, "--mode=" + mode, src, "-o", obj], check=True, timeout=60)
+        pin = "/sys/fs/bpf/l7cli-%d-%s" % (PID, mode)
+        r = l7run("--pin", pin, *args, obj)
+        check(r.returncode == 1 and "--mode=%s" % mode in r.stderr,
+              "a --mode=%s object in the other mode: exit %d, %r" % (mode, r.returncode, r.stderr[-400:]))
+        check(not os.path.exists(pin), "no pins left by the refused %s object" % mode)
+
+
 def main():
     if os.geteuid() != 0:
         print("FAIL: needs root")
@@ -180,7 +194,7 @@ def main():
         procs.wait_port(PA, 10)
         for name, fn in (("help", t_help), ("parser_takes_the_table", t_parser_takes_the_table),
                          ("usage_errors", t_usage_errors), ("run_cmd", lambda: t_run_cmd(obj, cg)),
-                         ("signals", lambda: t_signals(obj, obj))):
+                         ("signals", lambda: t_signals(obj, obj)), ("wrong_mode", lambda: t_wrong_mode(src, cg))):
             t = time.time()
             try:
                 fn()
