@@ -49,6 +49,7 @@
 #include <string.h>
 
 #include "bpfobj/bpfobj.h"
+#include "hash.h"
 
 static long STATES = 2, CALLBACK_PASSES = 2, CALLBACK_STATES = 4;
 /* The mesh SK_MSG program's own code is walked many more times than the path count says (the
@@ -92,14 +93,6 @@ static int patch_growth(const struct bpf_insn *in, const char *r1_map)
 			default: return 1;
 			}
 	return 8;   /* a map not of maps.def: as an array */
-}
-
-#define FNV_BASIS 0xcbf29ce484222325ull
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ ((const unsigned char *)p)[i]) * 0x100000001b3ull;
-	return h;
 }
 
 static int cmp_u64(const void *a, const void *b)
@@ -338,7 +331,7 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 		const char *file;
 		unsigned line = bpfobj_line(o, f, i, &file);
 		if (line > 0 && file && strcmp(file, l7_base))
-			mlines[nm++] = fnv(fnv(FNV_BASIS, file, strlen(file)), &line, sizeof(line));
+			mlines[nm++] = l7_fnv1a(l7_fnv1a(L7_FNV_BASIS, file, strlen(file)), &line, sizeof(line));
 		if (line > 0 && line < b->nlines && !strcmp(file, l7_base)) {
 			x->policy = true;
 			bf->policy_insns += x->slots;
@@ -353,11 +346,11 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 	/* the machinery's signature: which of its source lines the function holds, whatever the
 	 * policy made of their registers and how often an unrolled loop repeats them */
 	qsort(mlines, (size_t)nm, sizeof(uint64_t), cmp_u64);
-	bf->csig = fnv(fnv(FNV_BASIS, bf->name, strlen(bf->name)), f->insns, sizeof(f->insns[0]) * (size_t)f->n);
-	bf->msig = fnv(FNV_BASIS, bf->name, calib_kind_len(bf->name));
+	bf->csig = l7_fnv1a(l7_fnv1a(L7_FNV_BASIS, bf->name, strlen(bf->name)), f->insns, sizeof(f->insns[0]) * (size_t)f->n);
+	bf->msig = l7_fnv1a(L7_FNV_BASIS, bf->name, calib_kind_len(bf->name));
 	for (int i = 0; i < nm; i++)
 		if (i == 0 || mlines[i] != mlines[i - 1])
-			bf->msig = fnv(bf->msig, &mlines[i], sizeof(uint64_t));
+			bf->msig = l7_fnv1a(bf->msig, &mlines[i], sizeof(uint64_t));
 	free(mlines);
 	/* the longest jump once patched: its offset plus what patching adds between it and its
 	 * target (a jump spans its own function only) */
@@ -427,7 +420,7 @@ static int reach(struct budget *b, int i, bool *seen, struct budget_func *root, 
 		root->chain_insns += f->insns;
 		root->chain_sig += f->msig * (depth ? 3 : 1);
 		root->chain_code += f->csig * (depth ? 3 : 1);
-		root->chain_feat += depth ? fnv(FNV_BASIS, f->name, strlen(f->name)) : 0;
+		root->chain_feat += depth ? l7_fnv1a(L7_FNV_BASIS, f->name, strlen(f->name)) : 0;
 		root->chain_policy_walk += f->policy_walk;
 	}
 	for (int c = 0; depth < 8 && c < f->ncallees; c++)

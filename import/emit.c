@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "hash.h"
 #include "l7/abi.h"
 #include "l7/dataplane.h"
 
@@ -648,9 +649,7 @@ static const char *key_path(struct ictx *x, const char *name, bool full)
 	int dir = slash ? (int)(slash - out + 1) : 0;
 	const char *file = xprintf(x, "%.*s.%s.key", stem, base, name);
 	if (strlen(file) > KEY_FILE_MAX) {   /* the stem, cut, and a hash of the name: still one file per Jwt */
-		unsigned long long h = 14695981039346656037ull;   /* FNV-1a */
-		for (const char *c = name; *c; c++)
-			h = (h ^ (unsigned char)*c) * 1099511628211ull;
+		unsigned long long h = l7_fnv1a(L7_FNV_BASIS, name, strlen(name));
 		file = xprintf(x, "%.*s.%016llx.key", stem < KEY_FILE_MAX - 22 ? stem : KEY_FILE_MAX - 22, base, h);
 	}
 	return full ? xprintf(x, "%.*s%s", dir, out, file) : file;

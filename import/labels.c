@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "hash.h"
+
 static int cmp_key(const void *a, const void *b)
 {
 	return strcmp(**(const char *const *const *)a, **(const char *const *const *)b);
@@ -164,14 +166,6 @@ int atom_add(struct ictx *x, struct lset ***atoms, int *n, struct lset *s)
 
 /* ---- names ---- */
 
-static unsigned long long fnv(const char *s)
-{
-	unsigned long long h = 0xcbf29ce484222325ull;
-	for (; *s; s++)
-		h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-	return h;
-}
-
 /* Appends s as identifier characters: letters and digits kept, anything else one '_'. */
 static void ident_part(char *out, size_t cap, const char *s)
 {
@@ -316,7 +310,7 @@ bool classes_build(struct ictx *x, struct lset **atoms, int n, bool workloads, s
 	}
 	for (int i = 0; i < nc; i++)
 		if (clash[i])
-			k[i].name = xprintf(x, "%s_%06llx", k[i].name, fnv(c[i]->canon) & 0xffffff);
+			k[i].name = xprintf(x, "%s_%06llx", k[i].name, (unsigned long long)(l7_fnv1a(L7_FNV_BASIS, c[i]->canon, strlen(c[i]->canon)) & 0xffffff));
 	free(clash);
 	*out = k;
 	*nout = nc;

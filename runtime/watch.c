@@ -33,6 +33,7 @@
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "hash.h"
 #include "l7run.h"
 
 #define WATCH_SETTLE_MS 200      /* a kubelet update is several events (mkdir, symlink, rename, rm) */
@@ -71,14 +72,6 @@ static const char *suffix(const char *name)
 	return dot ? dot : "";
 }
 
-/* FNV-1a: which sources a build saw, to tell a change from the kubelet's clean-up events. */
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-	const unsigned char *b = p;
-	for (size_t i = 0; i < n; i++)
-		h = (h ^ b[i]) * 1099511628211ull;
-	return h;
-}
 
 /* Copy DIR/name into to/name; its bytes go into *h. 0, or -1 with err. */
 static int copy_source(const char *from, const char *to, const char *name, uint64_t *h, char *err, size_t errlen)
@@ -99,7 +92,7 @@ static int copy_source(const char *from, const char *to, const char *name, uint6
 		snprintf(err, errlen, "%s: %s", b, strerror(errno));
 	else
 		rc = 0;
-	*h = fnv(fnv(*h, name, strlen(name) + 1), buf ? buf : "", n);
+	*h = l7_fnv1a(l7_fnv1a(*h, name, strlen(name) + 1), buf ? buf : "", n);   /* which sources a build saw */
 	if (in)
 		fclose(in);
 	if (out && fclose(out))
@@ -172,7 +165,7 @@ int watch_build(struct l7run *L, char *err, size_t errlen)
 	char from[PATH_MAX], dir[PATH_MAX], src[PATH_MAX + 8], log[PATH_MAX + 16], p[PATH_MAX];
 	char l7[PATH_MAX + 300] = "", *yaml[64];
 	int n_l7 = 0, n_yaml = 0, args = 0, rc = -1;
-	uint64_t h = 1469598103934665603ull;
+	uint64_t h = L7_FNV_BASIS;
 
 	W->obj[0] = 0;
 	W->unchanged = 0;
