@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "l7/abi.h"
+#include "l7/attach.h"
 #include "l7/dataplane.h"
 #include "l7/manifest.h"
 
@@ -546,12 +547,10 @@ static const struct { const char *name, *section, *entry, *host; } chains[] = {
 #undef L7_PROG
 };
 
-/* Whether the object holds a program of this mode: a mesh-mode program is one on the mesh's
- * maps, as l7run tells them apart (runtime/load.c). */
+/* Whether the object holds the programs attached to this map (--mode). */
 static int mode_on(const struct cg *g, const char *map)
 {
-	int mesh = !strncmp(map, "l7_mesh_", 8);
-	return g->split->mode == CG_MODE_BOTH || (g->split->mode == CG_MODE_MESH) == mesh;
+	return g->split->mode == CG_MODE_BOTH || (g->split->mode == CG_MODE_MESH) == l7_map_is_mesh(map);
 }
 
 static int chain_on(const struct cg *g, size_t i)

@@ -31,14 +31,9 @@ const struct prog_desc l7_progs[] = {
 };
 const int l7_n_progs = (int)(sizeof l7_progs / sizeof l7_progs[0]);
 
-static int is_mesh(const char *map_name)
-{
-	return !strncmp(map_name, "l7_mesh_", 8);
-}
-
 int prog_is_mesh(const struct prog_desc *p)
 {
-	return is_mesh(p->map);
+	return l7_map_is_mesh(p->map);
 }
 
 /* libbpf's warnings only, unless --verbose (the verifier log of a refused program is not one:
@@ -143,7 +138,7 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 			      !strcmp(n, "l7_ctl") || !strcmp(n, "l7_pass") || !strcmp(n, "l7_txq") ||
 			      !strcmp(n, "l7_txport") || !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") ||
 			      !strcmp(n, "l7_idle");
-		int other_mode = mode == LOAD_MESH ? gw_only : is_mesh(n);
+		int other_mode = mode == LOAD_MESH ? gw_only : l7_map_is_mesh(n);
 		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
 		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
 			     (!buckets && !strcmp(n, "l7_buckets")) ||

@@ -8,6 +8,14 @@
 #include <linux/bpf.h>
 #include <string.h>
 
+/* Which l7run mode a map of maps.def, and so a program of progs.def attached to it, belongs
+ * to: mesh mode's are the l7_mesh_* ones. One answer for codegen, which emits one mode's
+ * programs for `l7c --mode`, and l7run, which loads and attaches one mode's. */
+static inline int l7_map_is_mesh(const char *map)
+{
+	return !strncmp(map, "l7_mesh_", 8);
+}
+
 /* The attach type, or -1 for a section that is not attached (a decide program of a chain). */
 static inline int l7_attach_type(const char *section)
 {
