@@ -89,6 +89,13 @@ static int chunk_code(const struct split_build *sb, int k)
 	return code;
 }
 
+/* What a decide program's rules may take of the budget once its machinery's share is counted
+ * (calibrated): 90% of it less that share. Both the cut and the advice read it. */
+static long rules_room(long budget, long mach)
+{
+	return budget * 9 / 10 - mach;   /* cutting the rules helps only while this is above 0 */
+}
+
 /* Pieces a run of rules is cut into: for its estimate over the budget (calibrated, each piece
  * keeps the machinery's share `mach`: the rules' share is cut to fit what it leaves of 90% of
  * the budget, and if the machinery alone takes that, cutting the rules cannot help and they are
@@ -97,7 +104,7 @@ static int chunk_code(const struct split_build *sb, int k)
 static int pieces_for(long est, long mach, bool calibrated, long budget, int code)
 {
 	int pieces = 1;
-	long aim = calibrated ? budget * 9 / 10 - mach : budget * 7 / 10;
+	long aim = calibrated ? rules_room(budget, mach) : budget * 7 / 10;
 	bool over = est > budget && aim > 0;
 	if (over)
 		pieces = (int)((est - (calibrated ? mach : 0) + aim - 1) / aim);
@@ -261,17 +268,17 @@ static int over_limits(const struct ir_program *p, const struct split_build *sb)
 void split_advice(const struct split_build *sb, const struct budget_func *f, long used, long budget, char *buf, size_t n)
 {
 	bool host = !strcmp(f->name, SPLIT_HOST_GW) || !strcmp(f->name, SPLIT_HOST_MESH);
-	bool split = host && (sb->plan.gw || sb->plan.mesh);
+	bool split = host && (sb->plan.gw || sb->plan.mesh), no_rules = !host && !strstr(f->name, "_decide_");
 	long mach = f->machinery_estimate, rules = used - mach > 0 ? used - mach : 0;
 	int len = snprintf(buf, n, "%s needs %ld processed instructions, over the budget of %ld%s: ", f->name, used, budget,
 			   used > LIMIT_PROCESSED ? " and the kernel's limit" : "");
 	if (len < 0 || (size_t)len >= n)
 		return;
-	if (mach > budget * 9 / 10 || (!host && !strstr(f->name, "_decide_")))   /* as pieces_for cuts */
+	if (rules_room(budget, mach) < 0 || no_rules)   /* as pieces_for cuts */
 		snprintf(buf + len, n - (size_t)len,
 			 "the machinery alone needs about %ld (%s, calibration: %s; the policy's own code is %d instructions%s), "
 			 "so no split of the rules and no table brings it under: raise --budget to at least %ld",
-			 mach, split ? "its parse half" : !host && !strstr(f->name, "_decide_") ? "a program without rules" : "its decide part",
+			 mach, split ? "its parse half" : no_rules ? "a program without rules" : "its decide part",
 			 calib_level_name(f->calib), f->policy_insns, f->policy_insns ? "" : ", none", mach * 10 / 9 + 1);
 	else
 		snprintf(buf + len, n - (size_t)len,
