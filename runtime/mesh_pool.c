@@ -302,12 +302,17 @@ static void leave(struct pool_sock *ps)
 		}
 }
 
-static void discard(int fd)
+/* Read and drop what is queued on fd: 0 once it is empty, -1 at its end or an error. */
+static int discard(int fd)
 {
-	char buf[4096];
+	char buf[65536];
 
-	while (recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0)
-		;
+	for (;;) {
+		ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n > 0)
+			continue;
+		return n == 0 || (errno != EAGAIN && errno != EINTR) ? -1 : 0;
+	}
 }
 
 /* A remote endpoint's responses, into the relay pair's write end: its SK_MSG frames them and
@@ -347,16 +352,8 @@ static int readable(struct pool_sock *ps)
 {
 	struct mesh_ver *v = ver_of(ps);
 	uint32_t k = slot_of(ps);
-	char buf[65536];
 
-	if (v->relay[k][0])
-		return relay_in(ps, v->relay[k][0] - 1);
-	for (;;) {
-		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n > 0)
-			continue;
-		return n == 0 || (errno != EAGAIN && errno != EINTR) ? -1 : 0;
-	}
+	return v->relay[k][0] ? relay_in(ps, v->relay[k][0] - 1) : discard(ps->fd);
 }
 
 /* A slot whose client left with responses owed (ORPHAN) frees itself when they arrive; when
