@@ -40,6 +40,7 @@ import procs  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT  # noqa: E402
 import rawhttp  # noqa: E402
+from check import run_checks  # noqa: E402
 
 MODE, L7C, L7RUN, EVAL, BACKEND = sys.argv[1:6]
 PID = os.getpid()
@@ -283,14 +284,7 @@ def main():
         if MODE == "mesh":
             time.sleep(0.3)   # pools filled
             procs.cgroup_join(CG)   # this process is the client
-        for name, fn in CHECKS:
-            t0 = time.time()
-            try:
-                what = fn()
-                print("ok   %s %-8s %.2fs  %s" % (MODE, name, time.time() - t0, what), flush=True)
-            except Exception as e:  # noqa: BLE001 - report every check, then fail
-                failed += 1
-                print("FAIL %s %-8s %s" % (MODE, name, e), flush=True)
+        failed += run_checks(CHECKS, (), MODE + " %-8s")
     finally:
         if home_cg is not None:
             procs.cgroup_join(home_cg)

@@ -21,6 +21,7 @@ import hpack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
 
@@ -334,15 +335,7 @@ def main():
         backend = ([sys.executable, "-c", BACKEND, str(PA), os.path.join(TMP, "backend.log")], PA)
         with serving(MODE, L7RUN, obj, SVC, [backend], log, CG, PIN,
                      extra=("--metrics-listen", "127.0.0.1:%d" % METRICS)):
-            for name, fn in CHECKS:
-                t0 = time.time()
-                try:
-                    fn()
-                    print("ok   %-14s %.2fs" % (name, time.time() - t0))
-                except Exception as e:  # report every check, then fail
-                    failed += 1
-                    print("FAIL %-14s %s" % (name, e))
-                sys.stdout.flush()
+            failed += run_checks(CHECKS, (), "%-14s")
     finally:
         log.close()
         if failed:

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "runtime"))
 from gw_client import Reader as FramedReader  # noqa: E402  (chunked framing, bytes per response)
 from telemetry import UpstreamTally, samples  # noqa: E402  (tests/common, on the path through gw_client)
 from policy import policy  # noqa: E402
+from check import run_checks  # noqa: E402
 CG_ROOT = "/sys/fs/cgroup/unified"
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
@@ -617,17 +618,7 @@ def main():
         wait_port(SVC)
         time.sleep(0.3)    # pool filled
         in_cgroup()        # this process is the raw-socket client; curl inherits the cgroup
-        for name, fn in CHECKS:
-            if ONLY and name not in ONLY:
-                continue
-            t0 = time.time()
-            try:
-                fn()
-                print("ok   %-13s %.2fs" % (name, time.time() - t0))
-            except Exception as e:  # report every check, then fail
-                failed += 1
-                print("FAIL %-13s %s" % (name, e))
-            sys.stdout.flush()
+        failed += run_checks(CHECKS, ONLY, "%-13s")
     finally:
         with open(os.path.join(CG_ROOT + home_cg, "cgroup.procs"), "w") as f:
             f.write("%d\n" % os.getpid())

@@ -22,6 +22,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 import procs  # noqa: E402  (start/stop by pid, ports, cgroups, --stats)
 from policy import policy  # noqa: E402
 from rawhttp import Reader, connect as raw_connect  # noqa: E402
+from check import run_checks  # noqa: E402
 
 L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
@@ -348,19 +349,7 @@ def main():
         wait_port("127.0.0.1", SVC, 30)
         time.sleep(0.3)    # pools filled
         procs.cgroup_join(CG)   # the client's sockets are the mesh's
-        for name, fn in CHECKS:
-            if ONLY and name not in ONLY:
-                continue
-            t0 = time.time()
-            try:
-                fn()
-                print("ok   %-10s %.2fs" % (name, time.time() - t0))
-            except Exception as e:  # report every check, then fail
-                if os.environ.get("L7_TEST_VERBOSE"):
-                    dump_state()
-                failed += 1
-                print("FAIL %-10s %s" % (name, e))
-            sys.stdout.flush()
+        failed += run_checks(CHECKS, ONLY, "%-10s", dump_state if os.environ.get("L7_TEST_VERBOSE") else None)
     finally:
         procs.cgroup_join(HOME_CG)
         procs.stop_all()
