@@ -93,24 +93,9 @@ request = function()
 end
 EOF
 
-busy() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
-HZ=$(getconf CLK_TCK)
-
-run_wrk() {   # $1 mode $2 port
-	local b0 b1 out rps p50 p99 reqs
-	b0=$(busy)
-	out=$( (incg timeout $((DUR + 10)) wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency -s "$T/ab.lua" "http://127.0.0.1:$2/") )
-	b1=$(busy)
-	rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
-	reqs=$(echo "$out" | awk '/requests in/{print $1}')
-	p50=$(echo "$out" | awk '$1=="50%"{print $2}')
-	p99=$(echo "$out" | awk '$1=="99%"{print $2}')
-	non2xx=$(echo "$out" | awk '/Non-2xx/{print $4}')
-	local cpu_us
-	cpu_us=$(awk -v b="$((b1 - b0))" -v hz="$HZ" -v r="$reqs" 'BEGIN{printf "%.2f", b / hz * 1e6 / r}')
-	echo "$1 $rps $p50 $p99 $cpu_us ${non2xx:-0}" >> "$T/results"
-	printf "%-8s %10s req/s  p50 %-8s p99 %-8s cpu/req %6s us  non-2xx %s\n" "$1" "$rps" "$p50" "$p99" "$cpu_us" "${non2xx:-0}"
-}
+# one wrk point through the cgroup, alternating /a and /b (ab.lua)
+. "$(dirname "$0")/wrk_point.sh"
+run_wrk() { wrk_point "$1" "http://127.0.0.1:$2/" -s "$T/ab.lua"; }   # $1 mode $2 port
 
 with_mesh() {   # $1 mode $2 object
 	"$L7RUN" --mesh --cgroup "$CG" --pool 48 --pin "/sys/fs/bpf/l7mesh-bench-$$" "$2" 2> "$T/l7run.log" &

@@ -88,23 +88,8 @@ backend r
   server s $BB:$NB
 EOF
 
-busy() { awk '/^cpu /{print $2+$3+$4+$7+$8; exit}' /proc/stat; }
-HZ=$(getconf CLK_TCK)
-
-run_wrk() {   # $1 mode $2 URL
-	local b0 b1 out rps p50 p99 reqs cpu_us non2xx
-	b0=$(busy)
-	out=$( (incg timeout $((DUR + 10)) wrk -t"$THREADS" -c"$CONNS" -d"${DUR}s" --latency "$2") )
-	b1=$(busy)
-	rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
-	reqs=$(echo "$out" | awk '/requests in/{print $1}')
-	p50=$(echo "$out" | awk '$1=="50%"{print $2}')
-	p99=$(echo "$out" | awk '$1=="99%"{print $2}')
-	non2xx=$(echo "$out" | awk '/Non-2xx/{print $4}')
-	cpu_us=$(awk -v b="$((b1 - b0))" -v hz="$HZ" -v r="$reqs" 'BEGIN{printf "%.2f", b / hz * 1e6 / r}')
-	echo "$1 $rps $p50 $p99 $cpu_us ${non2xx:-0}" >> "$T/results"
-	printf "%-8s %10s req/s  p50 %-8s p99 %-8s cpu/req %6s us  non-2xx %s\n" "$1" "$rps" "$p50" "$p99" "$cpu_us" "${non2xx:-0}"
-}
+. "$(dirname "$0")/wrk_point.sh"
+run_wrk() { wrk_point "$1" "$2"; }   # $1 mode $2 URL
 
 for r in $(seq "$ROUNDS"); do
 	echo "round $r"
