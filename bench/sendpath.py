@@ -262,6 +262,28 @@ def dropprobe(spbin, spobj):
     return bad
 
 
+def fullprobe(spbin, spobj):
+    """l7run's write into pool socket P0 whose SK_MSG redirects it egress out of pool socket P1,
+    P1's peer not reading (sp-msgskb's request path when an upstream is slow): send's count is
+    exactly what P1's peer gets, in order, nothing on P0; but the program judged every byte of
+    the write, the ones send did not take too (msg bytes > sent). So a request the program
+    decided may be sent only in part, and what l7run writes again is not a new request
+    (docs/architecture.md, the send path)."""
+    bad = []
+    for mode, size in (("nonblock", 1000), ("nonblock", 16384), ("block", 100000)):
+        out = subprocess.run([spbin, "fullprobe", spobj, mode, str(size)], capture_output=True, text=True).stdout.split()
+        kv = dict(w.split("=", 1) for w in out if "=" in w)
+        print("fullprobe %s %d: %s" % (mode, size, " ".join(w for w in out if "=" in w)))
+        try:
+            sent, got, seen = int(kv["sent"]), int(kv["received"]), int(kv["msg_bytes"])
+        except (KeyError, ValueError):
+            bad.append("fullprobe %s %d: %s" % (mode, size, " ".join(out)))
+            continue
+        if not 0 < sent == got or kv.get("intact") != "1" or kv.get("on_p0") != "0" or seen <= sent:
+            bad.append("fullprobe %s %d: %s" % (mode, size, " ".join(out)))
+    return bad
+
+
 def table(summary):
     lines = []
     for conns, o in summary.items():
@@ -339,7 +361,8 @@ http { access_log off; keepalive_requests 1000000; keepalive_timeout 60s;
                     print("%s c%d per request: msg runs %.2f, msg redirects %.2f, msg bytes %.0f, skb runs %.2f, "
                           "skb redirects %.2f" % ((kind, n) + tuple(v["per_req"])))
         if args.check:
-            bad = check(s) + dropprobe(os.path.join(tmp, "sp"), os.path.join(tmp, "sp.bpf.o"))
+            spbin, spobj = os.path.join(tmp, "sp"), os.path.join(tmp, "sp.bpf.o")
+            bad = check(s) + dropprobe(spbin, spobj) + fullprobe(spbin, spobj)
             for b in bad:
                 print("check: " + b, file=sys.stderr)
             if bad:

@@ -23,6 +23,8 @@
  *        sp dropprobe sp.bpf.o [N]: what a sender sees when its SK_MSG passes the first N (10)
  *        bytes of a 30-byte write and drops the rest (a deny in a write that held earlier
  *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2"
+ *        sp fullprobe sp.bpf.o [block|nonblock] [SIZE]: writes of SIZE (1000) bytes into a socket whose SK_MSG redirects out of one
+ *        whose peer does not read, until send fails or comes short (see fullprobe)
  * Bounded by its caller (bench/sendpath.py ends it by pid). No policy runs: the policy's cost is
  * the same on each path. */
 #define _GNU_SOURCE
@@ -279,6 +281,77 @@ static int dropprobe(const char *obj, uint32_t pass)
 	return 0;
 }
 
+/* mode fullprobe: l7run writes a client's bytes into pool socket P0, whose SK_MSG redirects them
+ * egress out of pool socket P1 (sp-msgskb's request path), while P1's peer does not read, so P1's
+ * send buffer fills. What the writer learns from send's count and what P1's peer gets decide how
+ * l7run may write (issue 17 item 2): the sum of send's counts against the bytes received.
+ * block: P0 blocking with SO_SNDTIMEO 200 ms (P1's too); else P0 non-blocking. Writes of `size`
+ * bytes (up to 1 MiB). */
+static int fullprobe(const char *obj, int block, size_t size)
+{
+	static struct sp s;
+	static char buf[1 << 20], in[65536];
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t n = sizeof(a);
+	struct timeval tv = { .tv_usec = 200000 };
+	int small = 4096, l = socket(AF_INET, SOCK_STREAM, 0), p0 = socket(AF_INET, SOCK_STREAM, 0);
+	int p1 = socket(AF_INET, SOCK_STREAM, 0), a0, a1, err = 0, writes = 0;
+	ssize_t sent = 0, got = 0, got0 = 0, g;
+	unsigned char next = 0, order_ok = 1;
+
+	alarm(20);   /* bounded whatever the kernel does */
+	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));   /* inherited by A0, A1 */
+	setsockopt(p1, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(p1, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 2) ||
+	    getsockname(l, (struct sockaddr *)&a, &n) || connect(p1, (struct sockaddr *)&a, sizeof(a)) ||
+	    (a1 = accept(l, NULL, NULL)) < 0 || connect(p0, (struct sockaddr *)&a, sizeof(a)) ||
+	    (a0 = accept(l, NULL, NULL)) < 0 || put(s.socks, p1) || put(s.socks, p0) || redirect(s.redir, p0, p1))
+		return fprintf(stderr, "sp: fullprobe set-up failed: %s\n", strerror(errno)), 1;
+	if (block)
+		setsockopt(p0, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	else
+		fcntl(p0, F_SETFL, O_NONBLOCK);
+	size = size && size <= sizeof(buf) ? size : 1000;
+	for (unsigned char c = 0; writes < 400; writes++) {   /* each byte: its place in the stream, mod 251 */
+		for (size_t i = 0; i < size; i++, c = (unsigned char)((c + 1) % 251))
+			buf[i] = (char)c;
+		ssize_t w = send(p0, buf, size, MSG_NOSIGNAL);
+		if (w < 0) {
+			err = errno;
+			break;
+		}
+		sent += w;
+		if (w < (ssize_t)size) {   /* short: the stream goes on from sent, so stop here */
+			err = -1;
+			break;
+		}
+	}
+	struct pollfd pf[2] = { { .fd = a1, .events = POLLIN }, { .fd = a0, .events = POLLIN } };
+	while (poll(pf, 2, 300) > 0) {
+		if (pf[1].revents && (g = recv(a0, in, sizeof(in), MSG_DONTWAIT)) > 0)
+			got0 += g;
+		if (!pf[0].revents || (g = recv(a1, in, sizeof(in), MSG_DONTWAIT)) <= 0)
+			continue;
+		for (ssize_t i = 0; i < g; i++, next = (unsigned char)((next + 1) % 251))
+			order_ok &= (unsigned char)in[i] == next;
+		got += g;
+	}
+	uint64_t runs = 0, bytes = 0, v[256];   /* sp_count: what the SK_MSG program saw */
+	int cnt = bpf_object__find_map_fd_by_name(s.obj, "sp_count"), ncpu = libbpf_num_possible_cpus();
+	uint32_t k0 = 0, k2 = 2;
+	if (cnt >= 0 && ncpu > 0 && ncpu <= 256 && !bpf_map_lookup_elem(cnt, &k0, v))
+		for (int i = 0; i < ncpu; i++)
+			runs += v[i];
+	if (cnt >= 0 && ncpu > 0 && ncpu <= 256 && !bpf_map_lookup_elem(cnt, &k2, v))
+		for (int i = 0; i < ncpu; i++)
+			bytes += v[i];
+	printf("fullprobe %s size=%zu writes=%d sent=%zd received=%zd intact=%d on_p0=%zd errno=%s msg_runs=%llu msg_bytes=%llu\n",
+	       block ? "block" : "nonblock", size, writes, sent, got, order_ok, got0,
+	       err > 0 ? strerror(err) : err < 0 ? "short" : "0", (unsigned long long)runs, (unsigned long long)bytes);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	static struct sp s;
@@ -288,6 +361,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
 		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10);
+	if (argc >= 3 && !strcmp(argv[1], "fullprobe"))
+		return fullprobe(argv[2], argc > 3 && !strcmp(argv[3], "block"), argc > 4 ? (size_t)atol(argv[4]) : 1000);
 	if (argc < 4)
 		return fprintf(stderr, "usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]\n"), 2;
 	for (m = 0; m <= SKB && strcmp(argv[1], names[m]); m++)
