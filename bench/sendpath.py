@@ -264,23 +264,24 @@ def dropprobe(spbin, spobj):
 
 def fullprobe(spbin, spobj):
     """l7run's write into pool socket P0 whose SK_MSG redirects it egress out of pool socket P1,
-    P1's peer not reading (sp-msgskb's request path when an upstream is slow): send's count is
-    exactly what P1's peer gets, in order, nothing on P0; but the program judged every byte of
-    the write, the ones send did not take too (msg bytes > sent). So a request the program
-    decided may be sent only in part, and what l7run writes again is not a new request
-    (docs/architecture.md, the send path)."""
+    P1's peer not reading (sp-msgskb's request path when an upstream is slow), or passes it on P0,
+    P0's peer not reading (sp-msgpass): send's count is exactly what the peer gets, in order,
+    nothing elsewhere; but the program judged every byte of the write, the ones send did not
+    take too (msg bytes > sent: a write of 1000 bytes that fails with EAGAIN after a redirect,
+    the rest of a long one on both paths). So a request the program decided may be sent only
+    in part, and what l7run writes again is not a new request (docs/architecture.md)."""
     bad = []
-    for mode, size in (("nonblock", 1000), ("nonblock", 16384), ("block", 100000)):
-        out = subprocess.run([spbin, "fullprobe", spobj, mode, str(size)], capture_output=True, text=True).stdout.split()
+    for how, size in (("nonblock", 1000), ("nonblock", 16384), ("block", 100000), ("pass", 16384)):
+        out = subprocess.run([spbin, "fullprobe", spobj, how, str(size)], capture_output=True, text=True).stdout.split()
         kv = dict(w.split("=", 1) for w in out if "=" in w)
-        print("fullprobe %s %d: %s" % (mode, size, " ".join(w for w in out if "=" in w)))
+        print("fullprobe %s %d: %s" % (how, size, " ".join(w for w in out if "=" in w)))
         try:
             sent, got, seen = int(kv["sent"]), int(kv["received"]), int(kv["msg_bytes"])
         except (KeyError, ValueError):
-            bad.append("fullprobe %s %d: %s" % (mode, size, " ".join(out)))
+            bad.append("fullprobe %s %d: %s" % (how, size, " ".join(out)))
             continue
-        if not 0 < sent == got or kv.get("intact") != "1" or kv.get("on_p0") != "0" or seen <= sent:
-            bad.append("fullprobe %s %d: %s" % (mode, size, " ".join(out)))
+        if not 0 < sent == got or kv.get("intact") != "1" or kv.get("astray") != "0" or seen <= sent:
+            bad.append("fullprobe %s %d: %s" % (how, size, " ".join(out)))
     return bad
 
 

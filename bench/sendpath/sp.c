@@ -23,8 +23,10 @@
  *        sp dropprobe sp.bpf.o [N]: what a sender sees when its SK_MSG passes the first N (10)
  *        bytes of a 30-byte write and drops the rest (a deny in a write that held earlier
  *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2"
- *        sp fullprobe sp.bpf.o [block|nonblock] [SIZE]: writes of SIZE (1000) bytes into a socket whose SK_MSG redirects out of one
- *        whose peer does not read, until send fails or comes short (see fullprobe)
+ *        sp fullprobe sp.bpf.o [nonblock|block|pass] [SIZE]: writes of SIZE (1000) bytes into a
+ *        socket whose SK_MSG redirects out of one whose peer does not read (or passes, its own
+ *        peer not reading), until send fails or comes short; prints "fullprobe HOW size=S
+ *        writes=W sent=N received=M intact=0|1 astray=A errno=E msg_runs=R msg_bytes=B"
  * Bounded by its caller (bench/sendpath.py ends it by pid). No policy runs: the policy's cost is
  * the same on each path. */
 #define _GNU_SOURCE
@@ -284,10 +286,11 @@ static int dropprobe(const char *obj, uint32_t pass)
 /* mode fullprobe: l7run writes a client's bytes into pool socket P0, whose SK_MSG redirects them
  * egress out of pool socket P1 (sp-msgskb's request path), while P1's peer does not read, so P1's
  * send buffer fills. What the writer learns from send's count and what P1's peer gets decide how
- * l7run may write (issue 17 item 2): the sum of send's counts against the bytes received.
- * block: P0 blocking with SO_SNDTIMEO 200 ms (P1's too); else P0 non-blocking. Writes of `size`
- * bytes (up to 1 MiB). */
-static int fullprobe(const char *obj, int block, size_t size)
+ * l7run may write (issue 17 item 2): the sum of send's counts against the bytes received, and
+ * the bytes the SK_MSG program saw. how: "nonblock" (P0 non-blocking), "block" (P0 blocking with
+ * SO_SNDTIMEO 200 ms, P1's too), "pass" (no redirect: the program passes on P0, sp-msgpass, and
+ * P0's own peer does not read). Writes of `size` bytes (up to 1 MiB). */
+static int fullprobe(const char *obj, const char *how, size_t size)
 {
 	static struct sp s;
 	static char buf[1 << 20], in[65536];
@@ -296,18 +299,25 @@ static int fullprobe(const char *obj, int block, size_t size)
 	struct timeval tv = { .tv_usec = 200000 };
 	int small = 4096, l = socket(AF_INET, SOCK_STREAM, 0), p0 = socket(AF_INET, SOCK_STREAM, 0);
 	int p1 = socket(AF_INET, SOCK_STREAM, 0), a0, a1, err = 0, writes = 0;
-	ssize_t sent = 0, got = 0, got0 = 0, g;
+	ssize_t sent = 0, got = 0, astray = 0, g;
 	unsigned char next = 0, order_ok = 1;
+	int block = !strcmp(how, "block"), pass = !strcmp(how, "pass");
 
 	alarm(20);   /* bounded whatever the kernel does */
 	setsockopt(l, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small));   /* inherited by A0, A1 */
-	setsockopt(p1, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
+	setsockopt(pass ? p0 : p1, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small));
 	setsockopt(p1, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 2) ||
 	    getsockname(l, (struct sockaddr *)&a, &n) || connect(p1, (struct sockaddr *)&a, sizeof(a)) ||
 	    (a1 = accept(l, NULL, NULL)) < 0 || connect(p0, (struct sockaddr *)&a, sizeof(a)) ||
-	    (a0 = accept(l, NULL, NULL)) < 0 || put(s.socks, p1) || put(s.socks, p0) || redirect(s.redir, p0, p1))
+	    (a0 = accept(l, NULL, NULL)) < 0 || put(s.socks, p1) || put(s.socks, p0) ||
+	    (!pass && redirect(s.redir, p0, p1)))
 		return fprintf(stderr, "sp: fullprobe set-up failed: %s\n", strerror(errno)), 1;
+	if (pass) {   /* the stream is P0's own: read it from A0, and count anything on A1 as astray */
+		int t = a0;
+		a0 = a1;
+		a1 = t;
+	}
 	if (block)
 		setsockopt(p0, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	else
@@ -330,7 +340,7 @@ static int fullprobe(const char *obj, int block, size_t size)
 	struct pollfd pf[2] = { { .fd = a1, .events = POLLIN }, { .fd = a0, .events = POLLIN } };
 	while (poll(pf, 2, 300) > 0) {
 		if (pf[1].revents && (g = recv(a0, in, sizeof(in), MSG_DONTWAIT)) > 0)
-			got0 += g;
+			astray += g;
 		if (!pf[0].revents || (g = recv(a1, in, sizeof(in), MSG_DONTWAIT)) <= 0)
 			continue;
 		for (ssize_t i = 0; i < g; i++, next = (unsigned char)((next + 1) % 251))
@@ -346,8 +356,8 @@ static int fullprobe(const char *obj, int block, size_t size)
 	if (cnt >= 0 && ncpu > 0 && ncpu <= 256 && !bpf_map_lookup_elem(cnt, &k2, v))
 		for (int i = 0; i < ncpu; i++)
 			bytes += v[i];
-	printf("fullprobe %s size=%zu writes=%d sent=%zd received=%zd intact=%d on_p0=%zd errno=%s msg_runs=%llu msg_bytes=%llu\n",
-	       block ? "block" : "nonblock", size, writes, sent, got, order_ok, got0,
+	printf("fullprobe %s size=%zu writes=%d sent=%zd received=%zd intact=%d astray=%zd errno=%s msg_runs=%llu msg_bytes=%llu\n",
+	       how, size, writes, sent, got, order_ok, astray,
 	       err > 0 ? strerror(err) : err < 0 ? "short" : "0", (unsigned long long)runs, (unsigned long long)bytes);
 	return 0;
 }
@@ -362,7 +372,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
 		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10);
 	if (argc >= 3 && !strcmp(argv[1], "fullprobe"))
-		return fullprobe(argv[2], argc > 3 && !strcmp(argv[3], "block"), argc > 4 ? (size_t)atol(argv[4]) : 1000);
+		return fullprobe(argv[2], argc > 3 ? argv[3] : "nonblock", argc > 4 ? (size_t)atol(argv[4]) : 1000);
 	if (argc < 4)
 		return fprintf(stderr, "usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]\n"), 2;
 	for (m = 0; m <= SKB && strcmp(argv[1], names[m]); m++)
