@@ -283,6 +283,19 @@ static int dropprobe(const char *obj, uint32_t pass)
 	return 0;
 }
 
+/* sp_count[idx] summed over the CPUs (0 on failure). */
+static uint64_t count_of(struct sp *s, uint32_t idx)
+{
+	uint64_t v[256], sum = 0;
+	int map = bpf_object__find_map_fd_by_name(s->obj, "sp_count"), ncpu = libbpf_num_possible_cpus();
+
+	if (map < 0 || ncpu <= 0 || ncpu > 256 || bpf_map_lookup_elem(map, &idx, v))
+		return 0;
+	for (int i = 0; i < ncpu; i++)
+		sum += v[i];
+	return sum;
+}
+
 /* mode fullprobe: l7run writes a client's bytes into pool socket P0, whose SK_MSG redirects them
  * egress out of pool socket P1 (sp-msgskb's request path), while P1's peer does not read, so P1's
  * send buffer fills. What the writer learns from send's count and what P1's peer gets decide how
@@ -347,15 +360,7 @@ static int fullprobe(const char *obj, const char *how, size_t size)
 			order_ok &= (unsigned char)in[i] == next;
 		got += g;
 	}
-	uint64_t runs = 0, bytes = 0, v[256];   /* sp_count: what the SK_MSG program saw */
-	int cnt = bpf_object__find_map_fd_by_name(s.obj, "sp_count"), ncpu = libbpf_num_possible_cpus();
-	uint32_t k0 = 0, k2 = 2;
-	if (cnt >= 0 && ncpu > 0 && ncpu <= 256 && !bpf_map_lookup_elem(cnt, &k0, v))
-		for (int i = 0; i < ncpu; i++)
-			runs += v[i];
-	if (cnt >= 0 && ncpu > 0 && ncpu <= 256 && !bpf_map_lookup_elem(cnt, &k2, v))
-		for (int i = 0; i < ncpu; i++)
-			bytes += v[i];
+	uint64_t runs = count_of(&s, 0), bytes = count_of(&s, 2);   /* what the SK_MSG program saw */
 	printf("fullprobe %s size=%zu writes=%d sent=%zd received=%zd intact=%d astray=%zd errno=%s msg_runs=%llu msg_bytes=%llu\n",
 	       how, size, writes, sent, got, order_ok, astray,
 	       err > 0 ? strerror(err) : err < 0 ? "short" : "0", (unsigned long long)runs, (unsigned long long)bytes);
