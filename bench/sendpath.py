@@ -248,17 +248,29 @@ def check(summary):
 
 
 def dropprobe(spbin, spobj):
-    """An SK_MSG that passes the first n bytes of a 30-byte write and drops the rest (what a deny
-    in a write that held earlier requests would do): the peer gets exactly n, and a write it drops
-    whole fails with EACCES. send's own count is reported, not checked: on 6.18 it is max(n, 30 - n),
-    not n (docs/architecture.md)."""
+    """An SK_MSG that passes the first n bytes of a 30-byte write (n = 0: none) and would drop the
+    rest and the next write (what a deny in a write that held earlier requests would do), then
+    passes again. With SK_DROP: the peer gets exactly n, send's count is n (the dropping run sets
+    its apply_bytes; a write dropped whole fails with EACCES), and every later write fails with
+    EACCES without the program running: a drop poisons the socket (tcp_bpf_send_verdict returns
+    before it resets psock->eval). Redirecting those bytes into a discard socket's receive queue
+    instead (BPF_F_INGRESS) keeps the socket whole: every write is sent in full count, the peer
+    gets exactly the passed bytes and the last write, the discard socket the rest, and the
+    program runs on each write (docs/architecture.md)."""
     bad = []
-    for n in (1, 10, 29):
-        out = subprocess.run([spbin, "dropprobe", spobj, str(n)], capture_output=True, text=True).stdout.split()
-        kv = dict(w.split("=", 1) for w in out if "=" in w)
-        print("dropprobe pass %d: %s" % (n, " ".join(w for w in out if "=" in w)))
-        if kv.get("received") != str(n) or kv.get("then") != "-1":
-            bad.append("dropprobe pass %d: %s" % (n, " ".join(out)))
+    for how in ("drop", "discard"):
+        for n in (0, 1, 10, 29):
+            out = subprocess.run([spbin, "dropprobe", spobj, str(n), how], capture_output=True, text=True).stdout.split()
+            kv = dict(w.split("=", 1) for w in out if "=" in w)
+            print("dropprobe %s pass %d: %s" % (how, n, " ".join(w for w in out if "=" in w)))
+            if how == "drop":
+                want = {"send": str(n) if n else "-1", "then": "-1", "after": "-1", "received": str(n),
+                        "discarded": "0", "msg_runs": "2" if n else "1"}
+            else:
+                want = {"send": "30", "then": "4", "after": "4", "received": str(n + 4), "intact": "1",
+                        "discarded": str(30 - n + 4)}
+            if any(kv.get(k) != v for k, v in want.items()):
+                bad.append("dropprobe %s pass %d: %s (want %s)" % (how, n, " ".join(out), want))
     return bad
 
 

@@ -45,11 +45,18 @@ struct {                      /* the same for the verdict: a socket's SK_MSG als
 	__type(value, __u64);
 } sp_rredir SEC(".maps");
 
-struct {                      /* mode dropprobe: pass this many bytes, then drop (~0); 0: off */
+struct sp_drop {               /* mode dropprobe: pass this many bytes, then drop (~0); 0: off */
+	__u32 pass;
+	__u32 pad;
+	__u64 discard;            /* not 0: instead of SK_DROP, redirect into this sp_socks socket's
+	                           * receive queue (BPF_F_INGRESS: a discard socket of user space's) */
+};
+
+struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, __u32);
+	__type(value, struct sp_drop);
 } sp_drop SEC(".maps");
 
 struct {                      /* 0 msg runs, 1 msg redirects, 2 msg bytes, 3 skb runs, 4 skb redirects */
@@ -80,15 +87,21 @@ int sp_msg(struct sk_msg_md *msg)
 	__u32 port = ports(msg->local_port, msg->remote_port);
 	__u64 *to = bpf_map_lookup_elem(&sp_redir, &port);
 
-	__u32 zero = 0, *pass = bpf_map_lookup_elem(&sp_drop, &zero);
+	__u32 zero = 0;
+	struct sp_drop *d = bpf_map_lookup_elem(&sp_drop, &zero);
 
 	count(0, 1);
 	count(2, msg->size);
-	if (pass && *pass == ~0U)
-		return SK_DROP;
-	if (pass && *pass) {
-		__u32 n = *pass;
-		*pass = ~0U;          /* this run passes n bytes; the program's next runs drop */
+	if (d && d->pass == ~0U) {
+		__u64 k = d->discard;
+		/* a verdict covers the next apply_bytes bytes, later writes' too, and the sk_msg's
+		 * apply_bytes stays what the last run set: say this run's length */
+		bpf_msg_apply_bytes(msg, msg->size);
+		return k ? bpf_msg_redirect_hash(msg, &sp_socks, &k, BPF_F_INGRESS) : SK_DROP;
+	}
+	if (d && d->pass) {
+		__u32 n = d->pass;
+		d->pass = ~0U;        /* this run passes n bytes; the program's next runs drop */
 		bpf_msg_apply_bytes(msg, n);
 		return SK_PASS;
 	}

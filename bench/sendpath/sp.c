@@ -20,9 +20,12 @@
  *              mechanism without strparser and without a policy
  *
  * usage: sp MODE LISTEN_PORT BACKEND_PORT [sp.bpf.o]   (prints "ready PROG_ID..." when listening)
- *        sp dropprobe sp.bpf.o [N]: what a sender sees when its SK_MSG passes the first N (10)
- *        bytes of a 30-byte write and drops the rest (a deny in a write that held earlier
- *        requests); prints "dropprobe send=N errno=E received=M then=N2 errno=E2"
+ *        sp dropprobe sp.bpf.o [N] [drop|discard]: what a sender sees when its SK_MSG passes the
+ *        first N (10; 0: none) bytes of a 30-byte write and drops the rest (a deny in a write that
+ *        held earlier requests), then a write of 4 it drops, then one of 4 it passes; discard:
+ *        the program redirects into a discard socket's receive queue instead of dropping; prints
+ *        "dropprobe HOW send=N errno=E then=N2 errno=E2 after=N3 errno=E3 received=M intact=0|1
+ *        discarded=D msg_runs=R" (intact: the peer got exactly the N bytes and the last 4)
  *        sp fullprobe sp.bpf.o [nonblock|block|pass] [SIZE]: writes of SIZE (1000) bytes into a
  *        socket whose SK_MSG redirects out of one whose peer does not read (or passes, its own
  *        peer not reading), until send fails or comes short; prints "fullprobe HOW size=S
@@ -250,39 +253,6 @@ static int load(struct sp *s, const char *obj)
 	return 0;
 }
 
-/* A loopback pair whose sending end is in sp_socks; the SK_MSG program passes `pass` bytes of
- * the first write and drops the rest, and everything after. */
-static int dropprobe(const char *obj, uint32_t pass)
-{
-	static struct sp s;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t n = sizeof(a);
-	uint32_t zero = 0;
-	char buf[64];
-	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), p, e1, e2;
-	ssize_t w1, w2, r = 0, g;
-
-	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
-	    (p = accept(l, NULL, NULL)) < 0 || put(s.socks, c))
-		return fprintf(stderr, "sp: dropprobe set-up failed: %s\n", strerror(errno)), 1;
-	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
-	if (map < 0 || bpf_map_update_elem(map, &zero, &pass, BPF_ANY))
-		return fprintf(stderr, "sp: no sp_drop map\n"), 1;
-	errno = 0;
-	w1 = send(c, "AAAAAAAAAABBBBBBBBBBBBBBBBBBBB", 30, MSG_NOSIGNAL);
-	e1 = errno;
-	errno = 0;
-	w2 = send(c, "CCCC", 4, MSG_NOSIGNAL);
-	e2 = errno;
-	struct pollfd pf = { .fd = p, .events = POLLIN };
-	while (poll(&pf, 1, 300) > 0 && (g = recv(p, buf, sizeof(buf), MSG_DONTWAIT)) > 0)
-		r += g;
-	printf("dropprobe send=%zd errno=%s received=%zd then=%zd errno=%s\n", w1, e1 ? strerror(e1) : "0", r, w2,
-	       e2 ? strerror(e2) : "0");
-	return 0;
-}
-
 /* sp_count[idx] summed over the CPUs (0 on failure). */
 static uint64_t count_of(struct sp *s, uint32_t idx)
 {
@@ -294,6 +264,67 @@ static uint64_t count_of(struct sp *s, uint32_t idx)
 	for (int i = 0; i < ncpu; i++)
 		sum += v[i];
 	return sum;
+}
+
+/* A loopback pair whose sending end is in sp_socks; the SK_MSG program passes `pass` bytes of
+ * the first write (0: none) and drops the rest, and the next write; then user space tells it to
+ * pass again and writes once more. discard: the program redirects what it would drop into the
+ * receive queue of a socket of its own (BPF_F_INGRESS) instead of returning SK_DROP. */
+struct sp_drop {                /* sp.bpf.c's */
+	uint32_t pass, pad;
+	uint64_t discard;
+};
+
+static int dropprobe(const char *obj, uint32_t pass, int discard)
+{
+	static struct sp s;
+	static const char first[] = "AAAAAAAAAABBBBBBBBBBBBBBBBBBBB";
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t n = sizeof(a);
+	uint32_t zero = 0;
+	char buf[64], want[64], dbuf[64];
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), d = socket(AF_INET, SOCK_STREAM, 0);
+	int p, dp, e1, e2, e3;
+	ssize_t w1, w2, w3, r = 0, dr = 0, g;
+
+	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 2) ||
+	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
+	    (p = accept(l, NULL, NULL)) < 0 || connect(d, (struct sockaddr *)&a, sizeof(a)) ||
+	    (dp = accept(l, NULL, NULL)) < 0 || put(s.socks, c) || put(s.socks, d))
+		return fprintf(stderr, "sp: dropprobe set-up failed: %s\n", strerror(errno)), 1;
+	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
+	struct sp_drop v = { .pass = pass ? pass : ~0U, .discard = discard ? ports(d) : 0 };
+	if (map < 0 || pass >= 30 || bpf_map_update_elem(map, &zero, &v, BPF_ANY))
+		return fprintf(stderr, "sp: no sp_drop map, or N not below 30\n"), 1;
+	errno = 0;
+	w1 = send(c, first, 30, MSG_NOSIGNAL);
+	e1 = errno;
+	errno = 0;
+	w2 = send(c, "CCCC", 4, MSG_NOSIGNAL);
+	e2 = errno;
+	/* the program passes again (as after a deny, the next request): is the socket still whole? */
+	v.pass = 0;
+	bpf_map_update_elem(map, &zero, &v, BPF_ANY);
+	errno = 0;
+	w3 = send(c, "DDDD", 4, MSG_NOSIGNAL);
+	e3 = errno;
+	struct pollfd pf[2] = { { .fd = p, .events = POLLIN }, { .fd = d, .events = POLLIN } };
+	while (poll(pf, 2, 300) > 0) {
+		if (pf[0].revents && (g = recv(p, buf + r, sizeof(buf) - (size_t)r, MSG_DONTWAIT)) > 0)
+			r += g;
+		if (pf[1].revents && (g = recv(d, dbuf + dr, sizeof(dbuf) - (size_t)dr, MSG_DONTWAIT)) > 0)
+			dr += g;
+		if ((pf[0].revents || pf[1].revents) && r <= 0 && dr <= 0)
+			break;
+	}
+	memcpy(want, first, pass);
+	memcpy(want + pass, "DDDD", 4);
+	printf("dropprobe %s send=%zd errno=%s then=%zd errno=%s after=%zd errno=%s received=%zd intact=%d "
+	       "discarded=%zd msg_runs=%llu\n", discard ? "discard" : "drop",
+	       w1, e1 ? strerror(e1) : "0", w2, e2 ? strerror(e2) : "0", w3, e3 ? strerror(e3) : "0", r,
+	       r == (ssize_t)pass + 4 && !memcmp(buf, want, pass + 4), dr, (unsigned long long)count_of(&s, 0));
+	(void)dp;
+	return 0;
 }
 
 /* mode fullprobe: l7run writes a client's bytes into pool socket P0, whose SK_MSG redirects them
@@ -375,7 +406,7 @@ int main(int argc, char **argv)
 	int one = 1, lfd, ep, m;
 
 	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
-		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10);
+		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10, argc > 4 && !strcmp(argv[4], "discard"));
 	if (argc >= 3 && !strcmp(argv[1], "fullprobe"))
 		return fullprobe(argv[2], argc > 3 ? argv[3] : "nonblock", argc > 4 ? (size_t)atol(argv[4]) : 1000);
 	if (argc < 4)
