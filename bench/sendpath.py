@@ -297,6 +297,19 @@ def fullprobe(spbin, spobj):
     return bad
 
 
+def spanprobe(spbin, spobj):
+    """Framing by apply_bytes across writes (the gateway's request side, docs/architecture.md):
+    writes "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE" whose SK_MSG passes each request with
+    apply_bytes = its length (16, 8, 2). The kernel runs the program again exactly where a
+    request starts, also inside a write, with the message starting there: at A (10 bytes), C
+    (the 6 after the body's rest) and E (2 after the 2 the second verdict still covered)."""
+    out = subprocess.run([spbin, "spanprobe", spobj], capture_output=True, text=True).stdout.split()
+    kv = dict(w.split("=", 1) for w in out if "=" in w)
+    print("spanprobe: %s" % " ".join(w for w in out if "=" in w))
+    want = {"runs": "3", "run0": "A:10", "run1": "C:6", "run2": "E:2", "sent": "26", "received": "26", "intact": "1"}
+    return ["spanprobe: %s (want %s)" % (" ".join(out), want)] if any(kv.get(k) != v for k, v in want.items()) else []
+
+
 def table(summary):
     lines = []
     for conns, o in summary.items():
@@ -375,7 +388,7 @@ http { access_log off; keepalive_requests 1000000; keepalive_timeout 60s;
                           "skb redirects %.2f" % ((kind, n) + tuple(v["per_req"])))
         if args.check:
             spbin, spobj = os.path.join(tmp, "sp"), os.path.join(tmp, "sp.bpf.o")
-            bad = check(s) + dropprobe(spbin, spobj) + fullprobe(spbin, spobj)
+            bad = check(s) + dropprobe(spbin, spobj) + fullprobe(spbin, spobj) + spanprobe(spbin, spobj)
             for b in bad:
                 print("check: " + b, file=sys.stderr)
             if bad:

@@ -45,12 +45,7 @@ struct {                      /* the same for the verdict: a socket's SK_MSG als
 	__type(value, __u64);
 } sp_rredir SEC(".maps");
 
-struct sp_drop {               /* mode dropprobe: pass this many bytes, then drop (~0); 0: off */
-	__u32 pass;
-	__u32 pad;
-	__u64 discard;            /* not 0: instead of SK_DROP, redirect into this sp_socks socket's
-	                           * receive queue (BPF_F_INGRESS: a discard socket of user space's) */
-};
+#include "sp.h"   /* struct sp_drop, shared with sp.c */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
@@ -98,6 +93,17 @@ int sp_msg(struct sk_msg_md *msg)
 		 * apply_bytes stays what the last run set: say this run's length */
 		bpf_msg_apply_bytes(msg, msg->size);
 		return k ? bpf_msg_redirect_hash(msg, &sp_socks, &k, BPF_F_INGRESS) : SK_DROP;
+	}
+	if (d && d->span_n) {
+		__u32 i = d->span_i;
+		if (i >= SP_SPAN || i >= d->span_n)
+			return SK_DROP;
+		d->span_i = i + 1;
+		d->span_size[i] = msg->size;
+		if (!bpf_msg_pull_data(msg, 0, 1, 0) && msg->data + 1 <= msg->data_end)
+			d->span_first[i] = *(__u8 *)msg->data;
+		bpf_msg_apply_bytes(msg, d->span_len[i]);
+		return SK_PASS;
 	}
 	if (d && d->pass) {
 		__u32 n = d->pass;

@@ -26,6 +26,8 @@
  *        the program redirects into a discard socket's receive queue instead of dropping; prints
  *        "dropprobe HOW send=N errno=E then=N2 errno=E2 after=N3 errno=E3 received=M intact=0|1
  *        discarded=D msg_runs=R" (intact: the peer got exactly the N bytes and the last 4)
+ *        sp spanprobe sp.bpf.o: where an SK_MSG verdict's apply_bytes ends across writes (see
+ *        spanprobe)
  *        sp fullprobe sp.bpf.o [nonblock|block|pass] [SIZE]: writes of SIZE (1000) bytes into a
  *        socket whose SK_MSG redirects out of one whose peer does not read (or passes, its own
  *        peer not reading), until send fails or comes short; prints "fullprobe HOW size=S
@@ -49,6 +51,7 @@
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include "sp.h"
 
 enum mode { COPY, SPLICE, PASSCOPY, MSGCOPY, MSGSPLICE, MSGSKB, MSGPASS, SKB };
 static const char *const names[] = { "copy", "splice", "passcopy", "msgcopy", "msgsplice", "msgskb", "msgpass", "skb" };
@@ -270,11 +273,6 @@ static uint64_t count_of(struct sp *s, uint32_t idx)
  * the first write (0: none) and drops the rest, and the next write; then user space tells it to
  * pass again and writes once more. discard: the program redirects what it would drop into the
  * receive queue of a socket of its own (BPF_F_INGRESS) instead of returning SK_DROP. */
-struct sp_drop {                /* sp.bpf.c's */
-	uint32_t pass, pad;
-	uint64_t discard;
-};
-
 static int dropprobe(const char *obj, uint32_t pass, int discard)
 {
 	static struct sp s;
@@ -324,6 +322,50 @@ static int dropprobe(const char *obj, uint32_t pass, int discard)
 	       w1, e1 ? strerror(e1) : "0", w2, e2 ? strerror(e2) : "0", w3, e3 ? strerror(e3) : "0", r,
 	       r == (ssize_t)pass + 4 && !memcmp(buf, want, pass + 4), dr, (unsigned long long)count_of(&s, 0));
 	(void)dp;
+	return 0;
+}
+
+/* mode spanprobe: how far an SK_MSG verdict reaches, the framing the gateway's request side
+ * would use (docs/architecture.md, the send path's item 2). Three writes, "AAAAAAbbbb",
+ * "bbbbbbCCCCdd", "ddEE": a head of 6 (A) with a body of 10 (b), a head of 4 (C) with a body of
+ * 4 (d), a head of 2 (E). Each run passes with apply_bytes = its request's length and records
+ * the first byte and size of what it saw; prints "spanprobe runs=R run=FIRST:SIZE... sent=S
+ * received=M intact=0|1". */
+static int spanprobe(const char *obj)
+{
+	static struct sp s;
+	static const char *const w[] = { "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE" };
+	static const uint32_t len[] = { 16, 8, 2 };
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t n = sizeof(a);
+	uint32_t zero = 0;
+	char buf[64], want[64] = "";
+	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), p;
+	ssize_t sent = 0, r = 0, g;
+
+	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
+	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
+	    (p = accept(l, NULL, NULL)) < 0 || put(s.socks, c))
+		return fprintf(stderr, "sp: spanprobe set-up failed: %s\n", strerror(errno)), 1;
+	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
+	struct sp_drop v = { .span_n = 3 };
+	memcpy(v.span_len, len, sizeof(len));
+	if (map < 0 || bpf_map_update_elem(map, &zero, &v, BPF_ANY))
+		return fprintf(stderr, "sp: no sp_drop map\n"), 1;
+	for (size_t i = 0; i < sizeof(w) / sizeof(*w); i++) {
+		ssize_t k = send(c, w[i], strlen(w[i]), MSG_NOSIGNAL);
+		sent += k > 0 ? k : 0;
+		strcat(want, w[i]);
+	}
+	struct pollfd pf = { .fd = p, .events = POLLIN };
+	while (poll(&pf, 1, 300) > 0 && (g = recv(p, buf + r, sizeof(buf) - 1 - (size_t)r, MSG_DONTWAIT)) > 0)
+		r += g;
+	if (bpf_map_lookup_elem(map, &zero, &v))
+		return fprintf(stderr, "sp: sp_drop unreadable\n"), 1;
+	printf("spanprobe runs=%u", v.span_i);
+	for (uint32_t i = 0; i < v.span_i && i < SP_SPAN; i++)
+		printf(" run%u=%c:%u", i, v.span_first[i] ? v.span_first[i] : '?', v.span_size[i]);
+	printf(" sent=%zd received=%zd intact=%d\n", sent, r, r == (ssize_t)strlen(want) && !memcmp(buf, want, (size_t)r));
 	return 0;
 }
 
@@ -407,6 +449,8 @@ int main(int argc, char **argv)
 
 	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
 		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10, argc > 4 && !strcmp(argv[4], "discard"));
+	if (argc >= 3 && !strcmp(argv[1], "spanprobe"))
+		return spanprobe(argv[2]);
 	if (argc >= 3 && !strcmp(argv[1], "fullprobe"))
 		return fullprobe(argv[2], argc > 3 ? argv[3] : "nonblock", argc > 4 ? (size_t)atol(argv[4]) : 1000);
 	if (argc < 4)
