@@ -299,15 +299,22 @@ def fullprobe(spbin, spobj):
 
 def spanprobe(spbin, spobj):
     """Framing by apply_bytes across writes (the gateway's request side, docs/architecture.md):
-    writes "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE" whose SK_MSG passes each request with
-    apply_bytes = its length (16, 8, 2). The kernel runs the program again exactly where a
-    request starts, also inside a write, with the message starting there: at A (10 bytes), C
-    (the 6 after the body's rest) and E (2 after the 2 the second verdict still covered)."""
-    out = subprocess.run([spbin, "spanprobe", spobj], capture_output=True, text=True).stdout.split()
-    kv = dict(w.split("=", 1) for w in out if "=" in w)
-    print("spanprobe: %s" % " ".join(w for w in out if "=" in w))
-    want = {"runs": "3", "run0": "A:10", "run1": "C:6", "run2": "E:2", "sent": "26", "received": "26", "intact": "1"}
-    return ["spanprobe: %s (want %s)" % (" ".join(out), want)] if any(kv.get(k) != v for k, v in want.items()) else []
+    writes "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE" into P0 whose SK_MSG passes each request with
+    apply_bytes = its length (16, 8, 2), or redirects requests 1 and 3 egress out of P1. The
+    kernel runs the program again exactly where a request starts, also inside a write, with the
+    message starting there: at A (10 bytes), C (the 6 after the body's rest) and E (2 after the
+    2 the second verdict still covered); the bytes a verdict covers in later writes go where it
+    sent their request's start."""
+    bad = []
+    runs = {"runs": "3", "run0": "A:10", "run1": "C:6", "run2": "E:2", "sent": "26"}
+    for how, p0, p1 in (("pass", "AAAAAAbbbbbbbbbbCCCCddddEE", "-"), ("redirect", "CCCCdddd", "AAAAAAbbbbbbbbbbEE")):
+        out = subprocess.run([spbin, "spanprobe", spobj, how], capture_output=True, text=True).stdout.split()
+        kv = dict(w.split("=", 1) for w in out if "=" in w)
+        print("spanprobe %s: %s" % (how, " ".join(w for w in out if "=" in w)))
+        want = dict(runs, p0=p0, p1=p1)
+        if any(kv.get(k) != v for k, v in want.items()):
+            bad.append("spanprobe %s: %s (want %s)" % (how, " ".join(out), want))
+    return bad
 
 
 def table(summary):

@@ -103,6 +103,10 @@ int sp_msg(struct sk_msg_md *msg)
 		if (!bpf_msg_pull_data(msg, 0, 1, 0) && msg->data + 1 <= msg->data_end)
 			d->span_first[i] = *(__u8 *)msg->data;
 		bpf_msg_apply_bytes(msg, d->span_len[i]);
+		if (d->span_redir & (1u << i)) {
+			__u64 k = d->span_to;
+			return bpf_msg_redirect_hash(msg, &sp_socks, &k, 0);
+		}
 		return SK_PASS;
 	}
 	if (d && d->pass) {

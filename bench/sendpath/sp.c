@@ -26,7 +26,7 @@
  *        the program redirects into a discard socket's receive queue instead of dropping; prints
  *        "dropprobe HOW send=N errno=E then=N2 errno=E2 after=N3 errno=E3 received=M intact=0|1
  *        discarded=D msg_runs=R" (intact: the peer got exactly the N bytes and the last 4)
- *        sp spanprobe sp.bpf.o: where an SK_MSG verdict's apply_bytes ends across writes (see
+ *        sp spanprobe sp.bpf.o [pass|redirect]: where an SK_MSG verdict's apply_bytes ends across writes (see
  *        spanprobe)
  *        sp fullprobe sp.bpf.o [nonblock|block|pass] [SIZE]: writes of SIZE (1000) bytes into a
  *        socket whose SK_MSG redirects out of one whose peer does not read (or passes, its own
@@ -326,12 +326,24 @@ static int dropprobe(const char *obj, uint32_t pass, int discard)
 }
 
 /* mode spanprobe: how far an SK_MSG verdict reaches, the framing the gateway's request side
- * would use (docs/architecture.md, the send path's item 2). Three writes, "AAAAAAbbbb",
- * "bbbbbbCCCCdd", "ddEE": a head of 6 (A) with a body of 10 (b), a head of 4 (C) with a body of
- * 4 (d), a head of 2 (E). Each run passes with apply_bytes = its request's length and records
- * the first byte and size of what it saw; prints "spanprobe runs=R run=FIRST:SIZE... sent=S
- * received=M intact=0|1". */
-static int spanprobe(const char *obj)
+ * would use (docs/architecture.md, the send path's item 2). Three writes into P0,
+ * "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE": a head of 6 (A) with a body of 10 (b), a head of 4 (C)
+ * with a body of 4 (d), a head of 2 (E). Each run passes with apply_bytes = its request's length
+ * and records the first byte and size of what it saw; redirect: requests 1 and 3 are redirected
+ * egress out of P1 instead. Prints "spanprobe HOW runs=R run0=FIRST:SIZE... sent=S p0=BYTES
+ * p1=BYTES" (what each peer received). */
+static ssize_t drain(int fd, char *buf, size_t cap)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t r = 0, g;
+
+	while (poll(&pf, 1, 300) > 0 && (g = recv(fd, buf + r, cap - 1 - (size_t)r, MSG_DONTWAIT)) > 0)
+		r += g;
+	buf[r] = 0;
+	return r;
+}
+
+static int spanprobe(const char *obj, int redir)
 {
 	static struct sp s;
 	static const char *const w[] = { "AAAAAAbbbb", "bbbbbbCCCCdd", "ddEE" };
@@ -339,33 +351,33 @@ static int spanprobe(const char *obj)
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t n = sizeof(a);
 	uint32_t zero = 0;
-	char buf[64], want[64] = "";
-	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), p;
-	ssize_t sent = 0, r = 0, g;
+	char b0[64], b1[64];
+	int l = socket(AF_INET, SOCK_STREAM, 0), p0 = socket(AF_INET, SOCK_STREAM, 0);
+	int p1 = socket(AF_INET, SOCK_STREAM, 0), a0, a1;
+	ssize_t sent = 0;
 
-	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 1) ||
-	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
-	    (p = accept(l, NULL, NULL)) < 0 || put(s.socks, c))
+	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 2) ||
+	    getsockname(l, (struct sockaddr *)&a, &n) || connect(p0, (struct sockaddr *)&a, sizeof(a)) ||
+	    (a0 = accept(l, NULL, NULL)) < 0 || connect(p1, (struct sockaddr *)&a, sizeof(a)) ||
+	    (a1 = accept(l, NULL, NULL)) < 0 || put(s.socks, p0) || put(s.socks, p1))
 		return fprintf(stderr, "sp: spanprobe set-up failed: %s\n", strerror(errno)), 1;
 	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
-	struct sp_drop v = { .span_n = 3 };
+	struct sp_drop v = { .span_n = 3, .span_redir = redir ? 5 : 0, .span_to = ports(p1) };
 	memcpy(v.span_len, len, sizeof(len));
 	if (map < 0 || bpf_map_update_elem(map, &zero, &v, BPF_ANY))
 		return fprintf(stderr, "sp: no sp_drop map\n"), 1;
 	for (size_t i = 0; i < sizeof(w) / sizeof(*w); i++) {
-		ssize_t k = send(c, w[i], strlen(w[i]), MSG_NOSIGNAL);
+		ssize_t k = send(p0, w[i], strlen(w[i]), MSG_NOSIGNAL);
 		sent += k > 0 ? k : 0;
-		strcat(want, w[i]);
 	}
-	struct pollfd pf = { .fd = p, .events = POLLIN };
-	while (poll(&pf, 1, 300) > 0 && (g = recv(p, buf + r, sizeof(buf) - 1 - (size_t)r, MSG_DONTWAIT)) > 0)
-		r += g;
+	drain(a0, b0, sizeof(b0));
+	drain(a1, b1, sizeof(b1));
 	if (bpf_map_lookup_elem(map, &zero, &v))
 		return fprintf(stderr, "sp: sp_drop unreadable\n"), 1;
-	printf("spanprobe runs=%u", v.span_i);
+	printf("spanprobe %s runs=%u", redir ? "redirect" : "pass", v.span_i);
 	for (uint32_t i = 0; i < v.span_i && i < SP_SPAN; i++)
 		printf(" run%u=%c:%u", i, v.span_first[i] ? v.span_first[i] : '?', v.span_size[i]);
-	printf(" sent=%zd received=%zd intact=%d\n", sent, r, r == (ssize_t)strlen(want) && !memcmp(buf, want, (size_t)r));
+	printf(" sent=%zd p0=%s p1=%s\n", sent, *b0 ? b0 : "-", *b1 ? b1 : "-");
 	return 0;
 }
 
@@ -450,7 +462,7 @@ int main(int argc, char **argv)
 	if (argc >= 3 && !strcmp(argv[1], "dropprobe"))
 		return dropprobe(argv[2], argc > 3 ? (uint32_t)atoi(argv[3]) : 10, argc > 4 && !strcmp(argv[4], "discard"));
 	if (argc >= 3 && !strcmp(argv[1], "spanprobe"))
-		return spanprobe(argv[2]);
+		return spanprobe(argv[2], argc > 3 && !strcmp(argv[3], "redirect"));
 	if (argc >= 3 && !strcmp(argv[1], "fullprobe"))
 		return fullprobe(argv[2], argc > 3 ? argv[3] : "nonblock", argc > 4 ? (size_t)atol(argv[4]) : 1000);
 	if (argc < 4)
