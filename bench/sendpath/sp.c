@@ -26,8 +26,8 @@
  *        the program redirects into a discard socket's receive queue instead of dropping; prints
  *        "dropprobe HOW send=N errno=E then=N2 errno=E2 after=N3 errno=E3 received=M intact=0|1
  *        discarded=D msg_runs=R" (intact: the peer got exactly the N bytes and the last 4)
- *        sp spanprobe sp.bpf.o [pass|redirect]: where an SK_MSG verdict's apply_bytes ends across writes (see
- *        spanprobe)
+ *        sp spanprobe sp.bpf.o [pass|redirect]: where an SK_MSG verdict's apply_bytes ends across
+ *        writes (see spanprobe)
  *        sp fullprobe sp.bpf.o [nonblock|block|pass] [SIZE]: writes of SIZE (1000) bytes into a
  *        socket whose SK_MSG redirects out of one whose peer does not read (or passes, its own
  *        peer not reading), until send fails or comes short; prints "fullprobe HOW size=S
@@ -269,6 +269,18 @@ static uint64_t count_of(struct sp *s, uint32_t idx)
 	return sum;
 }
 
+/* Everything fd receives until it is quiet for 300 ms, NUL-terminated (cap - 1 at most). */
+static ssize_t drain(int fd, char *buf, size_t cap)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	ssize_t r = 0, g;
+
+	while (poll(&pf, 1, 300) > 0 && (g = recv(fd, buf + r, cap - 1 - (size_t)r, MSG_DONTWAIT)) > 0)
+		r += g;
+	buf[r] = 0;
+	return r;
+}
+
 /* A loopback pair whose sending end is in sp_socks; the SK_MSG program passes `pass` bytes of
  * the first write (0: none) and drops the rest, and the next write; then user space tells it to
  * pass again and writes once more. discard: the program redirects what it would drop into the
@@ -282,13 +294,13 @@ static int dropprobe(const char *obj, uint32_t pass, int discard)
 	uint32_t zero = 0;
 	char buf[64], want[64], dbuf[64];
 	int l = socket(AF_INET, SOCK_STREAM, 0), c = socket(AF_INET, SOCK_STREAM, 0), d = socket(AF_INET, SOCK_STREAM, 0);
-	int p, dp, e1, e2, e3;
-	ssize_t w1, w2, w3, r = 0, dr = 0, g;
+	int p, e1, e2, e3;
+	ssize_t w1, w2, w3, r, dr;
 
 	if (load(&s, obj) || bind(l, (struct sockaddr *)&a, sizeof(a)) || listen(l, 2) ||
 	    getsockname(l, (struct sockaddr *)&a, &n) || connect(c, (struct sockaddr *)&a, sizeof(a)) ||
 	    (p = accept(l, NULL, NULL)) < 0 || connect(d, (struct sockaddr *)&a, sizeof(a)) ||
-	    (dp = accept(l, NULL, NULL)) < 0 || put(s.socks, c) || put(s.socks, d))
+	    accept(l, NULL, NULL) < 0 || put(s.socks, c) || put(s.socks, d))
 		return fprintf(stderr, "sp: dropprobe set-up failed: %s\n", strerror(errno)), 1;
 	int map = bpf_object__find_map_fd_by_name(s.obj, "sp_drop");
 	struct sp_drop v = { .pass = pass ? pass : ~0U, .discard = discard ? ports(d) : 0 };
@@ -306,22 +318,14 @@ static int dropprobe(const char *obj, uint32_t pass, int discard)
 	errno = 0;
 	w3 = send(c, "DDDD", 4, MSG_NOSIGNAL);
 	e3 = errno;
-	struct pollfd pf[2] = { { .fd = p, .events = POLLIN }, { .fd = d, .events = POLLIN } };
-	while (poll(pf, 2, 300) > 0) {
-		if (pf[0].revents && (g = recv(p, buf + r, sizeof(buf) - (size_t)r, MSG_DONTWAIT)) > 0)
-			r += g;
-		if (pf[1].revents && (g = recv(d, dbuf + dr, sizeof(dbuf) - (size_t)dr, MSG_DONTWAIT)) > 0)
-			dr += g;
-		if ((pf[0].revents || pf[1].revents) && r <= 0 && dr <= 0)
-			break;
-	}
+	r = drain(p, buf, sizeof(buf));     /* both sides were sent to in the sendmsg calls */
+	dr = drain(d, dbuf, sizeof(dbuf));
 	memcpy(want, first, pass);
 	memcpy(want + pass, "DDDD", 4);
 	printf("dropprobe %s send=%zd errno=%s then=%zd errno=%s after=%zd errno=%s received=%zd intact=%d "
 	       "discarded=%zd msg_runs=%llu\n", discard ? "discard" : "drop",
 	       w1, e1 ? strerror(e1) : "0", w2, e2 ? strerror(e2) : "0", w3, e3 ? strerror(e3) : "0", r,
 	       r == (ssize_t)pass + 4 && !memcmp(buf, want, pass + 4), dr, (unsigned long long)count_of(&s, 0));
-	(void)dp;
 	return 0;
 }
 
@@ -332,16 +336,6 @@ static int dropprobe(const char *obj, uint32_t pass, int discard)
  * and records the first byte and size of what it saw; redirect: requests 1 and 3 are redirected
  * egress out of P1 instead. Prints "spanprobe HOW runs=R run0=FIRST:SIZE... sent=S p0=BYTES
  * p1=BYTES" (what each peer received). */
-static ssize_t drain(int fd, char *buf, size_t cap)
-{
-	struct pollfd pf = { .fd = fd, .events = POLLIN };
-	ssize_t r = 0, g;
-
-	while (poll(&pf, 1, 300) > 0 && (g = recv(fd, buf + r, cap - 1 - (size_t)r, MSG_DONTWAIT)) > 0)
-		r += g;
-	buf[r] = 0;
-	return r;
-}
 
 static int spanprobe(const char *obj, int redir)
 {
