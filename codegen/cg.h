@@ -38,7 +38,7 @@ struct cg {
 void cg_di_init(struct cg *g);
 LLVMMetadataRef cg_di_function(struct cg *g, LLVMValueRef fn, const char *name, unsigned line,
 			       const char *const *param_names, int nparams);
-void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line);
+void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line, unsigned col);   /* col 0: none */
 void cg_di_map(struct cg *g, LLVMValueRef var, const char *name, unsigned type, unsigned max_entries,
 	       unsigned key_size, unsigned value_size, unsigned flags);
 

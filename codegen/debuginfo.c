@@ -57,9 +57,9 @@ LLVMMetadataRef cg_di_function(struct cg *g, LLVMValueRef fn, const char *name, 
 	return sp;
 }
 
-void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line)
+void cg_di_at(struct cg *g, LLVMMetadataRef scope, unsigned line, unsigned col)
 {
-	LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, line ? line : 1, 0, scope, NULL));
+	LLVMSetCurrentDebugLocation2(g->b, LLVMDIBuilderCreateDebugLocation(g->ctx, line ? line : 1, col, scope, NULL));
 }
 
 /* libbpf's BTF map definition: struct { int (*type)[T]; int (*max_entries)[N]; K *key; V *value;

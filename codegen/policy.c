@@ -216,7 +216,7 @@ static void cond_br(struct pcx *c, const struct ir_cond *k, LLVMBasicBlockRef ye
 #undef IR_COND
 	};
 	if (k->line)
-		cg_di_at(c->g, c->sp, k->line);
+		cg_di_at(c->g, c->sp, k->line, k->col);
 	hooks[k->kind](c, k, yes, no);
 }
 
@@ -703,7 +703,7 @@ static LLVMValueRef function(struct pcx *c, const char *name, int nparams, const
 		LLVMSetLinkage(fn, LLVMInternalLinkage);   /* a static subprogram (module.c internalise) */
 	c->sp = cg_di_function(g, fn, name, line, params, nparams);
 	LLVMPositionBuilderAtEnd(g->b, block(c, "entry"));
-	cg_di_at(g, c->sp, line);
+	cg_di_at(g, c->sp, line, 0);
 	return fn;
 }
 
@@ -832,7 +832,7 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			LLVMBasicBlockRef match = block(c, name), next = block(c, "rule.next");
 			cond_br(c, rule->cond, match, next);
 			LLVMPositionBuilderAtEnd(g->b, match);
-			cg_di_at(g, c->sp, rule->line);
+			cg_di_at(g, c->sp, rule->line, rule->col);
 			count(c, (unsigned)(p->ncounters + rule->id));
 			const struct ir_cond *tab = ir_rule_table(rule);
 			/* the table was looked up at its first group rule, which dominates this one */
@@ -840,10 +840,10 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 			if (tab)   /* which rule of the table: its own hit counter */
 				call(c, c->count_ty, declare(c, "l7_table_hit", c->count_ty), &c->table_val[tab->table], 1);
 			for (int k = 0; k < rule->nactions; k++) {
-				cg_di_at(g, c->sp, rule->actions[k].line);
+				cg_di_at(g, c->sp, rule->actions[k].line, rule->actions[k].col);
 				act_hooks[rule->actions[k].kind](c, i, rule, k);
 			}
-			cg_di_at(g, c->sp, rule->line);
+			cg_di_at(g, c->sp, rule->line, rule->col);
 			switch (rule->term) {
 			case IR_DENY: deny_or_audit(c, rule->status, rule->grpc, rule->id, matched); break;
 			case IR_ALLOW: set_flag(c, c->allowed); LLVMBuildBr(g->b, matched); break;
@@ -878,7 +878,7 @@ static void emit_rules(struct pcx *c, int first, int last, int total, bool init,
 		return;
 	}
 	/* combine: an ALLOW policy that applied without allowing, then the route, then 404 */
-	cg_di_at(g, c->sp, p->npolicies ? p->policies[p->npolicies - 1].line : 1);
+	cg_di_at(g, c->sp, p->npolicies ? p->policies[p->npolicies - 1].line : 1, 0);
 	LLVMBasicBlockRef rbac = block(c, "rbac.deny"), routing = block(c, "routing");
 	LLVMValueRef applies = LLVMBuildLoad2(g->b, g->i1, c->allow_applies, "");
 	LLVMValueRef allowed = LLVMBuildLoad2(g->b, g->i1, c->allowed, "");

@@ -589,7 +589,7 @@ static void wrapper(struct cg *g, const char *name, const char *section, const c
 	const char *params[] = { "ctx" };
 	LLVMMetadataRef sp = cg_di_function(g, fn, name, line, params, 1);
 	LLVMPositionBuilderAtEnd(g->b, LLVMAppendBasicBlockInContext(g->ctx, fn, "entry"));
-	cg_di_at(g, sp, line);
+	cg_di_at(g, sp, line, 0);
 	LLVMValueRef args[] = { LLVMGetParam(fn, 0), LLVMConstInt(g->i32, (unsigned)(chunk < 0 ? 0 : chunk), 0) };
 	LLVMValueRef rc = LLVMBuildCall2(g->b, ety, entry, args, chunk < 0 ? 1 : 2, "");
 	LLVMBuildRet(g->b, rc);

@@ -93,7 +93,7 @@ struct ir_cond {
 	size_t len;
 	unsigned method;
 	unsigned long long mask;
-	unsigned line;               /* .l7 line of the source expression */
+	unsigned line, col;          /* .l7 line and column of the source expression (col 0: none) */
 };
 
 enum ir_term { IR_CONTINUE, IR_FORWARD, IR_DENY, IR_FALLBACK, IR_ALLOW };
@@ -132,7 +132,7 @@ struct ir_action {               /* non-terminal actions, in order */
 	enum ir_field key_field;     /* LIMIT: the key (IR_F_*), or -1 for one bucket for all */
 	int key_header;
 	bool key_source;             /* LIMIT: the key is the client's address (key_field is -1) */
-	unsigned line;
+	unsigned line, col;
 };
 
 struct ir_rule {
@@ -145,7 +145,7 @@ struct ir_rule {
 	int status;                  /* IR_DENY */
 	int grpc;                    /* IR_DENY: 1 + the gRPC status DenyGrpc named; 0: l7_grpc_status_of_http(status) */
 	char *reason;                /* IR_FALLBACK: why this goes to the slow path */
-	unsigned line;               /* line of the terminal action (or the last statement) */
+	unsigned line, col;          /* of the terminal action (or the last statement) */
 };
 
 struct ir_policy {

@@ -685,7 +685,30 @@ static field_cond_fn *const builtin_hooks[] = {
 #undef L7_BUILTIN
 };
 
+static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e);
+
+/* The column of the expression a condition came from, for the line info (a line often holds
+ * several tests: `if a && b`): the operands are stamped first, by their own lowering, so a
+ * node left without one here was made for e itself (an AND of its parts, a list's ORs). */
+static void stamp_col(struct ir_cond *c, const struct l7_loc *at)
+{
+	if (!c || c->col || c->line != at->line)
+		return;
+	c->col = at->col;
+	stamp_col(c->a, at);
+	stamp_col(c->b, at);
+}
+
+static struct ir_cond *lower_cond_of(struct lx *x, const struct l7_expr *e);
+
 static struct ir_cond *lower_cond(struct lx *x, const struct l7_expr *e)
+{
+	struct ir_cond *c = lower_cond_of(x, e);
+	stamp_col(c, &e->loc);
+	return c;
+}
+
+static struct ir_cond *lower_cond_of(struct lx *x, const struct l7_expr *e)
 {
 	unsigned line = e->loc.line;
 	switch (e->kind) {
@@ -785,13 +808,13 @@ struct path {
 	struct ir_cond *cond;
 	struct ir_action *actions;
 	int nactions;
-	unsigned line;
+	struct l7_loc at;              /* of the statement that made the path (its if) */
 };
 
 /* Emits the rule for a finished path. Returns whether every request of the path is now taken
  * by some rule (emitted, or the path is empty): what lets later rules skip re-testing it. */
 static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, int upstream, int status,
-		      const char *reason, unsigned line)
+		      const char *reason, const struct l7_loc *at)
 {
 	if (pa->cond->kind == IR_C_FALSE)
 		return true;   /* never taken */
@@ -821,7 +844,8 @@ static bool emit_rule(struct lx *x, const struct path *pa, enum ir_term term, in
 	r->upstream = upstream;
 	r->status = status;
 	r->reason = reason ? dup(x, reason, strlen(reason)) : NULL;
-	r->line = line;
+	r->line = at->line;
+	r->col = at->col;
 	pol->rules = n;
 	pol->nrules++;
 	return true;
@@ -834,7 +858,7 @@ static bool lower_seq(struct lx *x, const struct seq *q, struct path pa);
 typedef bool lower_action_fn(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa);
 
 /* A non-terminal action: appended to the path, which goes on with the statements after it. */
-static struct ir_action *push_action(struct lx *x, struct path *pa, enum ir_action_kind kind, unsigned line)
+static struct ir_action *push_action(struct lx *x, struct path *pa, enum ir_action_kind kind, const struct l7_loc *at)
 {
 	struct ir_action *n = alloc(x, sizeof(*n) * (pa->nactions + 1));
 	if (pa->nactions)
@@ -842,17 +866,18 @@ static struct ir_action *push_action(struct lx *x, struct path *pa, enum ir_acti
 	struct ir_action *na = &n[pa->nactions];
 	memset(na, 0, sizeof(*na));
 	na->kind = kind;
-	na->line = line;
+	na->line = at->line;
+	na->col = at->col;
 	pa->actions = n;
 	pa->nactions++;
-	pa->line = line;
+	pa->at = *at;
 	return na;
 }
 
 static bool lower_mutation(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa, enum ir_mut_op op)
 {
 	const struct l7_expr *c = s->call;
-	struct ir_action *na = push_action(x, &pa, IR_A_MUTATE, s->loc.line);
+	struct ir_action *na = push_action(x, &pa, IR_A_MUTATE, &s->loc);
 	na->op = op;
 	na->response = c->args[0]->ref == REF_RESP_VAR;
 	na->header = na->mutation = -1;
@@ -886,7 +911,7 @@ static bool lower_REMOVE_HEADER(struct lx *x, const struct l7_stmt *s, const str
 /* An action on the state instance its first argument names (a counter, a bucket, a timer). */
 static struct ir_action *state_action(struct lx *x, const struct l7_stmt *s, struct path *pa, enum ir_action_kind kind)
 {
-	struct ir_action *na = push_action(x, pa, kind, s->loc.line);
+	struct ir_action *na = push_action(x, pa, kind, &s->loc);
 	na->counter = na->bucket = na->timer = x->kind_index[x->src->usings[s->call->args[0]->ref_index].instance];
 	na->key_field = (enum ir_field)-1;
 	return na;
@@ -926,14 +951,14 @@ static bool lower_LIMIT(struct lx *x, const struct l7_stmt *s, const struct seq 
 /* Audit(request): a deny that is not enforced. The path goes on, as if it were not there. */
 static bool lower_AUDIT(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
-	push_action(x, &pa, IR_A_AUDIT, s->loc.line);
+	push_action(x, &pa, IR_A_AUDIT, &s->loc);
 	return lower_seq(x, rest, pa);
 }
 
 /* NoLog(request): the request is not written to the access log; the path goes on. */
 static bool lower_NOLOG(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
-	push_action(x, &pa, IR_A_NOLOG, s->loc.line);
+	push_action(x, &pa, IR_A_NOLOG, &s->loc);
 	return lower_seq(x, rest, pa);
 }
 
@@ -941,20 +966,20 @@ static bool lower_ALLOW(struct lx *x, const struct l7_stmt *s, const struct seq 
 {
 	(void)rest;
 	x->pol->has_allow = true;
-	return emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, s->loc.line);
+	return emit_rule(x, &pa, IR_ALLOW, -1, 0, NULL, &s->loc);
 }
 
 static bool lower_ROUTE(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	(void)rest;
-	return emit_rule(x, &pa, IR_FORWARD, s->call->args[1]->ref_index, 0, NULL, s->loc.line);
+	return emit_rule(x, &pa, IR_FORWARD, s->call->args[1]->ref_index, 0, NULL, &s->loc);
 }
 
 static bool lower_DENY(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
 {
 	(void)rest;
 	int n = x->pol->nrules;
-	bool taken = emit_rule(x, &pa, IR_DENY, -1, (int)s->call->args[1]->num, NULL, s->loc.line);
+	bool taken = emit_rule(x, &pa, IR_DENY, -1, (int)s->call->args[1]->num, NULL, &s->loc);
 	if (s->call->nargs == 3 && x->pol->nrules > n)   /* DenyGrpc: the status it names */
 		x->pol->rules[n].grpc = 1 + (int)s->call->args[2]->num;
 	return taken;
@@ -966,7 +991,7 @@ static bool lower_FALLBACK(struct lx *x, const struct l7_stmt *s, const struct s
 	(void)rest;
 	char why[256];
 	snprintf(why, sizeof(why), "Fallback() at line %u", s->loc.line);
-	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, s->loc.line);
+	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, &s->loc);
 }
 
 static bool lower_PROXY_ONLY(struct lx *x, const struct l7_stmt *s, const struct seq *rest, struct path pa)
@@ -974,7 +999,7 @@ static bool lower_PROXY_ONLY(struct lx *x, const struct l7_stmt *s, const struct
 	(void)rest;
 	char why[256];
 	snprintf(why, sizeof(why), "action '%s' (line %u) runs only in the fallback proxy", s->action->name, s->loc.line);
-	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, s->loc.line);
+	return emit_rule(x, &pa, IR_FALLBACK, x->p->fallback, 0, why, &s->loc);
 }
 
 static lower_action_fn *const action_hooks[] = {
@@ -991,7 +1016,7 @@ static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 	if (x->too_many)
 		return false;
 	if (!q)
-		return emit_rule(x, &pa, IR_CONTINUE, -1, 0, NULL, pa.line);
+		return emit_rule(x, &pa, IR_CONTINUE, -1, 0, NULL, &pa.at);
 	const struct l7_stmt *s = q->s;
 	switch (s->kind) {
 	case S_SECTION:
@@ -1016,7 +1041,7 @@ static bool lower_seq(struct lx *x, const struct seq *q, struct path pa)
 		struct ir_cond *c = lower_cond(x, s->cond);
 		struct path yes = pa, no = pa;
 		yes.cond = cond_bin(x, IR_C_AND, pa.cond, c);
-		yes.line = no.line = s->loc.line;
+		yes.at = no.at = s->loc;
 		if (c->kind == IR_C_FALSE && s->then)
 			l7_diag(x->d, L7_WARNING, s->cond->loc, "condition is always false");
 		struct seq then = { s->then, q->next }, other = { s->otherwise, q->next };
@@ -1362,7 +1387,7 @@ struct ir_program *ir_lower(const struct l7_module *m, struct l7_diags *d)
 		pol->line = src->loc.line;
 		x.pol = pol;
 		x.src = src;
-		struct path start = { .cond = context_cond(&x, src), .line = src->loc.line };
+		struct path start = { .cond = context_cond(&x, src), .at = src->loc };
 		pol->applies = start.cond;
 		struct seq body = { src->body, NULL };
 		if (src->body)

@@ -96,6 +96,7 @@ struct ir_cond *conj_rebuild(struct ir_program *p, const struct conj *s, unsigne
 		c->a = (struct ir_cond *)s->t[i];
 		c->b = acc;
 		c->line = s->t[i]->line;
+		c->col = s->t[i]->col;
 		acc = c;
 	}
 	if (!acc) {

@@ -53,6 +53,7 @@ static struct ir_cond *to_sets(struct ir_program *p, struct ir_cond *c)
 		sc->kind = IR_C_SOURCE_SET;
 		sc->set = p->ncidr_sets;
 		sc->line = c->line;
+		sc->col = c->col;
 		p->cidr_sets = sets;
 		p->ncidr_sets++;
 		return sc;

@@ -148,7 +148,7 @@ static void make_table(struct ir_program *p, struct ir_policy *pol, int k, int e
 		*r = pol->rules[leader[g]];
 		struct conj s = { .n = 0 };
 		struct ir_cond *tc = l7_alloc(&p->arena, sizeof(*tc));
-		*tc = (struct ir_cond){ .kind = IR_C_TABLE, .table = p->ntables, .group = g + 1, .line = r->line };
+		*tc = (struct ir_cond){ .kind = IR_C_TABLE, .table = p->ntables, .group = g + 1, .line = r->line, .col = r->col };
 		s.t[s.n++] = tc;
 		for (int i = 0; i < guard->n; i++)
 			s.t[s.n++] = guard->t[i];
