@@ -10,8 +10,13 @@
  *   free     no address; never in a table
  *   live     an endpoint of the set, in the table unless ejected (passive health, below)
  *   retired  its endpoint left the set: out of the table, so it takes no new request, but the
- *            connections to it finish what they carry; the mode (gateway.c) closes its idle
- *            pool sockets and says when none is left (ep_drained): free again.
+ *            connections to it finish what they carry; the mode (gateway.c, mesh_pool.c)
+ *            closes its pool sockets once idle and says when none is left (ep_drained): free
+ *            again.
+ * A mode whose pools are eager (mesh: the kernel redirects only into connections l7run opened
+ * ahead, env->eager) also keeps an endpoint out while its pool holds no usable connection
+ * (cfg_endpoint.pooled, counted by pool.c): a new endpoint enters once its pool has filled, one
+ * whose connections all ended leaves at once, before any connect has failed.
  * An endpoint keeps its slot while it stays in the set, so its pool connections stay too, and
  * a Ketama ring point belongs to the endpoint (its address), not to its slot: a change moves
  * only the keys of the endpoints that changed (stdlib/bpf/balance.h).
@@ -153,6 +158,12 @@ static int ejected(const struct ep_env *env, const char *set, const struct socka
 	return h && (h->ejected || h->down);
 }
 
+/* Out of the table: its health, or (eager pools) no connection of its pool to redirect into. */
+static int out_of_set(const struct ep_env *env, const char *set, const struct cfg_endpoint *e, int use_health)
+{
+	return ejected(env, set, &e->addr, use_health) || (use_health && env->eager && !e->pooled);
+}
+
 /* A row some published version's set still holds the endpoint of (live or draining). */
 static int row_in_use(const struct ep_env *env, const struct ep_health *h)
 {
@@ -197,7 +208,7 @@ static void build(struct rtsets *d, struct rtset *s, int use_health)
 	const struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
 
 	for (int i = 0; i < L7_RT_SLOTS; i++)
-		if (s->state[i] == SLOT_LIVE && !ejected(d->env, s->name, &up[i].addr, use_health))
+		if (s->state[i] == SLOT_LIVE && !out_of_set(d->env, s->name, &up[i], use_health))
 			e[n++] = (struct l7_ring_ep){ ntohl(up[i].addr.sin_addr.s_addr), ntohs(up[i].addr.sin_port), s->weight[i],
 						      s->r->slot + (unsigned)i };
 	l7_ring_tab(&d->tab, e, n, s->r->balance == L7M_RT_HASH);
@@ -236,6 +247,7 @@ static int apply(struct rtsets *d, int idx, const struct l7_eps *want, int use_h
 		changed |= st != s->state[i] || w != s->weight[i];
 		s->state[i] = st;
 		s->weight[i] = w;
+		up[i].draining = st == SLOT_RETIRED;
 	}
 	for (int j = 0; j < want->n; j++) {
 		int have = 0, free_slot = -1;
@@ -253,6 +265,7 @@ static int apply(struct rtsets *d, int idx, const struct l7_eps *want, int use_h
 			continue;
 		}
 		up[free_slot].addr = want->e[j].addr;
+		up[free_slot].draining = 0;
 		s->state[free_slot] = SLOT_LIVE;
 		s->weight[free_slot] = want->e[j].weight;
 		changed = 1;
@@ -276,10 +289,10 @@ static void say_set(const struct rtsets *d, const struct rtset *s)
 			continue;
 		char a[INET_ADDRSTRLEN];
 		inet_ntop(AF_INET, &up[i].addr.sin_addr, a, sizeof a);
-		int ej = ejected(d->env, s->name, &up[i].addr, 1);
-		live += s->state[i] == SLOT_LIVE && !ej;
+		int ej = ejected(d->env, s->name, &up[i].addr, 1), none = !ej && out_of_set(d->env, s->name, &up[i], 1);
+		live += s->state[i] == SLOT_LIVE && !ej && !none;
 		o += snprintf(list + o, sizeof list - (size_t)o, " %s:%d%s", a, ntohs(up[i].addr.sin_port),
-			      s->state[i] == SLOT_RETIRED ? "(draining)" : ej ? "(ejected)" : "");
+			      s->state[i] == SLOT_RETIRED ? "(draining)" : ej ? "(ejected)" : none ? "(connecting)" : "");
 	}
 	fprintf(stderr, "l7run: upstream %s: %d endpoints in force:%s\n", s->name, live, live || o ? list : " none (503)");
 }
@@ -290,7 +303,7 @@ static void write_down(struct rtsets *d)
 	uint32_t down = 0;
 	for (int i = 0; i < d->nlit; i++)
 		for (unsigned k = 0; k < d->lit[i].n; k++)
-			if (ejected(d->env, d->lit[i].name, &d->cfg->upstream[d->lit[i].first + k].addr, 1))
+			if (out_of_set(d->env, d->lit[i].name, &d->cfg->upstream[d->lit[i].first + k], 1))
 				down |= 1u << (d->lit[i].first + k);
 	if (down != d->down && !bpf_map_update_elem(d->down_fd, &(uint32_t){ 0 }, &down, BPF_ANY))
 		d->down = down;
@@ -315,14 +328,14 @@ static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, i
 }
 
 /* At load (the loader: only this version): slots and tables from the sources. -1 refuses the
- * version: the mode cannot serve run-time endpoints, or the file does not parse. */
-int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int supported, char *err, size_t errlen)
+ * version: the file does not parse. */
+int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, char *err, size_t errlen)
 {
 	const struct manifest *mf = cfg->mf;
 	struct litset lit[L7_MAX_UPSTREAMS / 2];
 	int nlit = 0;
 
-	for (__u32 u = 0; supported && u < mf->n_upstream && u < L7_MAX_UPSTREAMS; u++) {
+	for (__u32 u = 0; u < mf->n_upstream && u < L7_MAX_UPSTREAMS; u++) {
 		int rt = 0;
 		for (__u32 i = 0; i < mf->n_runtime; i++)
 			rt |= mf->runtime[i].slot == u;
@@ -335,11 +348,6 @@ int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int
 	int down = bpf_object__find_map_fd_by_name(obj, "l7_lb_down");
 	if (!mf->n_runtime && down < 0)
 		return 0;   /* an older l7c's object: its literal sets have no health */
-	if (!supported) {
-		snprintf(err, errlen, "upstream %s has run-time endpoints: this mode serves only endpoints written in the policy",
-			 mf->upstream[mf->runtime[0].slot].name.s);
-		return -1;
-	}
 	int tab = bpf_object__find_map_fd_by_name(obj, "l7_lb_tab"), gen = bpf_object__find_map_fd_by_name(obj, "l7_lb_gen");
 	if (mf->n_runtime && (tab < 0 || gen < 0)) {
 		snprintf(err, errlen, "the object has no l7_lb_tab or l7_lb_gen map");
@@ -406,6 +414,19 @@ void ep_watch(struct ep_env *env, struct config *cfg, int on)
 	refresh(d, 0, 1, !file_changed, 1);   /* the health of the published versions, and what changed since the load */
 }
 
+void ep_rebuild(struct config *cfg)
+{
+	struct rtsets *d = cfg->rt;
+
+	for (int i = 0; d && i < d->n; i++) {
+		build(d, &d->set[i], 1);
+		if (publish_table(d, &d->set[i], i))
+			fprintf(stderr, "l7run: upstream %s: cannot write its table: %s\n", d->set[i].name, strerror(errno));
+	}
+	if (d)
+		write_down(d);
+}
+
 void ep_free(struct config *cfg)
 {
 	if (!cfg->rt)
@@ -441,6 +462,7 @@ void ep_drained(struct config *cfg, int slot)
 		if (k >= 0 && k < L7_RT_SLOTS && d->set[i].state[k] == SLOT_RETIRED) {
 			d->set[i].state[k] = SLOT_FREE;
 			d->set[i].full_said = 0;
+			cfg->upstream[slot].draining = 0;
 			memset(&cfg->upstream[slot].addr, 0, sizeof cfg->upstream[slot].addr);
 			cfg->upstream[slot].addr.sin_family = AF_INET;
 			d->env->changed = 1;   /* an endpoint that waited for a slot may take it */

@@ -310,7 +310,7 @@ int version_open(struct policy_env *env, const struct policy_file *pf, const cha
 	if (config_setup(env, *obj, err, errlen) ||
 	    jwt_setup(env, *obj, cfg, clock_fd, err, errlen) ||   /* keys and callers before any request */
 	    ident_setup(&env->ident, *obj, cfg, err, errlen) ||
-	    ep_setup(&env->ep, *obj, cfg, mode == LOAD_GATEWAY, err, errlen) ||
+	    ep_setup(&env->ep, *obj, cfg, err, errlen) ||
 	    fill_rule_tables(*obj, cfg->mf, err, errlen) ||   /* before anything is attached */
 	    fill_tail_calls(*obj, mode == LOAD_MESH, err, errlen) < 0)
 		return -1;

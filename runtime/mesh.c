@@ -103,6 +103,7 @@ static int mesh_init(struct l7run *L)
 		return 2;
 	}
 	M->created_cgroup = L->args.create_cgroup;
+	L->env.ep.eager = 1;   /* the kernel redirects only into pool connections opened ahead */
 	snprintf(M->cgroup, sizeof M->cgroup, "%s", L->args.cgroup);
 	return enter_cgroup(L, M) ? 1 : 0;
 }
@@ -156,7 +157,7 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 {
 	struct mesh_ver *v = mv(ver);
 	struct bpf_object *o = ver->obj;
-	const struct config *cfg = &ver->cfg;
+	struct config *cfg = &ver->cfg;
 
 	pool_init(&v->pool, L, &mesh_pool_ops, v, cfg->upstream, L->args.pool_n);
 	if ((v->socks = find_map(o, "l7_mesh_socks", err, errlen)) < 0 ||
@@ -170,7 +171,7 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 	for (int i = 0; i < cfg->n_services; i++)
 		addr_kind(v, &cfg->service[i].addr, L7_MA_SERVICE, (uint32_t)i);
 	for (int i = 0; i < L7_MESH_UPSTREAMS; i++)
-		if (cfg->upstream[i].set)
+		if (cfg->upstream[i].set && cfg->upstream[i].addr.sin_port)   /* not a free run-time slot: key {0, 0} is the fallback's */
 			addr_kind(v, &cfg->upstream[i].addr, L7_MA_UPSTREAM, (uint32_t)i);
 	if (cfg->fallback >= 0)
 		addr_kind(v, NULL, L7_MA_UPSTREAM, (uint32_t)cfg->fallback);   /* key 0: the fallback proxy's */
@@ -210,6 +211,7 @@ static int mesh_publish(struct l7run *L, struct version *ver, struct version *ol
 	}
 	uint64_t t0 = now_us();
 	pool_fill(&v->pool, 1);   /* claimed for v: enrolled into v whatever the modes are */
+	ep_rebuild(&v->v.cfg);    /* run-time sets: only the endpoints whose pool filled */
 	v->v.publish_us = now_us() - t0;
 	mesh_set_mode(v, L7_MESH_ENROLL);
 	if (old)
@@ -250,8 +252,10 @@ static void mesh_tick(struct l7run *L, uint64_t now)
 		return;
 	M->looked_at = now;
 	mesh_clients_check_over(L);
-	for (struct version *v = L->cur; v; v = v->older)
+	for (struct version *v = L->cur; v; v = v->older) {
+		mesh_pool_drain(mv(v), now);
 		pool_tick(&mv(v)->pool, now);
+	}
 }
 
 /* Records wait for earlier responses, which the kernel delivers without telling l7run. */

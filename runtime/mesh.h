@@ -33,6 +33,8 @@ struct mesh_ver {
 	 * the client), [1] its peer, which gets what that SK_MSG discards. */
 	int relay[L7_MESH_POOL_SIZE][2];
 	struct pool pool;        /* place p of upstream u: slot u * L7_MESH_SLOTS + p of l7_mesh_pool */
+	uint64_t retired_seen[L7_MAX_UPSTREAMS];   /* ms: when the tick first saw a run-time slot
+						    * retired (0: it is not), mesh_pool_drain */
 };
 
 static inline struct mesh_ver *mv(struct version *v)
@@ -95,6 +97,7 @@ void mesh_pool_exhausted(struct l7run *L, struct mesh_ver *v, int up);
 int mesh_slot_fd(struct mesh_ver *v, uint32_t idx, const struct l7_mesh_key *owner);
 void mesh_pool_drop(struct mesh_ver *v, uint32_t idx);
 uint64_t mesh_pool_owed(struct mesh_ver *v);
+void mesh_pool_drain(struct mesh_ver *v, uint64_t now);   /* run-time slots whose endpoint left */
 void mesh_pool_flush(struct l7run *L, struct mesh_ver *v);
 void mesh_pool_fini(struct l7run *L);
 

@@ -32,12 +32,13 @@ static void send_all(int fd, const char *p, size_t n)
 /* Written on l7run's end; SK_MSG moves it into the client's receive queue, behind whatever
  * the kernel delivered before. up: the upstream it answers for, which could not be reached
  * (-1: l7run's own answer). */
-void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after)
+/* why: the answer's reason (NULL: the status's own text) */
+static void answer_why(struct mesh_client *c, int up, int status, int close_after, const char *why)
 {
 	/* the request being answered is at the front of c->in: a HEAD gets no body (RFC 9110 9.3.2) */
 	int head_only = c->in_len >= 5 && !memcmp(c->in, "HEAD ", 5);
-	char msg[320];
-	int n = http_answer(msg, sizeof msg, status, close_after, head_only);
+	char msg[320 + L7M_NAME_MAX];
+	int n = http_answer_why(msg, sizeof msg, status, close_after, head_only, why);
 	upstat_answer(c->v->v.upstat, up, status, (size_t)n);   /* before the client can read it */
 	send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
@@ -45,6 +46,11 @@ void mesh_client_answer(struct mesh_client *c, int up, int status, int close_aft
 		c->closing = 1;
 		c->close_at = now_ms() + 100;   /* let the answer drain before the FIN */
 	}
+}
+
+void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after)
+{
+	answer_why(c, up, status, close_after, NULL);
 }
 
 static void publish(struct mesh_client *c)
@@ -382,7 +388,13 @@ bad:
  * pool's bound: l7run's answer, and said). Or its backend's socket was gone (502). */
 static void answer_for(struct l7run *L, struct mesh_client *c, int up, int status)
 {
-	if (status == 503 && up < L7_MESH_UPSTREAMS && mesh_upstream_live(c->v, up)) {
+	const char *none = ep_empty_set(&c->v->v.cfg, (uint32_t)up);   /* a run-time set without endpoints */
+	char why[L7M_NAME_MAX + 64];
+
+	if (none) {
+		snprintf(why, sizeof why, "upstream %s has no endpoint", none);
+		answer_why(c, -1, status, 0, why);
+	} else if (status == 503 && up < L7_MESH_UPSTREAMS && mesh_upstream_live(c->v, up)) {
 		mesh_pool_exhausted(L, c->v, up);
 		mesh_client_answer(c, -1, 503, 0);
 	} else {

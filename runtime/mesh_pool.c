@@ -18,6 +18,7 @@
 #include "mesh.h"
 
 #define ORPHAN_GRACE_MS 200
+#define DRAIN_AFTER_MS  20    /* a retired slot's table flip is this long over before its close */
 _Static_assert(POOL_MAX_PLACES >= L7_MESH_SLOTS, "a place for every slot of an upstream");
 
 static struct mesh_ver *ver_of(struct pool_sock *ps)
@@ -469,6 +470,43 @@ void mesh_pool_exhausted(struct l7run *L, struct mesh_ver *v, int up)
 		say(L, "pool exhausted: %llu request(s) answered 503 because every pool connection of their upstream "
 		    "(%s) was held by another client; --pool is %d (at most %d)", n, v->v.cfg.upstream[up].name,
 		    v->pool.want, L7_MESH_SLOTS);
+}
+
+/* A run-time slot whose endpoint left its set (endpoints.c: retired) is out of its set's
+ * table, so no request picks it once every lookup of the table before the flip is over
+ * (microseconds; DRAIN_AFTER_MS is far longer). Its connections close as soon as none owes a
+ * response: idle, or bound to a client that has all its answers (that client's next request
+ * picks another endpoint); one that owes finishes first (an orphaned one: stale). With none
+ * left the slot is free for another endpoint (ep_drained); the pool opens none meanwhile. */
+void mesh_pool_drain(struct mesh_ver *v, uint64_t now)
+{
+	struct config *cfg = &v->v.cfg;
+
+	for (int up = 0; up < L7_MESH_UPSTREAMS; up++) {
+		if (!ep_retired(cfg, up)) {
+			v->retired_seen[up] = 0;
+			continue;
+		}
+		if (!v->retired_seen[up])
+			v->retired_seen[up] = now;
+		if (now - v->retired_seen[up] < DRAIN_AFTER_MS)
+			continue;
+		for (int i = 0; i < v->pool.want; i++) {
+			uint32_t k = (uint32_t)(up * L7_MESH_SLOTS + i);
+			struct pool_sock *ps = pool_at(&v->pool, up, i);
+			struct l7_mesh_slot s;
+			if (!ps || ps->connecting)
+				continue;
+			if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k] || s.state == L7_MS_IDLE ||
+			    s.state == L7_MS_DEAD || (s.state == L7_MS_BUSY && s.req_cnt == s.resp_cnt))
+				pool_drop(ps);
+		}
+		if (!v->pool.count[up]) {
+			vlog(v->pool.L, "upstream %s: drained, its slot is free", cfg->upstream[up].name);
+			ep_drained(cfg, up);
+			v->retired_seen[up] = 0;
+		}
+	}
 }
 
 /* Responses owed on v's busy pool connections. */

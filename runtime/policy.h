@@ -22,6 +22,9 @@ struct cfg_endpoint {
 	char name[L7M_NAME_MAX + 8];   /* an endpoint of a set: NAME#i */
 	struct sockaddr_in addr;
 	int set;
+	int draining;            /* a run-time slot whose endpoint left its set (endpoints.c): its
+				  * connections finish, none is opened */
+	int pooled;              /* the pool's connections to it that the data plane can use (pool.c) */
 	uint64_t retries;        /* requests sent to another endpoint after a connect here failed */
 };
 
@@ -99,6 +102,9 @@ struct ep_env {
 	time_t checked;
 	uint64_t resolved_at;    /* ms */
 	int changed;             /* the health or a slot changed: rebuild */
+	int eager;               /* the mode's pools keep connections open to every endpoint (mesh):
+				  * an endpoint is in force only while its pool has one (pooled), so
+				  * none is picked before its pool has filled or after it emptied */
 	struct rtsets *watched;
 	struct ep_health health[EP_HEALTH_MAX];
 	int n_health;
@@ -171,7 +177,10 @@ int64_t jwt_test_shift(void);   /* L7RUN_JWT_NOW, read once at start (policy_env
 struct rtsets;
 int ep_file_arg(struct ep_env *env, const char *path);
 int ep_resolve_arg(struct ep_env *env, const char *seconds);
-int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, int supported, char *err, size_t errlen);
+int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, char *err, size_t errlen);
+/* the tables of cfg's sets again from what its slots hold now (no source read): the mode's pool
+ * changed what can be picked before the loop's next ep_tick (mesh: filled at publication) */
+void ep_rebuild(struct config *cfg);
 void ep_watch(struct ep_env *env, struct config *cfg, int on);
 void ep_free(struct config *cfg);
 void ep_tick(struct ep_env *env, uint64_t now_ms);

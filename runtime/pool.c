@@ -14,7 +14,7 @@
 #define REFILL_AFTER_LOSS_MS  50    /* eager: a lost socket's place is refilled no sooner */
 #define REFILL_AFTER_FAIL_MS  200   /* eager: after a failed connect to an upstream */
 
-void pool_init(struct pool *p, struct l7run *L, const struct pool_ops *ops, void *ctx, const struct cfg_endpoint *upstream,
+void pool_init(struct pool *p, struct l7run *L, const struct pool_ops *ops, void *ctx, struct cfg_endpoint *upstream,
 	       int want)
 {
 	*p = (struct pool){ .L = L, .ops = ops, .ctx = ctx, .upstream = upstream,
@@ -31,6 +31,21 @@ static void idle_unlink(struct pool_sock *ps)
 	ps->next_idle = NULL;
 }
 
+/* One more or one less socket of upstream up that the data plane can use. An eager pool's
+ * endpoint of a set is in force only while it has one (endpoints.c): its first and its last
+ * change the set's table. */
+static void pooled(struct pool_sock *ps, int on)
+{
+	struct cfg_endpoint *e = &ps->pool->upstream[ps->up];
+
+	if (ps->pooled == on)
+		return;
+	ps->pooled = on;
+	e->pooled += on ? 1 : -1;
+	if (ps->pool->ops->eager && e->pooled == on)
+		ps->pool->L->env.ep.changed = 1;
+}
+
 /* Out of the pool's accounting: no longer counted, idle, placed or lent. */
 static void detach(struct pool_sock *ps)
 {
@@ -38,6 +53,7 @@ static void detach(struct pool_sock *ps)
 
 	if (ps->dead)
 		return;   /* already */
+	pooled(ps, 0);
 	ps->dead = 1;
 	ps->owner = NULL;
 	idle_unlink(ps);
@@ -156,6 +172,7 @@ static int sock_connected(struct pool_sock *ps)
 	if (r)
 		return r;
 	ps->connecting = 0;
+	pooled(ps, 1);
 	loop_watch(p->L, ps->fd, &ps->io, p->ops->watch_input ? EPOLLIN | EPOLLRDHUP : EPOLLRDHUP);
 	vlog(p->L, "pool: connected upstream %d (%s) fd %d", ps->up, e->name, ps->fd);
 	return 0;
@@ -291,7 +308,9 @@ void pool_fill(struct pool *p, int force)
 	if (!p->ops->eager)
 		return;
 	for (int up = 0; up < L7_MAX_UPSTREAMS; up++) {
-		if (!p->upstream[up].set || (!force && p->retry_at[up] > now))
+		const struct cfg_endpoint *e = &p->upstream[up];
+		/* a run-time slot without an endpoint, or whose endpoint left (its sockets drain) */
+		if (!e->set || !e->addr.sin_port || e->draining || (!force && p->retry_at[up] > now))
 			continue;
 		for (int i = 0; i < p->want; i++) {
 			int err;

@@ -21,6 +21,7 @@ struct pool_sock {
 	int place;               /* eager pools: its place among the upstream's, 0..want-1 (else -1) */
 	int connecting;          /* non-blocking connect in progress */
 	int dead;                /* lost: never lent again */
+	int pooled;              /* counted in its upstream's cfg_endpoint.pooled */
 	uint64_t cookie;
 	uint32_t port;           /* local port, once connected */
 	uint64_t since;          /* the mode's own timer (mesh: orphaned since) */
@@ -60,7 +61,8 @@ struct pool {
 	struct l7run *L;
 	const struct pool_ops *ops;
 	void *ctx;                                   /* its version */
-	const struct cfg_endpoint *upstream;         /* its version's upstreams: addresses, names */
+	struct cfg_endpoint *upstream;               /* its version's upstreams: addresses, names, and
+						      * the sockets the data plane can use (pooled) */
 	int want;
 	int count[L7_MAX_UPSTREAMS];                 /* sockets open or connecting, per upstream */
 	uint64_t retry_at[L7_MAX_UPSTREAMS];         /* eager: no connect before (ms) */
@@ -69,7 +71,7 @@ struct pool {
 	struct pool_sock *all;
 };
 
-void pool_init(struct pool *p, struct l7run *L, const struct pool_ops *ops, void *ctx, const struct cfg_endpoint *upstream,
+void pool_init(struct pool *p, struct l7run *L, const struct pool_ops *ops, void *ctx, struct cfg_endpoint *upstream,
 	       int want);
 void pool_fini(struct pool *p);              /* closes every socket (leave, no news) */
 /* A socket for upstream `up` lent to owner: an idle one, or a new connection (lazy pools;

@@ -523,7 +523,9 @@ static __always_inline int l7_mesh_act(struct sk_msg_md *msg, struct l7_mesh_con
 		up = fb->index;
 	} else if (dp->verdict == L7_DENY) {
 		l7_mesh_stat(L7_STAT_DENIED);
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, dp->status, 0, seq);
+		/* a run-time set with no endpoint names itself (L7_NO_SLOT): l7run says which */
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, dp->status,
+					up >= L7_MAX_UPSTREAMS ? L7_MP_FOR(up) : 0, seq);
 	} else if (dp->verdict != L7_FORWARD) {
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_ANSWER, head + body, 502, 0, seq);
 	}

@@ -201,7 +201,9 @@ struct l7_mesh_pass {
 	__u32 slot;           /* FORWARD, CHUNKED: pool index (upstream * L7_MESH_SLOTS + slot);
 			       * ANSWER: L7_MP_FOR(upstream) when the answer is for an upstream the
 			       * kernel found no live connection to (l7run tells an exhausted pool
-			       * from an unreachable upstream and counts it so), 0 otherwise */
+			       * from an unreachable upstream and counts it so), or for a run-time
+			       * set with no endpoint (upstream L7_MAX_UPSTREAMS + set: a 503 naming
+			       * it), 0 otherwise */
 	__u64 req;            /* the request's seq: earlier responses must be done first */
 };
 #define L7_MP_FOR(up) (1u + (up))
