@@ -12,8 +12,8 @@ x-user header) and a DNS name (a policy written here: "localhost:PORT").
     refuses it);
   - a killed backend is ejected (logged, l7_endpoint_ejections_total, --stats), the others take
     the requests, and once it is restarted it gets requests again;
-  - a name resolves (localhost) and a name that does not leaves its set empty (503);
-  - mesh mode refuses a policy with run-time endpoints, saying why.
+  - a name resolves (localhost) and a name that does not leaves its set empty (503).
+Mesh mode's run-time sets: tests/mesh/test_sets.py.
 Run by ctest:  test_endpoints.py L7C L7RUN POLICY.l7 ECHO_BACKEND.py
 Every process started here is ended by pid; ports derive from our pid; pins and files go."""
 import os
@@ -255,12 +255,6 @@ def main():
                 stop(p)
             assert p.returncode == 0, "l7run exited with %s" % p.returncode
         case(a_name_resolves)
-
-        def mesh_mode_refuses():
-            r = subprocess.run([L7RUN, "--mesh", "--cgroup", "/sys/fs/cgroup/unified/l7ep-none-%d" % os.getpid(),
-                                "--create-cgroup", "--pin", pin + "m", obj], capture_output=True, text=True, timeout=60)
-            assert r.returncode != 0 and "run-time endpoints" in r.stderr, (r.returncode, r.stderr[-400:])
-        case(mesh_mode_refuses)
     finally:
         stop_all()
         log.close()
