@@ -103,6 +103,7 @@ void mesh_pool_fini(struct l7run *L);
 
 /* mesh_client.c */
 void mesh_accept(struct l7run *L, int lfd, int service);
+void mesh_accept_pending(struct l7run *L);   /* every listener's queued connections, now */
 void mesh_clients_tick(struct l7run *L, uint64_t now);
 void mesh_client_close(struct l7run *L, struct mesh_client *c);
 struct mesh_client *mesh_client_by_key(struct l7run *L, struct mesh_ver *v, const struct l7_mesh_key *k);

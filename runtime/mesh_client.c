@@ -117,6 +117,12 @@ void mesh_accept(struct l7run *L, int lfd, int service)
 	}
 }
 
+void mesh_accept_pending(struct l7run *L)
+{
+	for (int i = 0; i < L->n_listeners; i++)
+		mesh_accept(L, L->listener[i].fd, L->listener[i].service);
+}
+
 void mesh_client_close(struct l7run *L, struct mesh_client *c)
 {
 	struct mesh *M = mesh_of(L);

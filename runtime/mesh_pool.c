@@ -405,6 +405,12 @@ static void lost(struct pool *p, void *owner, struct pool_sock *ps, enum pool_lo
 	     v->v.id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
 	if (was == L7_MS_BUSY && s.req_cnt != s.resp_cnt) {
 		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
+		if (!c) {
+			/* the kernel forwarded a new connection's first request before l7run accepted
+			 * its end: accept it now, or nobody answers and the client waits for ever */
+			mesh_accept_pending(p->L);
+			c = mesh_client_by_key(p->L, v, &s.owner);
+		}
 		if (c && !c->closing)
 			mesh_client_answer(c, ps->up, 502, 1);
 	}

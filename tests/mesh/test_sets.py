@@ -281,8 +281,8 @@ def t_kill():
     late = [(round(f[0] - t_kill, 2), f[1]) for f in load.failed if f[0] > t_kill + 1.0]
     check(not late, "requests sent more than 1 s after the kill failed: %s" % late[:5])
     early = [f for f in load.failed if f[0] <= t_kill + 1.0]
-    return "%d requests, %d failed in the 1st s after the kill, C1 back %.2f s after its restart" % (
-        load.n, len(early), back)
+    return "%d requests, %d failed in the 1st s after the kill (%s), C1 back %.2f s after its restart" % (
+        load.n, len(early), ", ".join("%.3f %s" % (f[0] - t_kill, f[1]) for f in early), back)
 
 
 KEYS = ["user%d" % i for i in range(200)]
