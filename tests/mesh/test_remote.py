@@ -9,7 +9,6 @@ through l7run's relay into the client, in order with the local ones when pipelin
 (CI runs as root); never skips.
 
 usage: test_remote.py L7C L7RUN [CHECK...]   (default: every check)"""
-import ctypes
 import hashlib
 import os
 import subprocess
@@ -19,6 +18,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import nodes  # noqa: E402  (netns nodes joined by veths)
 import procs  # noqa: E402  (start/stop by pid, ports, cgroups, --stats)
 from policy import policy  # noqa: E402
 from rawhttp import Reader, connect as raw_connect  # noqa: E402
@@ -55,32 +55,16 @@ POLICY = policy("remote", SVC, [("a", PA), ("r", "%s:%d" % (ADDR_B, PB))], """\
 """)
 
 
-def sh(*argv):
-    subprocess.run(argv, check=True, timeout=20)
-
-
-def setns(fd):
-    """This process into the network namespace of fd (Python 3.11 has no os.setns)."""
-    if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000):   # CLONE_NEWNET
-        raise OSError(ctypes.get_errno(), "setns")
-
-
 def make_nodes():
-    sh("ip", "netns", "add", NS_A)
-    sh("ip", "netns", "add", NS_B)
-    sh("ip", "link", "add", VETH_A, "netns", NS_A, "type", "veth", "peer", "name", VETH_B, "netns", NS_B)
-    for ns, dev, addr in ((NS_A, VETH_A, ADDR_A), (NS_B, VETH_B, ADDR_B)):
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
-        sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", dev)
-        sh("ip", "-n", ns, "link", "set", dev, "up")
+    nodes.make((NS_A, NS_B))
+    nodes.join(NS_A, VETH_A, ADDR_A, NS_B, VETH_B, ADDR_B)
 
 
 named = {}
 
 
 def start(name, argv, ns, cgroup=False, **kw):
-    """argv in node ns (nsenter, not `ip netns exec`: that remounts /sys and hides cgroup2)."""
-    named[name] = procs.start(["nsenter", "--net=/run/netns/" + ns, "--"] + argv, cgroup=CG if cgroup else None, **kw)
+    named[name] = nodes.start(argv, ns, cgroup=CG if cgroup else None, **kw)
     return named[name]
 
 
@@ -338,7 +322,7 @@ def main():
         obj = os.path.join(TMP, "remote.o")
         subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
         fd = os.open("/run/netns/" + NS_A, os.O_RDONLY)
-        setns(fd)   # this process is node A's client from here on
+        nodes.setns(fd)   # this process is node A's client from here on
         os.close(fd)
         start_remote()
         start("backendA", ["/usr/bin/python3", os.path.join(HERE, "echo.py"), "A", str(PA)], NS_A, cgroup=True)
@@ -353,12 +337,11 @@ def main():
     finally:
         procs.cgroup_join(HOME_CG)
         procs.stop_all()
-        setns(HOME_NS)
+        nodes.setns(HOME_NS)
         if failed:
             print(open(os.path.join(TMP, "l7run.log")).read()[-(1 << 20 if os.environ.get("L7_TEST_VERBOSE") else 4000):])
         procs.cgroup_remove(CG)
-        for ns in (NS_A, NS_B):
-            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        nodes.remove((NS_A, NS_B))
         subprocess.run(["rm", "-rf", TMP, PIN])
     left = [x for x in (CG, PIN, "/run/netns/" + NS_A, "/run/netns/" + NS_B) if os.path.exists(x)]
     if left:

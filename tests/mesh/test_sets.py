@@ -18,7 +18,6 @@ enrolled socket on A) or remote (l7run's pooled connection to B or C).
 Needs root (CI runs as root); never skips.
 
 usage: test_sets.py L7C L7RUN [CHECK...]   (default: every check)"""
-import ctypes
 import json
 import os
 import subprocess
@@ -29,6 +28,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
+import nodes  # noqa: E402  (netns nodes joined by veths)
 import procs  # noqa: E402  (start/stop by pid, ports, cgroups, --stats)
 from policy import policy  # noqa: E402
 from rawhttp import Reader, connect as raw_connect  # noqa: E402
@@ -68,34 +68,19 @@ POLICY = policy("sets", SVC, [("api", 'endpoints("api")'), ("users", 'endpoints(
 """)
 
 
-def sh(*argv):
-    subprocess.run(argv, check=True, timeout=20)
-
-
-def setns(fd):
-    """This process into the network namespace of fd (Python 3.11 has no os.setns)."""
-    if ctypes.CDLL(None, use_errno=True).setns(fd, 0x40000000):   # CLONE_NEWNET
-        raise OSError(ctypes.get_errno(), "setns")
-
-
 def make_nodes():
-    for ns in NS.values():
-        sh("ip", "netns", "add", ns)
-        sh("ip", "-n", ns, "link", "set", "lo", "up")
+    """A joined to B and to C (B and C see only A)."""
+    nodes.make(NS.values())
     for far, near_addr, far_addr in (("B", ADDR_AB, ADDR_B), ("C", ADDR_AC, ADDR_C)):
         va, vf = "l7s%s%d" % (far.lower(), PID % 100000), "l7s%sx%d" % (far.lower(), PID % 100000)
-        sh("ip", "link", "add", va, "netns", NS["A"], "type", "veth", "peer", "name", vf, "netns", NS[far])
-        for ns, dev, addr in ((NS["A"], va, near_addr), (NS[far], vf, far_addr)):
-            sh("ip", "-n", ns, "addr", "add", addr + "/24", "dev", dev)
-            sh("ip", "-n", ns, "link", "set", dev, "up")
+        nodes.join(NS["A"], va, near_addr, NS[far], vf, far_addr)
 
 
 named = {}
 
 
 def start(name, argv, ns, cgroup=False, **kw):
-    """argv in node ns (nsenter, not `ip netns exec`: that remounts /sys and hides cgroup2)."""
-    named[name] = procs.start(["nsenter", "--net=/run/netns/" + ns, "--"] + argv, cgroup=CG if cgroup else None, **kw)
+    named[name] = nodes.start(argv, ns, cgroup=CG if cgroup else None, **kw)
     return named[name]
 
 
@@ -373,7 +358,7 @@ def main():
         subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
         write_endpoints({"api": ["A1", "B1"]})
         fd = os.open("/run/netns/" + NS["A"], os.O_RDONLY)
-        setns(fd)   # this process is node A's client from here on
+        nodes.setns(fd)   # this process is node A's client from here on
         os.close(fd)
         for b in WHERE:
             start_backend(b)
@@ -392,12 +377,11 @@ def main():
     finally:
         procs.cgroup_join(HOME_CG)
         procs.stop_all()
-        setns(HOME_NS)
+        nodes.setns(HOME_NS)
         if failed and os.path.exists(log_path):
             print(open(log_path).read()[-(1 << 20 if os.environ.get("L7_TEST_VERBOSE") else 4000):])
         procs.cgroup_remove(CG)
-        for ns in NS.values():
-            subprocess.run(["ip", "netns", "del", ns], stderr=subprocess.DEVNULL)
+        nodes.remove(NS.values())
         subprocess.run(["rm", "-rf", TMP, PIN])
     left = [x for x in [CG, PIN] + ["/run/netns/" + ns for ns in NS.values()] if os.path.exists(x)]
     if left:
