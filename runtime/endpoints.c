@@ -61,6 +61,7 @@ struct rtset {
 	char name[L7M_NAME_MAX + 1];
 	int state[L7_RT_SLOTS];
 	unsigned weight[L7_RT_SLOTS];
+	uint32_t in_table;       /* bit i: slot i is in the table in force */
 	uint32_t half;           /* the half l7_lb_gen names */
 	uint64_t written_us;     /* when a half was last written */
 	int full_said;
@@ -207,10 +208,21 @@ static void build(struct rtsets *d, struct rtset *s, int use_health)
 	int n = 0;
 	const struct cfg_endpoint *up = &d->cfg->upstream[s->r->slot];
 
-	for (int i = 0; i < L7_RT_SLOTS; i++)
-		if (s->state[i] == SLOT_LIVE && !out_of_set(d->env, s->name, &up[i], use_health))
-			e[n++] = (struct l7_ring_ep){ ntohl(up[i].addr.sin_addr.s_addr), ntohs(up[i].addr.sin_port), s->weight[i],
-						      s->r->slot + (unsigned)i };
+	/* eager pools: while no endpoint of the set is in force (the new ones' pools still filling),
+	 * those that left and still have connections stay (make before break): a set whose only
+	 * endpoint moved is never empty for a moment */
+	for (int pass = 0; pass < 2 && !n; pass++) {
+		int want = pass ? SLOT_RETIRED : SLOT_LIVE;
+		if (pass && !(use_health && d->env->eager))
+			break;
+		s->in_table = 0;
+		for (int i = 0; i < L7_RT_SLOTS; i++)
+			if (s->state[i] == want && !out_of_set(d->env, s->name, &up[i], use_health)) {
+				e[n++] = (struct l7_ring_ep){ ntohl(up[i].addr.sin_addr.s_addr), ntohs(up[i].addr.sin_port),
+							      s->weight[i], s->r->slot + (unsigned)i };
+				s->in_table |= 1u << i;
+			}
+	}
 	l7_ring_tab(&d->tab, e, n, s->r->balance == L7M_RT_HASH);
 }
 
@@ -442,7 +454,7 @@ int ep_retired(const struct config *cfg, int slot)
 	for (int i = 0; d && i < d->n; i++) {
 		int k = slot - (int)d->set[i].r->slot;
 		if (k >= 0 && k < L7_RT_SLOTS)
-			return d->set[i].state[k] == SLOT_RETIRED;
+			return d->set[i].state[k] == SLOT_RETIRED && !(d->set[i].in_table & (1u << k));
 	}
 	return 0;
 }

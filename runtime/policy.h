@@ -204,8 +204,8 @@ int ep_checked(struct ep_env *env, const char *set, const struct sockaddr_in *a,
  * slot), or -1 */
 int ep_retries(const struct config *cfg, int slot);
 int ep_retry_slot(const struct config *cfg, int slot, uint32_t tried);
-/* a slot whose endpoint left its set (no new requests); the mode says when none of its
- * connections is left, and the slot may take another endpoint */
+/* a slot whose endpoint left its set and is out of its table (no new requests); the mode says
+ * when none of its connections is left, and the slot may take another endpoint */
 int ep_retired(const struct config *cfg, int slot);
 /* the name of the set a DENY's upstream names when its set had no endpoint, else NULL */
 const char *ep_empty_set(const struct config *cfg, uint32_t upstream);

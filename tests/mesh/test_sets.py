@@ -14,7 +14,9 @@ enrolled socket on A) or remote (l7run's pooled connection to B or C).
     it is back;
   - taking one of four endpoints out of the ring moves only the keys that were on it, and
     putting it back restores every key;
-  - after 1,000 connections the client entries, l7run's fds and the pool are back at baseline.
+  - after 1,000 connections the client entries, l7run's fds and the pool are back at baseline;
+  - a DNS-named upstream (a second l7run, in a mount namespace of its own whose /etc/hosts the
+    test writes) follows its name from B to C under requests, with no failure.
 Needs root (CI runs as root); never skips.
 
 usage: test_sets.py L7C L7RUN [CHECK...]   (default: every check)"""
@@ -38,21 +40,26 @@ L7C, L7RUN = sys.argv[1], sys.argv[2]
 ONLY = sys.argv[3:]
 PID = os.getpid()
 BASE = 12000 + (PID % 1000) * 10          # ports unique per run (each node is a netns of its own)
-SVC, PA1, PA2, PB1, PB2, PC1, PC2 = (BASE + i for i in range(7))
+SVC, PA1, PA2, PB1, PB2, PC1, PC2, SVC2, PD = (BASE + i for i in range(9))
 NET = 1 + PID % 250
 ADDR_AB, ADDR_B = "10.88.%d.1" % NET, "10.88.%d.2" % NET
 ADDR_AC, ADDR_C = "10.89.%d.1" % NET, "10.89.%d.2" % NET
 NS = {n: "l7s%s-%d" % (n.lower(), PID) for n in "ABC"}
 POOL = 4
 CG = os.path.join(procs.CG_ROOT, "l7sets-%d" % PID)
+CG2 = os.path.join(procs.CG_ROOT, "l7sets-dns-%d" % PID)
 PIN = "/sys/fs/bpf/l7sets-%d" % PID
+PIN2 = PIN + "-dns"
 TMP = tempfile.mkdtemp(prefix="l7sets-")
 EPFILE = os.path.join(TMP, "endpoints")
 HOME_CG = procs.cgroup_home()
 HOME_NS = os.open("/proc/self/ns/net", os.O_RDONLY)
 # where each backend listens: (node, address, port)
 WHERE = {"A1": ("A", "127.0.0.1", PA1), "A2": ("A", "127.0.0.1", PA2), "B1": ("B", ADDR_B, PB1),
-         "B2": ("B", ADDR_B, PB2), "C1": ("C", ADDR_C, PC1), "C2": ("C", ADDR_C, PC2)}
+         "B2": ("B", ADDR_B, PB2), "C1": ("C", ADDR_C, PC1), "C2": ("C", ADDR_C, PC2),
+         "DB": ("B", ADDR_B, PD), "DC": ("C", ADDR_C, PD)}   # the DNS name's, one port on B and C
+NAME = "web.l7sets.test"
+POLICY_DNS = policy("named", SVC2, [("web", '"%s:%d"' % (NAME, PD))], "  Route(request, web);\n")
 
 POLICY = policy("sets", SVC, [("api", 'endpoints("api")'), ("users", 'endpoints("users") balance hash(header "x-user")')],
                 """\
@@ -171,7 +178,7 @@ class Load:
                     s = raw_connect(SVC)
                 st, be, body = get(path, s=s if i < 2 else None)
                 ok = st == 200 and field(body, "path") == path and be in self.allowed
-                why = "%s: %d from %s" % (path, st, be)
+                why = "%s: %d from %s%s" % (path, st, be, "" if st == 200 else " " + body.strip()[:60])
             except (OSError, EOFError) as e:
                 ok, why = False, "%s: %s" % (path, e)
                 if s is not None:
@@ -267,7 +274,7 @@ def t_kill():
     check(not late, "requests sent more than 1 s after the kill failed: %s" % late[:5])
     early = [f for f in load.failed if f[0] <= t_kill + 1.0]
     return "%d requests, %d failed in the 1st s after the kill (%s), C1 back %.2f s after its restart" % (
-        load.n, len(early), ", ".join("%.3f %s" % (f[0] - t_kill, f[1]) for f in early), back)
+        load.n, len(early), ", ".join("%.3f %s" % (f[0] - t_kill, f[1]) for f in early[:8]), back)
 
 
 KEYS = ["user%d" % i for i in range(200)]
@@ -338,8 +345,58 @@ def t_leaks():
     return "conns %d, fds %d" % (now[0], now[1])
 
 
+def t_dns():
+    """`upstream web = "web.l7sets.test:PD"`, resolved every second by a second l7run: the
+    name moves from B to C (its /etc/hosts rewritten) while requests go on, none fails, and
+    l7run's connections to B close."""
+    hosts = os.path.join(TMP, "hosts")
+    with open(hosts, "w") as f:
+        f.write("127.0.0.1 localhost\n%s %s\n" % (ADDR_B, NAME))
+    pol, obj = os.path.join(TMP, "named.l7"), os.path.join(TMP, "named.o")
+    with open(pol, "w") as f:
+        f.write(POLICY_DNS)
+    subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
+    log = open(os.path.join(TMP, "l7run-dns.log"), "w")
+    # its own mount namespace: the bind mount of the test's hosts file is seen by it alone
+    named["l7run-dns"] = procs.start(
+        ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+         'mount --bind "$0" /etc/hosts && exec "$@"', hosts, L7RUN, "--mesh", "--cgroup", CG2, "--create-cgroup",
+         "--pool", "2", "--pin", PIN2, "--resolve-every", "1", obj], stderr=log)
+    check(procs.wait_port(SVC2, 30), "the second l7run serves")
+    time.sleep(0.3)
+    procs.cgroup_join(CG2)
+    try:
+        seen, failed = {}, []
+        s = raw_connect(SVC2)
+        moved_at = None
+        for i in range(100000):
+            path = "/n/%d" % i
+            st, be, body = get(path, s=s if i % 2 else None)
+            if st != 200 or field(body, "path") != path:
+                failed.append("%s: %d" % (path, st))
+            seen[str(be)] = time.time()
+            if i == 200:
+                with open(hosts, "w") as f:   # in place: the bind mount holds this inode
+                    f.write("127.0.0.1 localhost\n%s %s\n" % (ADDR_C, NAME))
+                moved_at = time.time()
+            if moved_at and "DC" in seen and time.time() - seen.get("DB", 0) > 1.0 and established("B", PD) == 0:
+                break
+            check(not moved_at or time.time() - moved_at < 15, "the name's move applied within 15 s: %s, %d to B open"
+                  % (sorted(seen), established("B", PD)))
+        s.close()
+    finally:
+        procs.cgroup_join(CG)
+        procs.stop(named.pop("l7run-dns"))
+        log.close()
+        if os.environ.get("L7_TEST_VERBOSE"):
+            print(open(log.name).read()[-3000:])
+    check(not failed, "%d requests failed while the name moved: %s" % (len(failed), failed[:5]))
+    check("DB" in seen and "DC" in seen, "served by the name's old and new address: %s" % sorted(seen))
+    return "%d requests, 0 failed; on C %.2f s after the change" % (i + 1, seen["DC"] - moved_at)
+
+
 CHECKS = [("empty", t_empty), ("decisions", t_decisions), ("move", t_move), ("kill", t_kill), ("ketama", t_ketama),
-          ("leaks", t_leaks)]
+          ("leaks", t_leaks), ("dns", t_dns)]
 
 
 def main():
@@ -381,9 +438,10 @@ def main():
         if failed and os.path.exists(log_path):
             print(open(log_path).read()[-(1 << 20 if os.environ.get("L7_TEST_VERBOSE") else 4000):])
         procs.cgroup_remove(CG)
+        procs.cgroup_remove(CG2)
         nodes.remove(NS.values())
-        subprocess.run(["rm", "-rf", TMP, PIN])
-    left = [x for x in [CG, PIN] + ["/run/netns/" + ns for ns in NS.values()] if os.path.exists(x)]
+        subprocess.run(["rm", "-rf", TMP, PIN, PIN2])
+    left = [x for x in [CG, CG2, PIN, PIN2] + ["/run/netns/" + ns for ns in NS.values()] if os.path.exists(x)]
     if left:
         failed += 1
         print("FAIL cleanup: %s left" % ", ".join(left))
