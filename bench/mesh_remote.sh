@@ -4,7 +4,9 @@
 # in a child cgroup, wrk and either nothing (direct), l7run --mesh (the kernel redirects each
 # request into a pooled connection to B; l7run relays the responses into a socket whose SK_MSG
 # frames them into the client) or HAProxy, with the same policy: deny /admin, add a header,
-# route everything else to B. Bounded: ROUNDS x 3 modes x DUR seconds, modes alternating within
+# route everything else to B; and l7run with the same policy whose upstream is a run-time set
+# (`endpoints("r")`, --endpoints: the kernel's pick over l7_lb_tab instead of a constant, issue 15
+# item 2). Bounded: ROUNDS x 4 modes x DUR seconds, modes alternating within
 # each round, medians over rounds. CPU per request = busy CPU time of the whole machine
 # (/proc/stat) during the run / requests (wrk, nginx, the proxy and the veth all included).
 # usage: bench/mesh_remote.sh [BUILD_DIR]   (env: ROUNDS=3 DUR=5 CONNS=32 THREADS=2)
@@ -69,6 +71,9 @@ policy bench (act (HttpRequest request) context ('.*->front')) {
 }
 EOF
 "$L7C" "$T/route.l7" -o "$T/route.o"
+sed "s/^upstream r = .*/upstream r = endpoints(\"r\");/" "$T/route.l7" > "$T/set.l7"
+"$L7C" "$T/set.l7" -o "$T/set.o"
+echo "r $BB:$NB" > "$T/endpoints"
 
 cat > "$T/haproxy.cfg" <<EOF
 global
@@ -91,18 +96,26 @@ EOF
 . "$(dirname "$0")/wrk_point.sh"
 run_wrk() { wrk_point "$1" "$2"; }   # $1 mode $2 URL
 
-for r in $(seq "$ROUNDS"); do
-	echo "round $r"
-	run_wrk direct "http://$BB:$NB/x"
+# run_l7c NAME OBJECT [L7RUN OPTIONS...]
+run_l7c() {
+	local name=$1 obj=$2 p
+	shift 2
 	# nsenter execs the program (no --fork): $! is l7run's pid
 	nsenter --net="/run/netns/$NSA" -- "$L7RUN" --mesh --cgroup "$CG" --pool $((CONNS + 16)) \
-		--pin "/sys/fs/bpf/l7rmesh-bench-$$" "$T/route.o" 2> "$T/l7run.log" &
+		--pin "/sys/fs/bpf/l7rmesh-bench-$$" "$@" "$obj" 2> "$T/l7run.log" &
 	p=$!
 	PIDS+=("$p")
 	for _ in $(seq 50); do ona nc -z 127.0.0.1 $SVC 2>/dev/null && break; sleep 0.1; done
 	sleep 0.5
-	run_wrk l7c "http://127.0.0.1:$SVC/x"
+	run_wrk "$name" "http://127.0.0.1:$SVC/x"
 	kill "$p"; wait "$p" || true
+}
+
+for r in $(seq "$ROUNDS"); do
+	echo "round $r"
+	run_wrk direct "http://$BB:$NB/x"
+	run_l7c l7c "$T/route.o"
+	run_l7c l7c-set "$T/set.o" --endpoints "$T/endpoints"
 	nsenter --net="/run/netns/$NSA" -- haproxy -db -f "$T/haproxy.cfg" 2> "$T/haproxy.log" &
 	p=$!
 	PIDS+=("$p")
@@ -113,7 +126,8 @@ done
 
 echo
 echo "medians over $ROUNDS rounds (wrk -t$THREADS -c$CONNS -d${DUR}s, node A -> node B over a veth):"
-for m in direct l7c haproxy; do
+for m in direct l7c l7c-set haproxy; do
 	awk -v m="$m" '$1==m' "$T/results" | sort -k2 -n | awk -v n="$ROUNDS" '{a[NR]=$0} END{print a[int((n+1)/2)]}'
 done | awk 'NR==1{base=$2} {printf "%-8s %10.0f req/s (%.2fx direct)  p50 %-8s p99 %-8s cpu/req %s us  non-2xx %s\n", $1, $2, $2/base, $3, $4, $5, $6; r[$1]=$2}
-	END{ if (r["haproxy"] > 0) printf "l7c / haproxy = %.2fx\n", r["l7c"]/r["haproxy"] }'
+	END{ if (r["haproxy"] > 0) printf "l7c / haproxy = %.2fx\n", r["l7c"]/r["haproxy"];
+	     if (r["l7c"] > 0) printf "l7c-set / l7c = %.2fx\n", r["l7c-set"]/r["l7c"] }'
