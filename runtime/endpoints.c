@@ -321,14 +321,23 @@ static void write_down(struct rtsets *d)
 		d->down = down;
 }
 
-/* Refresh every set of d from its source; force: apply even an unchanged source (the health). */
-static void refresh(struct rtsets *d, int only_dns, int use_health, int quiet, int force)
+enum { SRC_FILE = 1, SRC_DNS = 2 };
+
+/* Refresh the sets of d whose source is in `read` (SRC_*) from it; force: apply even an
+ * unchanged source (the health), and rebuild the others from what their slots hold (a health
+ * change resolves no name: getaddrinfo blocks the loop). */
+static void refresh(struct rtsets *d, int read, int use_health, int quiet, int force)
 {
 	for (int i = 0; i < d->n; i++) {
 		struct rtset *s = &d->set[i];
 		struct l7_eps want;
-		if (only_dns && s->r->source != L7M_RT_DNS)
+		if (!(read & (s->r->source == L7M_RT_DNS ? SRC_DNS : SRC_FILE))) {
+			if (force && s->written_us) {
+				build(d, s, use_health);
+				publish_table(d, s, i);
+			}
 			continue;
+		}
 		if (source_of(d->env, s, &want, quiet))
 			continue;
 		int r = apply(d, i, &want, use_health, force || !s->written_us);
@@ -399,7 +408,7 @@ int ep_setup(struct ep_env *env, struct bpf_object *obj, struct config *cfg, cha
 			return -1;
 		}
 	}
-	refresh(d, 0, 0, 0, 1);
+	refresh(d, SRC_FILE | SRC_DNS, 0, 0, 1);
 	return 0;
 }
 
@@ -423,7 +432,7 @@ void ep_watch(struct ep_env *env, struct config *cfg, int on)
 	int file_changed = env->file[0] && !stat(env->file, &st) && !same_file(&st, &d->seen);
 	if (file_changed)
 		d->seen = st;
-	refresh(d, 0, 1, !file_changed, 1);   /* the health of the published versions, and what changed since the load */
+	refresh(d, SRC_FILE | SRC_DNS, 1, !file_changed, 1);   /* the health of the published versions, and what changed since the load */
 }
 
 void ep_rebuild(struct config *cfg)
@@ -703,14 +712,12 @@ void ep_tick(struct ep_env *env, uint64_t now)
 			fprintf(stderr, "l7run: endpoints: %s ignored, the endpoints in force stay\n", env->file);
 			for (struct rtsets *d = env->watched; d; d = d->next)
 				d->seen = st;   /* said once; read again when it changes again */
-			if (!dns)
-				return;
-			all = 0;
+			all = 0;        /* the health still applies (force), to the slots as they are */
 		} else {
 			for (struct rtsets *d = env->watched; d; d = d->next)
 				d->seen = st;
 		}
 	}
 	for (struct rtsets *d = env->watched; d; d = d->next)
-		refresh(d, !all, 1, 0, force);
+		refresh(d, (all ? SRC_FILE : 0) | (dns ? SRC_DNS : 0), 1, 0, force);
 }
