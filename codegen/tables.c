@@ -602,7 +602,8 @@ static void wrapper(struct cg *g, const char *name, const char *section, const c
 void cg_programs(struct cg *g)
 {
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
-		if (mode_on(g, programs[i].map))
+		if (mode_on(g, programs[i].map) && !(g->split->mesh && !strcmp(programs[i].name, "l7_mesh_h2_prog")))
+			/* the h2 program holds the whole policy: none for a split one (progs.def) */
 			wrapper(g, programs[i].name, programs[i].section, programs[i].entry, -1);
 	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
 		for (int k = 0; chain_on(g, i) && k < g->split->nchunks; k++) {

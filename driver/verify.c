@@ -24,6 +24,7 @@
 
 #include "l7/abi.h"
 #include "l7/attach.h"
+#include "l7/mesh.h"
 #include "ir.h"
 
 static const struct {
@@ -291,8 +292,15 @@ int verify_object(struct report *r, const char *cgroup_root, const char *log_dir
 		}
 		int map = bpf_object__find_map_fd_by_name(maps, progs[i].map);
 		snprintf(g->attach_to, sizeof(g->attach_to), "%s", progs[i].map);
+		struct bpf_map *pa = bpf_object__find_map_by_name(maps, progs[i].map);
+		__u32 slot = L7_MESH_H2_TAIL;
 		if (map < 0) {
 			refused(r, g, ENOENT, type, "the object has no such map");
+		} else if (pa && bpf_map__type(pa) == BPF_MAP_TYPE_PROG_ARRAY) {   /* tail-called, as l7run does */
+			if (bpf_map_update_elem(map, &slot, &fd, BPF_ANY))
+				refused(r, g, errno, -1, NULL);
+			else
+				g->attach_errno = 0, r->attached++;
 		} else if (bpf_prog_attach(fd, map, (enum bpf_attach_type)type, 0)) {
 			refused(r, g, errno, type, NULL);
 		} else {

@@ -147,6 +147,8 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 			bpf_map__set_max_entries(m, bpf_map__type(m) == BPF_MAP_TYPE_LRU_HASH ? 64 : 1);
 		if (bpf_map__type(m) == BPF_MAP_TYPE_HASH)
 			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_NO_PREALLOC);
+		if (!other_mode && (!strcmp(n, "l7_mesh_h2buf") || !strcmp(n, "l7_mesh_h2dec")))
+			bpf_map__set_max_entries(m, (__u32)libbpf_num_possible_cpus());   /* one per CPU (maps.def) */
 		if (!strcmp(n, "l7_idle"))   /* l7run fills and reads its slots with atomics (gateway_pool.c) */
 			bpf_map__set_map_flags(m, bpf_map__map_flags(m) | BPF_F_MMAPABLE);
 	}

@@ -188,6 +188,14 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 		snprintf(err, errlen, "attach %s to %s: %s", L7_MESH_PROG_REDIR, bpf_program__section_name(redir), strerror(errno));
 		return -1;
 	}
+	/* the HTTP/2 clients' program (none for a split policy: they are refused) */
+	struct bpf_program *h2 = bpf_object__find_program_by_name(o, L7_MESH_PROG_H2);
+	int h2map = bpf_object__find_map_fd_by_name(o, L7_MESH_H2_TAIL_MAP), h2fd = h2 ? bpf_program__fd(h2) : -1;
+	__u32 h2slot = L7_MESH_H2_TAIL;
+	if (h2fd >= 0 && (h2map < 0 || bpf_map_update_elem(h2map, &h2slot, &h2fd, BPF_ANY))) {
+		snprintf(err, errlen, "put %s in %s: %s", L7_MESH_PROG_H2, L7_MESH_H2_TAIL_MAP, h2map < 0 ? "no such map" : strerror(errno));
+		return -1;
+	}
 	v->msg_prog = bpf_program__fd(msg);
 	if (bpf_prog_attach(v->msg_prog, v->socks, BPF_SK_MSG_VERDICT, 0)) {
 		snprintf(err, errlen, "attach sk_msg: %s", strerror(errno));

@@ -3,6 +3,7 @@
  * them into the program wrappers it generates. */
 #include "gateway.h"
 #include "mesh.h"
+#include "mesh_h2.h"
 /* After them: jwt.h uses the maps gateway.h declares; the generated policy calls l7_jwt_check. */
 #define L7_JWT_EXTERN
 #include "jwt.h"

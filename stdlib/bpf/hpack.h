@@ -653,7 +653,13 @@ L7_LOOP_CB(l7_hpack_cb)
 {
 	struct l7_hpack_ctx *x = l7_ctx;
 
-	return l7g_hpack_step(x->d, x->req) & 1;   /* bpf_loop wants 0 or 1, provably */
+	int r = l7g_hpack_step(x->d, x->req);
+
+	/* bpf_loop wants 0 or 1, provably: linked into a policy, LLVM knows the global function
+	 * returns 0 or 1 and drops a bare `& 1`, which the verifier (global: assumed any value)
+	 * then refuses */
+	l7_barrier_var(r);
+	return r & 1;
 }
 
 /* 1 if req->buf[a, a + n) and [b, b + n) (n <= L7_H2_MAX_AUTH) are the same, ignoring ASCII

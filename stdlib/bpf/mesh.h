@@ -32,6 +32,7 @@
 #include "mutate.h"
 #include "upstat.h"
 #include "alog.h"
+#include "h2.h"
 #if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
 #include "http.h"
 #endif
@@ -133,10 +134,12 @@ static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct
 		if (!b)
 			continue;
 		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
+		/* an HTTP/2 slot's responses come through l7run after the client's FIN too, and
+		 * the connection is never another client's (l7/mesh.h L7_MSF_H2) */
 		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k) ||
-		    (!owed_too && s->req_cnt != s->resp_cnt))
+		    (!owed_too && (s->req_cnt != s->resp_cnt || (s->flags & L7_MSF_H2))))
 			continue;
-		__u32 to = s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
+		__u32 to = s->flags & L7_MSF_H2 ? L7_MS_DEAD : s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
 		if (__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to) == L7_MS_BUSY)
 			c->bind[u] = 0;
 	}
@@ -151,6 +154,8 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 	if (c->role == L7_MR_CLIENT) {
 		l7_mesh_release(c, k, 1);
 		bpf_map_delete_elem(&l7_mesh_hold, k);   /* a head it never finished */
+		if (c->flags & L7_MC_H2)
+			bpf_map_delete_elem(&l7_mesh_h2c, k);
 	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL || c->role == L7_MR_RT_REMOTE) {
 		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
 		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
@@ -451,6 +456,10 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		return l7_mesh_to_own_end(msg, k);
 	if (l7g_mesh_unhold(msg, k))
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
+	if (c->flags & L7_MC_H2) {   /* mesh_h2.h; without it l7run ends the connection */
+		bpf_tail_call(msg, &l7_mesh_h2_tail, L7_MESH_H2_TAIL);
+		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 0, 0, c->req_seq++);
+	}
 	size = msg->size;
 	__u32 n = size < L7_MESH_PULL1 ? size : L7_MESH_PULL1;
 	int h = l7_mesh_parse(msg, req, n);
@@ -458,6 +467,10 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		n = size < L7_MAX_HEAD ? size : L7_MAX_HEAD;
 		h = l7_mesh_parse(msg, req, n);
 	}
+	/* no HTTP/1.1 request: the HTTP/2 preface (or its start) goes to the h2 program; a
+	 * split policy has none (the tail call returns), and l7run refuses it (h2_refuse.c) */
+	if (h <= 0 && !l7_split_mesh && l7_h2_preface(req->buf, n) >= 0)
+		bpf_tail_call(msg, &l7_mesh_h2_tail, L7_MESH_H2_TAIL);
 	if (h == 0 && size < L7_MAX_HEAD)
 		return l7_mesh_hold_head(msg, c, k, req, size);
 	__u64 seq = c->req_seq++;
@@ -729,8 +742,9 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
 	int final = 0;
 
-	if (!r || !s || s->gen != c->gen || size == 0)
-		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it */
+	if (!r || !s || s->gen != c->gen || size == 0 || (s->flags & L7_MSF_H2))
+		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it
+						      * (HTTP/2: relays it, runtime/mesh_h2.c) */
 	__u32 no_body = (__u32)(s->no_body >> (s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1))) & 1;
 	const struct l7_mesh_rmut *rm = 0;
 	if (l7_resp_mut && c->body == L7_MB_HEAD) {

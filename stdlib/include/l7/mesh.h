@@ -16,6 +16,7 @@
  *   l7_mesh_rmut   BPF: the request path writes entry n of a pool connection before request n
  *                  is counted, the response path reads it when response n is framed
  *   l7_mesh_hold   BPF only (the client's SK_MSG; sock_ops deletes it at close)
+ *   l7_mesh_h2c    BPF only (the h2 program; sock_ops deletes it at close)
  *
  * The map rows in l7/maps.def carry these sizes as numbers (that file is also read where
  * this header is not included); the asserts below keep them in step. */
@@ -23,6 +24,7 @@
 #define L7_MESH_TYPES_H
 
 #include <linux/types.h>
+#include <l7/h2.h>
 
 #define L7_MESH_SLOTS      64   /* pool connections per upstream (power of two) */
 #define L7_MESH_UPSTREAMS  16   /* = L7_MAX_UPSTREAMS */
@@ -112,6 +114,8 @@ struct l7_mesh_conn {
 #define L7_MC_OVER   2u   /* the client stopped reading: l7run resets the connection */
 #define L7_MC_LAST   8u   /* a request asked to close: nothing after it is processed
 			   * (= L7_REQ_CLOSE << 2: set from the request flags without a branch) */
+#define L7_MC_H2     16u  /* the connection began with the HTTP/2 preface: every write goes to
+			   * the h2 program (stdlib/bpf/mesh_h2.h), for the connection's life */
 
 /* Bytes the data plane may queue in a client's socket that it has not read (responses are
  * redirected into its receive queue, which has no backpressure of its own). Past this the
@@ -153,6 +157,10 @@ struct l7_mesh_slot {
 /* A remote slot: `backend` is l7run's own L7_MR_RT_REMOTE socket (egress redirect); the
  * responses come back through l7run into the slot's relay socket (L7_MR_BACKEND). */
 #define L7_MSF_REMOTE 1u
+/* An HTTP/2 client took the slot (mesh_h2.h): the connection speaks HTTP/2 with l7run, whose
+ * stream ids and HPACK state are that client's, so it is never given to another client: when
+ * its client goes the slot is DEAD, and l7run closes and refills it. Set by the kernel. */
+#define L7_MSF_H2 2u
 /* A request (head and body) of at most this many bytes goes to a remote slot by the kernel's
  * egress redirect; a longer one goes through l7run (L7_MP_FORWARD). The egress redirect sends
  * with the client's flags (tcp_bpf_sendmsg_redir -> tcp_bpf_push_locked), so for a non-blocking
@@ -193,6 +201,13 @@ enum l7_mesh_pass_kind {
 			       * follows; l7run frames and holds it, sends it whole once earlier
 			       * responses are done, and closes after its response (nothing after
 			       * it is forwarded: the data plane no longer frames this stream) */
+	L7_MP_H2,             /* HTTP/2 (mesh_h2.h): `len` bytes of whole frames (0: the rest,
+			       * after a connection error); the decision is about the last header
+			       * block in them (stream L7_MP_H2_STREAM(req)): forward it to pool
+			       * slot `slot` - 1, or answer L7_MP_H2_STATUS(status) with gRPC status
+			       * L7_MP_H2_GRPC(status) (0: the HTTP status's); or, with an error
+			       * L7_MP_H2_ERR(req) (-(L7_H2_R_* | code), l7/h2.h), refuse the last
+			       * frame's stream (RST_STREAM) or the connection (GOAWAY) */
 };
 struct l7_mesh_pass {
 	__u32 kind;           /* enum l7_mesh_pass_kind */
@@ -207,6 +222,20 @@ struct l7_mesh_pass {
 	__u64 req;            /* the request's seq: earlier responses must be done first */
 };
 #define L7_MP_FOR(up) (1u + (up))
+#define L7_MP_H2_REQ(stream, err)  ((__u64)(stream) | (__u64)(__u32)(-(err)) << 32)
+#define L7_MP_H2_STREAM(req)       ((__u32)(req) & 0x7fffffffu)
+#define L7_MP_H2_ERR(req)          (-(int)((req) >> 32))
+#define L7_MP_H2_STATUS(st)        ((st) & 0xffffu)
+#define L7_MP_H2_GRPC(st)          ((st) >> 16)
+
+/* l7_mesh_h2c value, keyed by the client key: the kernel's view of an HTTP/2 client's frames
+ * (stdlib/bpf/mesh_h2.h; BPF only, deleted at the close). */
+struct l7_mesh_h2 {
+	struct l7_h2_conn c;
+	struct l7_h2_ev ev;   /* the last run's walk (map memory: the program's stack is full) */
+};
+/* The h2 program's slot in its PROG_ARRAY l7_mesh_h2_tail (progs.def; l7run fills it). */
+#define L7_MESH_H2_TAIL 0
 
 /* l7_mesh_hold value, keyed by the client key: the start of a request head that one sendmsg
  * did not complete. The kernel's cork (bpf_msg_cork_bytes) cannot hold it: a corked message is
@@ -245,10 +274,14 @@ _Static_assert(sizeof(struct l7_mesh_pass) == L7_MESH_PASS_SIZE, "maps.def: l7_m
 _Static_assert(sizeof(struct l7_mesh_ctl) == L7_MESH_CTL_SIZE, "maps.def: l7_mesh_ctl value size");
 _Static_assert(sizeof(struct l7_mesh_rring) == L7_MESH_RRING_SIZE, "maps.def: l7_mesh_rmut value size");
 _Static_assert(sizeof(struct l7_mesh_hold) == L7_MESH_HOLD_SIZE, "maps.def: l7_mesh_hold value size");
+_Static_assert(sizeof(struct l7_mesh_h2) == 96, "maps.def: l7_mesh_h2c value size");
+_Static_assert(L7_H2_BUF + 64 == 32832 && sizeof(struct l7_hpack) == 33512, "maps.def: l7_h2_buf, l7_h2_dec value sizes");
 
 /* Program and map names l7run looks up. */
 #define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
 #define L7_MESH_PROG_MSG     "l7_mesh_msg_prog"
 #define L7_MESH_PROG_REDIR   "l7_mesh_redir_prog"
+#define L7_MESH_PROG_H2      "l7_mesh_h2_prog"
+#define L7_MESH_H2_TAIL_MAP  "l7_mesh_h2_tail"
 
 #endif

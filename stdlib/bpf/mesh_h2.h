@@ -1,0 +1,164 @@
+/* mesh_h2.h: HTTP/2 (h2c, prior knowledge) clients in mesh mode: every stream decided in the
+ * kernel at its HEADERS (issue 14).
+ *
+ * The client's SK_MSG (mesh.h) tail-calls l7_mesh_h2_prog for a connection that began with
+ * the preface (L7_MC_H2). Each run copies up to L7_H2_BUF bytes of the message, walks their
+ * frames with h2.h (the RFC's framing rules, the client's HPACK state: our SETTINGS_HEADER_
+ * TABLE_SIZE 0 pending, then acknowledged), and stops at a complete header block: hpack.h
+ * decodes it into struct l7_req and the policy decides the stream as it decides an HTTP/1.1
+ * request. The bytes up to there go to l7run's end with one record (L7_MP_H2, l7/mesh.h):
+ * the decision about the last block in them, or the error about the last frame. l7run
+ * (runtime/mesh_h2.c) terminates the connection-level frames per hop, writes an allowed
+ * stream's frames on the pool connection the kernel chose (claimed here as for HTTP/1.1,
+ * marked L7_MSF_H2: never another client's), answers a denied one, and relays responses.
+ * l7run forwards a header block only with the kernel's decision for it; a block the kernel
+ * cannot decide (a dynamic table reference, a block split over writes, too many
+ * CONTINUATIONs) is refused with the RFC's code, never passed on undecided.
+ *
+ * A frame the scan must see whole (HEADERS, CONTINUATION, SETTINGS...) that one write does not
+ * complete is held as an HTTP/1.1 head start is (l7_mesh_hold: a copy here, the bytes dropped
+ * by l7run, pushed back in front of the next write by l7g_mesh_unhold). */
+#ifndef L7_BPF_MESH_H2_H
+#define L7_BPF_MESH_H2_H
+
+#include "mesh.h"
+#include "h2.h"
+
+/* The record of this run: bytes [0, len) go to l7run. */
+static __always_inline int l7_mesh_h2_pass(struct sk_msg_md *msg, struct l7_mesh_conn *c,
+					   const struct l7_mesh_key *k, __u32 len, __u32 status,
+					   __u32 slot, __u32 stream, int err)
+{
+	if (err && ((-err) & L7_H2_R_CONN))
+		c->flags |= L7_MC_BROKEN;   /* GOAWAY: l7run has the rest and discards it */
+	return l7_mesh_to_l7run(msg, c, k, L7_MP_H2, len, status, slot, L7_MP_H2_REQ(stream, err));
+}
+
+/* Decide the stream whose header block the scan completed: the record's status and slot. */
+static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struct l7_mesh_key *k,
+					     struct l7_mesh_h2 *st, struct l7_hpack *d,
+					     struct l7_req *req, __u32 *status, __u32 *slot)
+{
+	struct l7_decision dec;
+	int rc = l7_h2_decode(&st->c, d, req, L7_HPACK_REQUEST);
+
+	l7_mesh_stat(L7_STAT_REQUESTS);
+	if (rc < 0) {
+		l7_mesh_stat(L7_STAT_BAD_REQUEST);
+		/* the slow path (a dynamic reference, too many fields) has no decoder here yet:
+		 * the stream is refused, unprocessed, and the client may retry it */
+		return (-rc) & L7_H2_R_SLOW ? L7_H2_STREAM_ERR(L7_H2_REFUSED_STREAM) : rc;
+	}
+	__builtin_memset(&dec, 0, sizeof(dec));
+	req->service = c->index;
+	req->src_ip4 = k->lip;
+	req->dst_port = k->rport;
+	req->jwt_done = req->jwt_ok = req->jwt_err = 0;
+	l7_policy_decide(req, &dec);
+	req->decided_up = dec.upstream;
+	__u32 up = *(volatile __u32 *)&req->decided_up;
+	if (dec.audit)
+		l7_mesh_stat(L7_STAT_AUDITED);
+	if (dec.verdict == L7_DENY) {
+		l7_mesh_stat(L7_STAT_DENIED);
+		*status = (dec.status & 0xffff) | (__u32)dec.grpc << 16;
+		return 0;
+	}
+	/* header mutations are not applied to HTTP/2 blocks yet: such a stream is refused
+	 * rather than sent on without them (501); the fallback proxy speaks HTTP/1.1 */
+	if (dec.verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS || dec.n_set || dec.del ||
+	    dec.n_rset || dec.rdel) {
+		*status = dec.verdict == L7_FORWARD ? 501 : 502;
+		return 0;
+	}
+	__u32 b = l7_mesh_bind(c, k, up);
+	struct l7_mesh_slot *s = b ? l7_mesh_slot_at(b - 1) : 0;
+	if (!s) {
+		l7_mesh_stat(L7_STAT_POOL_MISS);
+		*status = 503;
+		return 0;
+	}
+	s->flags |= L7_MSF_H2;   /* this client's for good: l7_mesh_release makes it DEAD */
+	*slot = b;
+	l7_mesh_stat(L7_STAT_FORWARDED);
+	return 0;
+}
+
+__attribute__((always_inline)) int l7_mesh_h2(struct sk_msg_md *msg)
+{
+	struct l7_mesh_key k = {
+		.lip = msg->local_ip4, .rip = msg->remote_ip4,
+		.lport = msg->local_port, .rport = bpf_ntohl(msg->remote_port),
+	};
+	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
+	__u32 zero = 0, size = msg->size;
+
+	if (!c || c->role != L7_MR_CLIENT)
+		return SK_DROP;
+	if (c->flags & L7_MC_BROKEN || size == 0)
+		return l7_mesh_to_own_end(msg, &k);
+	__u32 cpu = bpf_get_smp_processor_id();   /* past the maps' size: refused (NULL) */
+	__u8 *buf = bpf_map_lookup_elem(&l7_mesh_h2buf, &cpu);
+	struct l7_hpack *d = bpf_map_lookup_elem(&l7_mesh_h2dec, &cpu);
+	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
+	if (!buf || !d || !req)
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR));
+	struct l7_mesh_h2 *st = bpf_map_lookup_elem(&l7_mesh_h2c, &k);
+	if (!st) {   /* the first write: the state starts in the scan buffer (the stack is full) */
+		_Static_assert(sizeof(*st) <= L7_H2_BUF, "staged in l7_h2_buf");
+		struct l7_mesh_h2 *init = (struct l7_mesh_h2 *)buf;
+		__builtin_memset(init, 0, sizeof(*init));
+		l7_h2_conn_init(&init->c, L7_H2_C_CLIENT | L7_H2_C_HP_PENDING);
+		init->c.stop = 0;   /* the scan stops at header blocks and errors only */
+		bpf_map_update_elem(&l7_mesh_h2c, &k, init, BPF_ANY);
+		st = bpf_map_lookup_elem(&l7_mesh_h2c, &k);
+		if (!st)   /* no room: refused as a whole (GOAWAY) */
+			return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_REFUSED_STREAM));
+		c->flags |= L7_MC_H2;
+	}
+	__u32 n = size < L7_H2_BUF ? size : L7_H2_BUF;
+	l7_barrier_var(n);
+	if (n == 0 || n > L7_H2_BUF || bpf_msg_pull_data(msg, 0, n, 0) ||
+	    bpf_probe_read_kernel(buf, n, msg->data))
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR));
+
+	struct l7_h2_ev *evp = &st->ev;
+	__builtin_memset(evp, 0, sizeof(*evp));
+	int rc = l7_h2_scan(&st->c, d, buf, n, evp);
+	struct l7_h2_ev ev = *evp;   /* what the walk left (a stack copy the verifier tracks) */
+	__u32 next = ev.next;
+	if (rc == L7_H2_EV_HEADERS) {
+		__u32 status = 0, slot = 0, stream = ev.f.stream;
+		int err = l7_mesh_h2_decide(c, &k, st, d, req, &status, &slot);
+		if (err && ((-err) & L7_H2_R_CONN))
+			return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, stream, err);
+		return l7_mesh_h2_pass(msg, c, &k, next, status, slot, stream, err);
+	}
+	if (rc < 0) {
+		/* a stream error is about the frame at ev.off (the record ends with it); a
+		 * connection error, or a block the kernel cannot take (SLOW), ends the connection */
+		if ((-rc) & L7_H2_R_STREAM)
+			return l7_mesh_h2_pass(msg, c, &k, ev.off + 9 + ev.f.len, 0, 0, ev.f.stream, rc);
+		if ((-rc) & L7_H2_R_SLOW)
+			rc = L7_H2_CONN_ERR(L7_H2_ENHANCE_YOUR_CALM);
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, ev.f.stream, rc);
+	}
+	/* EV_MORE or EV_LIMIT: a header block must be seen in one run (its fragments gather in
+	 * per-CPU memory another run may reuse) */
+	if (st->c.flags & L7_H2_C_BLOCK)
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, st->c.hb_stream, L7_H2_CONN_ERR(L7_H2_ENHANCE_YOUR_CALM));
+	if (next)
+		return l7_mesh_h2_pass(msg, c, &k, next, 0, 0, 0, 0);
+	/* nothing whole yet: the start of a frame (or of the preface) ends this write */
+	if (n != size || n >= L7_MESH_HOLD_BYTES)
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_FRAME_SIZE_ERROR));
+	if (bpf_map_update_elem(&l7_mesh_hold, &k, buf, BPF_ANY))
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR));
+	struct l7_mesh_hold *hd = bpf_map_lookup_elem(&l7_mesh_hold, &k);
+	if (!hd)
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR));
+	hd->len = n;
+	return l7_mesh_to_l7run(msg, c, &k, L7_MP_DISCARD, n, 0, 0, 0);
+}
+
+#endif
