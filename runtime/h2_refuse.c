@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "h2_refuse.h"
+#include "h2_frames.h"
 #include "../stdlib/bpf/hpack.h"
 #include "l7/grpc.h"
 
@@ -52,105 +53,16 @@ void h2_refuser_free(struct h2_refuser *r)
 	free(r);
 }
 
-static size_t frame(char *o, uint32_t len, uint8_t type, uint8_t flags, uint32_t stream)
-{
-	o[0] = (char)(len >> 16);
-	o[1] = (char)(len >> 8);
-	o[2] = (char)len;
-	o[3] = (char)type;
-	o[4] = (char)flags;
-	o[5] = (char)(stream >> 24 & 0x7f);
-	o[6] = (char)(stream >> 16);
-	o[7] = (char)(stream >> 8);
-	o[8] = (char)stream;
-	return 9;
-}
-
-/* HPACK literal without indexing (RFC 7541 6.2.2), raw strings shorter than 127 bytes: a
- * name from the static table (idx > 0) or a literal one (name) */
-static size_t lit(char *o, unsigned idx, const char *name, const char *val)
-{
-	size_t n = 0, vl = strlen(val);
-
-	if (idx < 15) {
-		o[n++] = (char)idx;
-	} else {
-		o[n++] = 0x0f;
-		o[n++] = (char)(idx - 15);
-	}
-	if (!idx) {
-		size_t nl = strlen(name);
-		o[n++] = (char)nl;
-		memcpy(o + n, name, nl);
-		n += nl;
-	}
-	o[n++] = (char)vl;
-	memcpy(o + n, val, vl);
-	return n + vl;
-}
-
-/* The answer to stream s (grpc: the request was a gRPC call); end_stream: the client's side
- * of the stream is closed already (else RST_STREAM NO_ERROR after the response, 8.1). */
-static size_t answer_frames(char *o, uint32_t s, int grpc, int end_stream)
-{
-	char blk[256], num[16];
-	size_t b = 0, n = 0;
-
-	if (grpc) {
-		blk[b++] = (char)0x88;   /* :status 200, static index 8 */
-		b += lit(blk + b, 31, NULL, "application/grpc");
-		snprintf(num, sizeof num, "%u", l7_grpc_status_of_http(REFUSE_STATUS));
-		b += lit(blk + b, 0, "grpc-status", num);
-		b += lit(blk + b, 0, "grpc-message", why);
-		n += frame(o, (uint32_t)b, L7_H2_HEADERS, L7_H2_F_END_HEADERS | L7_H2_F_END_STREAM, s);
-		memcpy(o + n, blk, b);
-		n += b;
-	} else {
-		char body[64];
-		int bl = snprintf(body, sizeof body, "%d %s\n", REFUSE_STATUS, why);
-		snprintf(num, sizeof num, "%d", REFUSE_STATUS);
-		b += lit(blk + b, 8, NULL, num);   /* :status */
-		b += lit(blk + b, 31, NULL, "text/plain");
-		snprintf(num, sizeof num, "%d", bl);
-		b += lit(blk + b, 28, NULL, num);   /* content-length */
-		n += frame(o, (uint32_t)b, L7_H2_HEADERS, L7_H2_F_END_HEADERS, s);
-		memcpy(o + n, blk, b);
-		n += b;
-		n += frame(o + n, (uint32_t)bl, L7_H2_DATA, L7_H2_F_END_STREAM, s);
-		memcpy(o + n, body, (size_t)bl);
-		n += (size_t)bl;
-	}
-	if (!end_stream) {
-		n += frame(o + n, 4, L7_H2_RST_STREAM, 0, s);
-		memset(o + n, 0, 4);
-		n += 4;
-	}
-	return n;
-}
-
 static int is_grpc(struct h2_refuser *r);
 
 static void answer(struct h2_refuser *r, uint32_t s, h2_send_fn send, void *ctx)
 {
-	char o[512];
+	char o[H2_ANSWER_MAX];
 	int grpc = is_grpc(r);
+	size_t data;
 
-	send(ctx, o, answer_frames(o, s, grpc, r->cont_end_stream), grpc ? 200 : REFUSE_STATUS);
-}
-
-static size_t goaway(char *o, uint32_t last, uint32_t code)
-{
-	size_t n = frame(o, 8, L7_H2_GOAWAY, 0, 0);
-
-	o[n++] = (char)(last >> 24 & 0x7f);
-	o[n++] = (char)(last >> 16);
-	o[n++] = (char)(last >> 8);
-	o[n++] = (char)last;
-	o[n++] = (char)(code >> 24);
-	o[n++] = (char)(code >> 16);
-	o[n++] = (char)(code >> 8);
-	o[n++] = (char)code;
-	return n;
+	send(ctx, o, h2_answer(o, s, REFUSE_STATUS, grpc, l7_grpc_status_of_http(REFUSE_STATUS), why,
+			       r->cont_end_stream, &data), grpc ? 200 : REFUSE_STATUS);
 }
 
 /* Is the header block gathered in d a gRPC call? */
@@ -187,7 +99,7 @@ static long feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send
 			goto protocol;
 		r->preface = 1;
 		at = sizeof pre - 1;
-		send(ctx, o, frame(o, 0, L7_H2_SETTINGS, 0, 0), 0);   /* the server preface (3.4) */
+		send(ctx, o, h2_frame(o, 0, L7_H2_SETTINGS, 0, 0), 0);   /* the server preface (3.4) */
 	}
 	while (n - at >= 9) {
 		const uint8_t *f = p + at;
@@ -195,7 +107,7 @@ static long feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send
 		uint8_t type = f[3], flags = f[4];
 		uint32_t s = ((uint32_t)f[5] << 24 | (uint32_t)f[6] << 16 | (uint32_t)f[7] << 8 | f[8]) & 0x7fffffff;
 		if (len > L7_H2_MAX_FRAME) {
-			send(ctx, o, goaway(o, r->last, L7_H2_FRAME_SIZE_ERROR), 0);
+			send(ctx, o, h2_goaway(o, r->last, L7_H2_FRAME_SIZE_ERROR), 0);
 			return -1;
 		}
 		if (n - at < 9 + (size_t)len)
@@ -208,15 +120,15 @@ static long feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send
 			if (s || len % 6 || ((flags & L7_H2_F_ACK) && len))
 				goto protocol;
 			if (!(flags & L7_H2_F_ACK))
-				send(ctx, o, frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0), 0);
+				send(ctx, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0), 0);
 			break;
 		case L7_H2_PING:
 			if (s || len != 8) {
-				send(ctx, o, goaway(o, r->last, s ? L7_H2_PROTOCOL_ERROR : L7_H2_FRAME_SIZE_ERROR), 0);
+				send(ctx, o, h2_goaway(o, r->last, s ? L7_H2_PROTOCOL_ERROR : L7_H2_FRAME_SIZE_ERROR), 0);
 				return -1;
 			}
 			if (!(flags & L7_H2_F_ACK)) {
-				size_t k = frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
+				size_t k = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
 				memcpy(o + k, pl, 8);
 				send(ctx, o, k + 8, 0);
 			}
@@ -264,7 +176,7 @@ static long feed(struct h2_refuser *r, const char *in, size_t n, h2_send_fn send
 	}
 	return (long)at;
 protocol:
-	send(ctx, o, goaway(o, r->last, L7_H2_PROTOCOL_ERROR), 0);
+	send(ctx, o, h2_goaway(o, r->last, L7_H2_PROTOCOL_ERROR), 0);
 	return -1;
 }
 
@@ -315,5 +227,5 @@ void h2_refuser_goaway(struct h2_refuser *r, h2_send_fn send, void *ctx)
 {
 	char o[32];
 
-	send(ctx, o, goaway(o, r->last, L7_H2_HTTP_1_1_REQUIRED), 0);
+	send(ctx, o, h2_goaway(o, r->last, L7_H2_HTTP_1_1_REQUIRED), 0);
 }

@@ -65,7 +65,9 @@ struct mesh_client {
 	/* redirects into the client decided but not yet queued (l7/mesh.h redir_dec), as last
 	 * seen, and since when (ms): see answered() */
 	uint64_t redir_seen, redir_since;
-	struct h2_refuser *h2;   /* an HTTP/2 client: every stream answered 505 (h2_refuse.h) */
+	struct h2_refuser *h2;   /* an HTTP/2 client of a split policy: every stream answered 505
+	                          * (h2_refuse.h) */
+	struct mesh_h2 *h2m;     /* an HTTP/2 client the kernel decides for (mesh_h2.c) */
 };
 
 struct relay;
@@ -109,6 +111,16 @@ void mesh_client_close(struct l7run *L, struct mesh_client *c);
 struct mesh_client *mesh_client_by_key(struct l7run *L, struct mesh_ver *v, const struct l7_mesh_key *k);
 void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after);
 void mesh_clients_check_over(struct l7run *L);
+
+/* mesh_h2.c: HTTP/2 clients, each hop's endpoint (the kernel decides every stream) */
+struct mesh_h2 *mesh_h2_new(void);
+void mesh_h2_free(struct mesh_h2 *h);
+void mesh_h2_close(struct mesh_client *c);
+/* The client's bytes p[0..n) of record r (L7_MP_H2, or DISCARD's nothing): -1 once the
+ * connection is to end (a GOAWAY was sent). */
+int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7_mesh_pass *r);
+/* Bytes the backend of pool slot `slot` sent this client (fd: l7run's end of it). */
+int mesh_h2_backend_in(struct mesh_client *c, uint32_t slot, int fd, const char *p, size_t n);
 
 /* mesh_outside.c: clients outside the cgroup, relayed through a connection of l7run's own */
 int mesh_enrolled(struct l7run *L, int fd);

@@ -134,6 +134,7 @@ void mesh_client_close(struct l7run *L, struct mesh_client *c)
 			break;
 	}
 	bpf_map_delete_elem(c->v->ctl, &c->key);
+	mesh_h2_close(c);
 	loop_close(L, c->fd);
 	for (int i = 0; i < M->n_clients; i++)
 		if (M->client[i] == c) {
@@ -141,6 +142,7 @@ void mesh_client_close(struct l7run *L, struct mesh_client *c)
 			break;
 		}
 	h2_refuser_free(c->h2);
+	mesh_h2_free(c->h2m);
 	free(c->in);
 	free(c);
 }
@@ -437,6 +439,25 @@ static void pump(struct l7run *L, struct mesh_client *c)
 			publish(c);
 			continue;
 		}
+		if (r.kind == L7_MP_H2) {
+			/* HTTP/2: streams answer in any order, nothing to wait for (mesh_h2.c) */
+			size_t n = r.len ? r.len : c->in_len;
+			if (!c->h2m && !(c->h2m = mesh_h2_new())) {
+				c->in_len = 0;
+				c->closing = 1;
+				c->close_at = now_ms();
+				return;
+			}
+			int rc = mesh_h2_take(c, c->in, n, &r);
+			consume(c, n);
+			bpf_map_delete_elem(c->v->pass, &pk);
+			c->next_seq++;
+			if (rc < 0) {
+				c->in_len = 0;
+				return;
+			}
+			continue;
+		}
 		uint64_t got = answered(c);
 		if (got != UINT64_MAX && got < r.req)
 			return;   /* earlier responses still owed: the tick retries */
@@ -530,7 +551,7 @@ static void client_event(struct l7run *L, struct io *io, uint32_t ev)
 	if (ev & EPOLLERR) {
 		mesh_client_close(L, c);
 	} else if (eof) {
-		if (c->h2 || finished(c)) {
+		if (c->h2 || c->h2m || finished(c)) {
 			mesh_client_close(L, c);
 			return;
 		}

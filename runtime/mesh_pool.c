@@ -347,14 +347,37 @@ static int relay_in(struct pool_sock *ps, int w)
 	}
 }
 
+/* An HTTP/2 slot's backend frames (the data plane sends them all here, mesh_h2.h): to its
+ * client's relay; dropped when the client is gone. */
+static int h2_in(struct pool_sock *ps, struct mesh_ver *v, uint32_t k, const struct l7_mesh_key *owner)
+{
+	struct mesh_client *c = mesh_client_by_key(ps->pool->L, v, owner);
+	char buf[65536];
+
+	for (;;) {
+		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n > 0) {
+			if (c && c->h2m && mesh_h2_backend_in(c, k, ps->fd, buf, (size_t)n))
+				return -1;
+			continue;
+		}
+		return n == 0 || (errno != EAGAIN && errno != EINTR) ? -1 : 0;
+	}
+}
+
 /* Data here is a response nobody waits for any more (orphaned): discard it. A remote slot's
  * is the response itself: relayed. */
 static int readable(struct pool_sock *ps)
 {
 	struct mesh_ver *v = ver_of(ps);
 	uint32_t k = slot_of(ps);
+	struct l7_mesh_slot s;
 
-	return v->relay[k][0] ? relay_in(ps, v->relay[k][0] - 1) : discard(ps->fd);
+	if (v->relay[k][0])
+		return relay_in(ps, v->relay[k][0] - 1);
+	if (!bpf_map_lookup_elem(v->pool_map, &k, &s) && s.gen == v->gen[k] && (s.flags & L7_MSF_H2))
+		return h2_in(ps, v, k, &s.owner);
+	return discard(ps->fd);
 }
 
 /* A slot whose client left with responses owed (ORPHAN) frees itself when they arrive; when
@@ -369,6 +392,9 @@ static int stale(struct pool_sock *ps, uint64_t now)
 
 	if (v->relay[k][1])
 		discard(v->relay[k][1] - 1);   /* what the relay's SK_MSG dropped (relay_in) */
+	if (!bpf_map_lookup_elem(v->pool_map, &k, &s) && s.gen == v->gen[k] && s.state == L7_MS_DEAD &&
+	    (s.flags & L7_MSF_H2))
+		return 1;   /* its HTTP/2 client is gone: the connection was only ever that client's */
 	if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k] || s.state != L7_MS_ORPHAN) {
 		ps->since = 0;
 		return 0;

@@ -41,6 +41,7 @@
 
 extern const __u32 l7_split_mesh;   /* generated (l7/abi.h): the SK_MSG program is split */
 #define L7_AF_INET    2
+#define L7_AF_INET6   10
 #define L7_TCP_CLOSE  7
 #define L7_TCP_FIN_WAIT1 4
 
@@ -167,10 +168,28 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 
 __attribute__((always_inline)) int l7_mesh_sockops(struct bpf_sock_ops *s)
 {
-	if (s->family != L7_AF_INET)
+	__u32 lip = s->local_ip4, rip = s->remote_ip4;
+
+	if (s->family == L7_AF_INET6) {
+		/* an IPv4 connection on an IPv6 socket (::ffff:a.b.c.d): grpcio listens and
+		 * connects so even for 127.0.0.1; its IPv4 fields are set (tcp_v6_connect and
+		 * tcp_v6_syn_recv_sock hand mapped addresses to the IPv4 code), so SK_MSG and the
+		 * tracepoint find it under the same key */
+		/* each field read once, at its own offset (the verifier refuses a ctx pointer
+		 * clang moved) */
+		__u32 l0 = *(volatile __u32 *)&s->local_ip6[0], l1 = *(volatile __u32 *)&s->local_ip6[1];
+		__u32 l2 = *(volatile __u32 *)&s->local_ip6[2], l3 = *(volatile __u32 *)&s->local_ip6[3];
+		__u32 r0 = *(volatile __u32 *)&s->remote_ip6[0], r1 = *(volatile __u32 *)&s->remote_ip6[1];
+		__u32 r2 = *(volatile __u32 *)&s->remote_ip6[2], r3 = *(volatile __u32 *)&s->remote_ip6[3];
+		if (l0 | l1 | r0 | r1 || l2 != bpf_htonl(0xffff) || r2 != bpf_htonl(0xffff))
+			return 1;
+		lip = l3;
+		rip = r3;
+	} else if (s->family != L7_AF_INET) {
 		return 1;
+	}
 	struct l7_mesh_key k = {
-		.lip = s->local_ip4, .rip = s->remote_ip4,
+		.lip = lip, .rip = rip,
 		.lport = s->local_port, .rport = bpf_ntohl(s->remote_port),
 	};
 

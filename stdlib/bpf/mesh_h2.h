@@ -61,21 +61,22 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 		l7_mesh_stat(L7_STAT_AUDITED);
 	if (dec.verdict == L7_DENY) {
 		l7_mesh_stat(L7_STAT_DENIED);
-		*status = (dec.status & 0xffff) | (__u32)dec.grpc << 16;
+		*status = (dec.status & 0xffff) | (__u32)(dec.grpc & 0xff) << 16 |
+			  (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	/* header mutations are not applied to HTTP/2 blocks yet: such a stream is refused
 	 * rather than sent on without them (501); the fallback proxy speaks HTTP/1.1 */
 	if (dec.verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS || dec.n_set || dec.del ||
 	    dec.n_rset || dec.rdel) {
-		*status = dec.verdict == L7_FORWARD ? 501 : 502;
+		*status = (dec.verdict == L7_FORWARD ? 501 : 502) | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	__u32 b = l7_mesh_bind(c, k, up);
 	struct l7_mesh_slot *s = b ? l7_mesh_slot_at(b - 1) : 0;
 	if (!s) {
 		l7_mesh_stat(L7_STAT_POOL_MISS);
-		*status = 503;
+		*status = 503 | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	s->flags |= L7_MSF_H2;   /* this client's for good: l7_mesh_release makes it DEAD */

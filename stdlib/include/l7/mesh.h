@@ -205,7 +205,8 @@ enum l7_mesh_pass_kind {
 			       * after a connection error); the decision is about the last header
 			       * block in them (stream L7_MP_H2_STREAM(req)): forward it to pool
 			       * slot `slot` - 1, or answer L7_MP_H2_STATUS(status) with gRPC status
-			       * L7_MP_H2_GRPC(status) (0: the HTTP status's); or, with an error
+			       * L7_MP_H2_GRPC(status) (0: the HTTP status's) when the stream is a
+			       * gRPC call (L7_MP_H2_IS_GRPC); or, with an error
 			       * L7_MP_H2_ERR(req) (-(L7_H2_R_* | code), l7/h2.h), refuse the last
 			       * frame's stream (RST_STREAM) or the connection (GOAWAY) */
 };
@@ -226,7 +227,8 @@ struct l7_mesh_pass {
 #define L7_MP_H2_STREAM(req)       ((__u32)(req) & 0x7fffffffu)
 #define L7_MP_H2_ERR(req)          (-(int)((req) >> 32))
 #define L7_MP_H2_STATUS(st)        ((st) & 0xffffu)
-#define L7_MP_H2_GRPC(st)          ((st) >> 16)
+#define L7_MP_H2_GRPC(st)          (((st) >> 16) & 0xffu)
+#define L7_MP_H2_IS_GRPC           (1u << 31)   /* in status: the stream is a gRPC call */
 
 /* l7_mesh_h2c value, keyed by the client key: the kernel's view of an HTTP/2 client's frames
  * (stdlib/bpf/mesh_h2.h; BPF only, deleted at the close). */

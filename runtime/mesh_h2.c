@@ -1,0 +1,518 @@
+/* HTTP/2 clients in mesh mode (issue 14): l7run's half. The kernel (stdlib/bpf/mesh_h2.h)
+ * decides every stream at its header block and hands the client's frames here with one
+ * L7_MP_H2 record per decision (l7/mesh.h); this file is each hop's HTTP/2 endpoint:
+ *   client side   our SETTINGS (HEADER_TABLE_SIZE 0: the kernel decodes blocks without a
+ *                 dynamic table), ACKs of its SETTINGS and PINGs; a stream's frames go to the
+ *                 pool connection the kernel chose for it, a denied one gets our answer
+ *                 (h2_frames.c), a refused one RST_STREAM with the kernel's code; a header
+ *                 block without a decision is never forwarded (GOAWAY INTERNAL_ERROR).
+ *   backend side  each pool connection a stream of this client went to speaks HTTP/2 with us:
+ *                 our preface and SETTINGS (table size 0, no push, the client's initial
+ *                 window) before the first stream; its SETTINGS and PINGs acknowledged; its
+ *                 stream frames relayed to the client as they are (the connection is this
+ *                 client's alone, L7_MSF_H2, so stream ids and HPACK state stay end to end)
+ *                 and its response's :status counted for the upstream.
+ *   windows       stream WINDOW_UPDATEs go with their stream; stream-0 ones are relayed to
+ *                 the other hop (less the DATA of our own answers, which no backend saw).
+ * One thread writes both ways, whole frames at a time, so frames never interleave. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include "mesh.h"
+#include "h2_frames.h"
+#include "telemetry.h"
+#include "../stdlib/bpf/hpack.h"
+#include "l7/grpc.h"
+
+#define H2M_STREAMS 1024       /* streams remembered (newest first): older ones are closed */
+#define H2M_BACKENDS 4         /* pool connections (upstreams) one client's streams use */
+#define H2M_IN_MAX (1u << 20)  /* bytes of a peer's unfinished frames kept */
+
+enum { S_FREE, S_FWD, S_DENIED };
+
+struct h2m_stream {
+	uint32_t id;
+	uint8_t state;
+	uint8_t resp;              /* its response's final :status was counted */
+	uint16_t be;               /* backend index (S_FWD) */
+};
+
+struct h2m_backend {
+	uint32_t slot;             /* 1 + pool index, 0: unused */
+	int up;                    /* upstream (endpoint slot) it serves */
+	char *in;                  /* its bytes not yet a whole frame */
+	size_t len, cap;
+	uint32_t cont;             /* stream a response header block goes on in */
+};
+
+struct h2m_dec {              /* a decision the kernel made, by where its bytes end */
+	uint64_t end;
+	struct l7_mesh_pass r;
+};
+
+struct mesh_h2 {
+	int preface;               /* the client's preface was read */
+	char *in;                  /* the client's bytes from records, not yet a whole frame */
+	size_t len, cap;
+	uint64_t at;               /* client bytes taken so far (the records' coordinates) */
+	struct h2m_dec dec[64];    /* decisions whose frames have not been handled */
+	int ndec;
+	struct h2m_stream st[H2M_STREAMS];
+	uint32_t st_next;
+	struct h2m_backend be[H2M_BACKENDS];
+	uint32_t last;             /* highest client stream handled (GOAWAY's last stream) */
+	uint32_t iws;              /* the client's SETTINGS_INITIAL_WINDOW_SIZE, 0: default */
+	uint64_t conn_credit;      /* stream-0 WINDOW_UPDATE increments the client gave */
+	uint64_t own_data;         /* DATA bytes of our answers, not yet taken off a relayed update */
+	struct l7_hpack d;         /* native decoder: a response's :status, a block's gRPC-ness */
+	struct l7_req req;
+};
+
+struct mesh_h2 *mesh_h2_new(void)
+{
+	return calloc(1, sizeof(struct mesh_h2));
+}
+
+void mesh_h2_free(struct mesh_h2 *h)
+{
+	if (!h)
+		return;
+	for (int i = 0; i < H2M_BACKENDS; i++)
+		free(h->be[i].in);
+	free(h->in);
+	free(h);
+}
+
+/* The client is gone: its pool connections were only ever its own (L7_MSF_H2), closed and
+ * refilled now rather than at the pool's next look (a client a moment later found none). */
+void mesh_h2_close(struct mesh_client *c)
+{
+	for (int i = 0; c->h2m && i < H2M_BACKENDS; i++)
+		if (c->h2m->be[i].slot && mesh_slot_fd(c->v, c->h2m->be[i].slot - 1, &c->key) >= 0)
+			mesh_pool_drop(c->v, c->h2m->be[i].slot - 1);
+}
+
+static uint32_t be24(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 16 | (uint32_t)p[1] << 8 | p[2];
+}
+
+static uint32_t be32(const uint8_t *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+	const char *b = p;
+
+	while (n) {
+		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return;
+		b += w;
+		n -= (size_t)w;
+	}
+}
+
+static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
+{
+	if (*len + n > H2M_IN_MAX)
+		return -1;
+	if (*len + n > *cap) {
+		size_t c = (*len + n) * 2;
+		char *b = realloc(*buf, c);
+		if (!b)
+			return -1;
+		*buf = b;
+		*cap = c;
+	}
+	memcpy(*buf + *len, p, n);
+	*len += n;
+	return 0;
+}
+
+static struct h2m_stream *stream_of(struct mesh_h2 *h, uint32_t id)
+{
+	for (uint32_t i = 0; i < H2M_STREAMS; i++) {
+		struct h2m_stream *s = &h->st[(h->st_next - 1 - i) % H2M_STREAMS];
+		if (s->state == S_FREE)
+			return NULL;
+		if (s->id == id)
+			return s;
+	}
+	return NULL;
+}
+
+static struct h2m_stream *stream_new(struct mesh_h2 *h, uint32_t id, int state)
+{
+	struct h2m_stream *s = &h->st[h->st_next++ % H2M_STREAMS];
+
+	*s = (struct h2m_stream){ .id = id, .state = (uint8_t)state };
+	return s;
+}
+
+/* The pool connection of slot (1 + index) for this client, started (our preface and
+ * SETTINGS) the first time a stream goes to it. */
+static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd)
+{
+	struct mesh_h2 *h = c->h2m;
+	struct h2m_backend *b = NULL;
+
+	*fd = mesh_slot_fd(c->v, slot - 1, &c->key);
+	if (*fd < 0)
+		return NULL;
+	for (int i = 0; i < H2M_BACKENDS; i++)
+		if (h->be[i].slot == slot)
+			return &h->be[i];
+	for (int i = 0; i < H2M_BACKENDS && !b; i++)
+		if (!h->be[i].slot)
+			b = &h->be[i];
+	if (!b)
+		return NULL;
+	b->slot = slot;
+	b->up = (int)((slot - 1) / L7_MESH_SLOTS);
+	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+	uint16_t ids[3] = { L7_H2_S_HEADER_TABLE_SIZE, L7_H2_S_ENABLE_PUSH, L7_H2_S_INITIAL_WINDOW_SIZE };
+	uint32_t vals[3] = { 0, 0, h->iws };
+	char o[128];
+	size_t n = sizeof pre - 1;
+	memcpy(o, pre, n);
+	n += h2_settings(o + n, ids, vals, h->iws ? 3 : 2);
+	if (h->conn_credit)   /* the window the client opened before this backend was in use */
+		n += h2_window_update(o + n, 0, (uint32_t)(h->conn_credit > 0x7fffffff ? 0x7fffffff : h->conn_credit));
+	send_all(*fd, o, n);
+	return b;
+}
+
+static void to_client(struct mesh_client *c, const void *p, size_t n)
+{
+	send_all(c->fd, p, n);
+}
+
+/* Our answer to a stream the kernel denied (or found no connection for). */
+static void answer(struct mesh_client *c, uint32_t s, const struct l7_mesh_pass *r, int end_stream)
+{
+	int status = (int)L7_MP_H2_STATUS(r->status), grpc = !!(r->status & L7_MP_H2_IS_GRPC);
+	unsigned named = L7_MP_H2_GRPC(r->status);
+	char o[H2_ANSWER_MAX];
+	size_t data;
+	const char *why = status == 403 ? "denied by policy" : status == 503 ? "no connection to the upstream" :
+			  status == 501 ? "header mutations are not applied to HTTP/2 yet" : "refused by policy";
+	size_t n = h2_answer(o, s, status, grpc, l7_grpc_status_of(named, (unsigned)status), why, end_stream, &data);
+
+	upstat_answer(c->v->v.upstat, -1, grpc ? 200 : status, n);   /* before the client can read it */
+	c->h2m->own_data += data;
+	to_client(c, o, n);
+	c->local_done++;
+}
+
+static void goaway(struct mesh_client *c, uint32_t code)
+{
+	char o[32];
+
+	to_client(c, o, h2_goaway(o, c->h2m->last, code));
+	c->closing = 1;
+	c->close_at = now_ms() + 100;   /* let it drain before the FIN */
+}
+
+/* The decision about the block or frame that ends at client offset `end`, if the kernel made
+ * one there (decisions come in order). */
+static const struct l7_mesh_pass *decision_at(struct mesh_h2 *h, uint64_t end)
+{
+	while (h->ndec && h->dec[0].end < end) {   /* a record whose block was refused whole */
+		memmove(h->dec, h->dec + 1, (size_t)--h->ndec * sizeof h->dec[0]);
+	}
+	return h->ndec && h->dec[0].end == end ? &h->dec[0].r : NULL;
+}
+
+static void decision_done(struct mesh_h2 *h)
+{
+	if (h->ndec)
+		memmove(h->dec, h->dec + 1, (size_t)--h->ndec * sizeof h->dec[0]);
+}
+
+static void client_settings(struct mesh_client *c, const uint8_t *pl, uint32_t len)
+{
+	struct mesh_h2 *h = c->h2m;
+	char o[64];
+
+	for (uint32_t i = 0; i + 6 <= len; i += 6)
+		if (((uint32_t)pl[i] << 8 | pl[i + 1]) == L7_H2_S_INITIAL_WINDOW_SIZE) {
+			h->iws = be32(pl + i + 2);
+			/* the backends send the client's streams what it can take */
+			uint16_t id = L7_H2_S_INITIAL_WINDOW_SIZE;
+			size_t n = h2_settings(o, &id, &h->iws, 1);
+			for (int b = 0; b < H2M_BACKENDS; b++) {
+				int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
+				if (fd >= 0)
+					send_all(fd, o, n);
+			}
+		}
+	to_client(c, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+}
+
+/* The client's stream-0 WINDOW_UPDATE: every backend in use may send that much more (our own
+ * answers' DATA came out of the same window, which no backend knows of). */
+static void client_window(struct mesh_client *c, uint32_t inc)
+{
+	struct mesh_h2 *h = c->h2m;
+	uint64_t own = h->own_data < inc ? h->own_data : inc;
+	char o[16];
+
+	h->own_data -= own;
+	inc -= (uint32_t)own;
+	h->conn_credit += inc;
+	if (!inc)
+		return;
+	size_t n = h2_window_update(o, 0, inc);
+	for (int b = 0; b < H2M_BACKENDS; b++) {
+		int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
+		if (fd >= 0)
+			send_all(fd, o, n);
+	}
+}
+
+/* One whole client frame at client offset `off` (its first byte), of 9 + len bytes; a header
+ * block (HEADERS + CONTINUATION) is handled once whole: *blk says how many bytes it spans.
+ * -1: the connection ends. */
+static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, uint64_t off, size_t *used)
+{
+	struct mesh_h2 *h = c->h2m;
+	uint32_t len = be24(f), type = f[3], flags = f[4], sid = be32(f + 5) & 0x7fffffff;
+	size_t total = 9 + (size_t)len;
+	char o[64];
+
+	*used = 0;
+	if (avail < total)
+		return 0;
+	if (type == L7_H2_HEADERS) {
+		/* the whole block: this frame and its CONTINUATIONs (the kernel saw them in one run) */
+		size_t end = total;
+		uint32_t fl = flags;
+		while (!(fl & L7_H2_F_END_HEADERS)) {
+			if (avail < end + 9 || avail < end + 9 + be24(f + end))
+				return 0;
+			fl = f[end + 4];
+			end += 9 + be24(f + end);
+		}
+		const struct l7_mesh_pass *r = decision_at(h, off + end);
+		if (!r || L7_MP_H2_STREAM(r->req) != sid) {
+			goaway(c, L7_H2_INTERNAL_ERROR);   /* never forwarded without the kernel's decision */
+			return -1;
+		}
+		int err = L7_MP_H2_ERR(r->req);
+		h->last = sid;
+		*used = end;
+		if (err) {   /* refused (REFUSED_STREAM: the kernel could not decode it; malformed) */
+			stream_new(h, sid, S_DENIED);
+			to_client(c, o, h2_rst(o, sid, (uint32_t)(-err) & 0xff));
+		} else if (r->slot) {
+			int fd;
+			struct h2m_backend *b = backend(c, r->slot, &fd);
+			if (!b) {
+				struct l7_mesh_pass a = *r;
+				a.status = 502 | (r->status & L7_MP_H2_IS_GRPC);
+				stream_new(h, sid, S_DENIED);
+				answer(c, sid, &a, flags & L7_H2_F_END_STREAM);
+			} else {
+				struct h2m_stream *s = stream_new(h, sid, S_FWD);
+				s->be = (uint16_t)(b - h->be);
+				send_all(fd, f, end);
+			}
+		} else {
+			stream_new(h, sid, S_DENIED);
+			answer(c, sid, r, flags & L7_H2_F_END_STREAM);
+		}
+		decision_done(h);
+		return 0;
+	}
+	*used = total;
+	const struct l7_mesh_pass *r = decision_at(h, off + total);
+	if (r && L7_MP_H2_ERR(r->req)) {   /* the kernel refused this frame's stream */
+		struct h2m_stream *s = stream_of(h, sid);
+		int fd = s && s->state == S_FWD ? mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key) : -1;
+		if (fd >= 0)
+			send_all(fd, o, h2_rst(o, sid, L7_H2_CANCEL));
+		if (s)
+			s->state = S_DENIED;
+		to_client(c, o, h2_rst(o, sid, (uint32_t)(-L7_MP_H2_ERR(r->req)) & 0xff));
+		decision_done(h);
+		return 0;
+	}
+	const uint8_t *pl = f + 9;
+	switch (type) {
+	case L7_H2_SETTINGS:
+		if (!(flags & L7_H2_F_ACK))
+			client_settings(c, pl, len);
+		return 0;
+	case L7_H2_PING:
+		if (!(flags & L7_H2_F_ACK)) {
+			size_t n = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
+			memcpy(o + n, pl, 8);
+			to_client(c, o, n + 8);
+		}
+		return 0;
+	case L7_H2_GOAWAY:
+		return 0;   /* no new streams: the client closes when its streams are done */
+	case L7_H2_WINDOW_UPDATE:
+		if (!sid) {
+			client_window(c, be32(pl) & 0x7fffffff);
+			return 0;
+		}
+		break;
+	default:
+		break;
+	}
+	/* a stream's frame: with its stream */
+	struct h2m_stream *s = sid ? stream_of(h, sid) : NULL;
+	if (s && s->state == S_FWD) {
+		int fd = mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key);
+		if (fd >= 0)
+			send_all(fd, f, total);
+	} else if (type == L7_H2_DATA && len) {
+		/* a denied stream's body: dropped, and its share of the window given back */
+		to_client(c, o, h2_window_update(o, 0, len));
+	}
+	return 0;
+}
+
+/* Our SETTINGS, the server preface (3.4): a dynamic table of size 0 for the client's encoder,
+ * which the kernel's decoder assumes once the client acknowledges it (h2.h, hpack.h). */
+static void server_preface(struct mesh_client *c)
+{
+	uint16_t id = L7_H2_S_HEADER_TABLE_SIZE;
+	uint32_t zero = 0;
+	char o[32];
+
+	c->h2m->preface = 1;
+	to_client(c, o, h2_settings(o, &id, &zero, 1));
+}
+
+int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7_mesh_pass *r)
+{
+	struct mesh_h2 *h = c->h2m;
+	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+	if (r->kind == L7_MP_H2 && r->len == 0 && L7_MP_H2_ERR(r->req)) {   /* a connection error */
+		if (!h->preface)
+			server_preface(c);   /* the server's first frame is its SETTINGS (3.4) */
+		goaway(c, (uint32_t)(-L7_MP_H2_ERR(r->req)) & 0xff);
+		return -1;
+	}
+	if (r->kind == L7_MP_H2 && (r->req || r->status || r->slot)) {
+		if (h->ndec == (int)(sizeof h->dec / sizeof h->dec[0])) {
+			goaway(c, L7_H2_ENHANCE_YOUR_CALM);
+			return -1;
+		}
+		h->dec[h->ndec++] = (struct h2m_dec){ .end = h->at + n, .r = *r };
+	}
+	h->at += n;
+	if (append(&h->in, &h->len, &h->cap, p, n)) {
+		goaway(c, L7_H2_ENHANCE_YOUR_CALM);
+		return -1;
+	}
+	size_t at = 0;
+	uint64_t base = h->at - h->len;   /* client offset of h->in[0] */
+	if (!h->preface) {
+		if (h->len < sizeof pre - 1)
+			return 0;
+		at = sizeof pre - 1;   /* the kernel checked it */
+		server_preface(c);
+	}
+	while (h->len - at >= 9 && !c->closing) {
+		size_t used;
+		if (client_frame(c, (const uint8_t *)h->in + at, h->len - at, base + at, &used) < 0)
+			return -1;
+		if (!used)
+			break;
+		at += used;
+	}
+	memmove(h->in, h->in + at, h->len - at);
+	h->len -= at;
+	return 0;
+}
+
+/* A response header block of backend b: its final :status, once per stream, for the
+ * upstream's telemetry (a block the native decoder cannot read counts as outside 100-599). */
+static void count_status(struct mesh_client *c, struct h2m_backend *b, const uint8_t *f, uint32_t len, size_t total)
+{
+	struct mesh_h2 *h = c->h2m;
+	uint32_t flags = f[4], sid = be32(f + 5) & 0x7fffffff, skip = 0, pad = 0;
+	struct h2m_stream *s = stream_of(h, sid);
+
+	if (!s || s->resp)
+		return;
+	if (flags & L7_H2_F_PADDED && len) {
+		pad = f[9];
+		skip = 1;
+	}
+	if (flags & L7_H2_F_PRIORITY)
+		skip += 5;
+	int status = 0;
+	if (skip + pad <= len && len - skip - pad <= L7_H2_BLOCK_MAX && (flags & L7_H2_F_END_HEADERS)) {
+		h->d.len = len - skip - pad;
+		memcpy(h->d.blk, f + 9 + skip, h->d.len);
+		h->d.mode = L7_HPACK_RESPONSE;
+		h->d.conn = L7_H2_C_HP_ACKED;   /* we asked for a table of size 0 first */
+		if (l7_hpack_decode(&h->d, &h->req) >= 0)
+			status = (int)h->d.msg.status;
+	}
+	if (status >= 100 && status < 200)
+		return;   /* interim: the final one follows */
+	s->resp = 1;
+	upstat_upstream(c->v->v.upstat, b->up, status ? status : 1, total);
+}
+
+/* One whole frame from backend b. */
+static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, const uint8_t *f, size_t total)
+{
+	uint32_t len = be24(f), type = f[3], flags = f[4], sid = be32(f + 5) & 0x7fffffff;
+	char o[64];
+
+	if (!sid) {   /* the connection's own: this hop's */
+		if (type == L7_H2_SETTINGS && !(flags & L7_H2_F_ACK)) {
+			send_all(fd, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+		} else if (type == L7_H2_PING && !(flags & L7_H2_F_ACK) && len == 8) {
+			size_t n = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
+			memcpy(o + n, f + 9, 8);
+			send_all(fd, o, n + 8);
+		} else if (type == L7_H2_WINDOW_UPDATE && len == 4) {
+			to_client(c, o, h2_window_update(o, 0, be32(f + 9) & 0x7fffffff));
+		}
+		return;   /* GOAWAY: the connection's end tells (the slot dies) */
+	}
+	if (type == L7_H2_PUSH_PROMISE)
+		return;   /* we said ENABLE_PUSH 0 */
+	if (type == L7_H2_HEADERS)
+		count_status(c, b, f, len, total);
+	to_client(c, f, total);
+}
+
+int mesh_h2_backend_in(struct mesh_client *c, uint32_t slot, int fd, const char *p, size_t n)
+{
+	struct mesh_h2 *h = c->h2m;
+	struct h2m_backend *b = NULL;
+
+	for (int i = 0; h && i < H2M_BACKENDS; i++)
+		if (h->be[i].slot == slot + 1)
+			b = &h->be[i];
+	if (!b)
+		return 0;   /* not a backend of this client's streams: nothing of it is relayed */
+	if (append(&b->in, &b->len, &b->cap, p, n))
+		return -1;
+	size_t at = 0;
+	while (b->len - at >= 9) {
+		size_t total = 9 + (size_t)be24((const uint8_t *)b->in + at);
+		if (b->len - at < total)
+			break;
+		backend_frame(c, b, fd, (const uint8_t *)b->in + at, total);
+		at += total;
+	}
+	memmove(b->in, b->in + at, b->len - at);
+	b->len -= at;
+	return 0;
+}

@@ -1,0 +1,392 @@
+#!/usr/bin/python3
+"""HTTP/2 (h2c, prior knowledge) through mesh mode, each stream decided in the kernel at its
+HEADERS (issue 14; stdlib/bpf/mesh_h2.h, runtime/mesh_h2.c). Real clients and servers: curl
+--http2-prior-knowledge, nghttp (several URIs on one connection), h2load, a grpcio client, and
+raw frames; an h2c nghttpd and a grpcio server as the upstreams, in the cgroup. Allowed streams
+reach their upstream (and the answer comes back on their own stream), a denied one gets l7run's
+answer (403, or gRPC PERMISSION_DENIED trailers-only) while the connection's other streams go on,
+a block the kernel cannot decide is refused (RST_STREAM REFUSED_STREAM), never forwarded; the
+backend's log never shows a denied path; per-stream telemetry in l7run's metrics and stats.
+Needs root; never skips.
+
+usage: test_h2_mesh.py L7C L7RUN"""
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import hpack
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "common"))
+from check import run_checks  # noqa: E402
+from policy import policy  # noqa: E402
+from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
+
+L7C, L7RUN = sys.argv[1:3]
+PID = os.getpid()
+BASE = 24000 + (PID % 500) * 5   # ports unique per run (test_h2_refuse.py: 22000-23999)
+SVC, PA, PB, PG, METRICS = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4
+CG = os.path.join(CG_ROOT, "l7h2m-test-%d" % PID)
+PIN = "/sys/fs/bpf/l7h2m-test-%d" % PID
+TMP = tempfile.mkdtemp(prefix="l7h2m-")
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
+REFUSED_STREAM = 7
+
+# a: nghttpd serving docs/a, b: nghttpd serving docs/b, g: the gRPC server
+POLICY = policy("h2m", SVC, [("a", PA), ("b", PB), ("g", PG)], """\
+  if (starts_with(request.path, "/admin")) {
+    Deny(request, 403);
+  } else if (request.grpc_method == "Forbidden") {
+    DenyGrpc(request, 403, PERMISSION_DENIED);
+  } else if (request.is_grpc) {
+    Route(request, g);
+  } else if (starts_with(request.path, "/b/")) {
+    Route(request, b);
+  } else {
+    Route(request, a);
+  }
+""")
+
+GRPC_SERVER = r"""
+import sys
+from concurrent import futures
+import grpc
+ident = lambda b: b
+def unary(req, ctx):
+    return b"echo:" + req
+h = grpc.method_handlers_generic_handler("l7.test.Echo", {
+    "Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident),
+    "Forbidden": grpc.unary_unary_rpc_method_handler(unary, ident, ident)})
+s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+s.add_generic_rpc_handlers((h,))
+s.add_insecure_port("127.0.0.1:%s" % sys.argv[1])
+s.start()
+s.wait_for_termination()
+"""
+
+GRPC_CLIENT = r"""
+import sys, grpc
+ident = lambda b: b
+out = []
+with grpc.insecure_channel("127.0.0.1:%s" % sys.argv[1]) as ch:   # one channel: one connection
+    for m in ("Unary", "Forbidden", "Unary"):
+        try:
+            out.append("OK " + ch.unary_unary("/l7.test.Echo/" + m, ident, ident)(b"hi-" + m.encode(), timeout=8).decode())
+        except grpc.RpcError as e:
+            out.append("%s %s" % (e.code().name, e.details()))
+print("\n".join(out))
+"""
+
+
+def check(cond, what):
+    if not cond:
+        raise AssertionError(what)
+
+
+def counters():
+    return l7run_stats(L7RUN, PIN)
+
+
+def metric(name, labels):
+    text = subprocess.run(["curl", "-s", "-m", "5", "http://127.0.0.1:%d/metrics" % METRICS],
+                          capture_output=True, text=True, timeout=10).stdout
+    total = 0
+    for m in re.finditer(r"^%s\{([^}]*)\} (\d+)$" % name, text, re.M):
+        if all(('%s="%s"' % kv) in m.group(1) for kv in labels.items()):
+            total += int(m.group(2))
+    return total
+
+
+def backend_log(which):
+    with open(os.path.join(TMP, "nghttpd-%s.log" % which)) as f:
+        return f.read()
+
+
+def curl(path, *extra):
+    r = subprocess.run(["curl", "-s", "-m", "5", "--http2-prior-knowledge", "-w", "\n%{http_version} %{http_code}",
+                        *extra, "http://127.0.0.1:%d%s" % (SVC, path)], capture_output=True, text=True, timeout=10)
+    return r.returncode, r.stdout
+
+
+def fr(t, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([t, flags]) + struct.pack(">I", stream) + payload
+
+
+def frames(data):
+    out = []
+    while len(data) >= 9:
+        n = int.from_bytes(data[:3], "big")
+        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff, data[9:9 + n]))
+        data = data[9 + n:]
+    return out
+
+
+def block(path, extra=()):
+    """GET http <path> :authority x, then (name, value) literals without indexing"""
+    b = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"x"
+    for n, v in extra:
+        b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
+    return b
+
+
+def raw_h2(payload, want_streams):
+    """The preface, SETTINGS (and the ACK of ours: the first block after it must then begin
+    with a table size update to 0, RFC 7541 4.2), payload; frames until every stream in
+    want_streams has ended (END_STREAM or RST_STREAM), or 5 s."""
+    s = socket.create_connection(("127.0.0.1", SVC), 5)
+    s.settimeout(5)
+    s.sendall(PREFACE + fr(SETTINGS, 0, 0) + fr(SETTINGS, 1, 0) + payload)
+    got, ended = b"", set()
+    deadline = time.time() + 5
+    while not set(want_streams) <= ended and time.time() < deadline:
+        try:
+            d = s.recv(65536)
+        except socket.timeout:
+            break
+        if not d:
+            break
+        got += d
+        ended = {sid for t, fl, sid, _ in frames(got) if (t in (HEADERS, DATA) and fl & 1) or t == RST_STREAM}
+    s.close()
+    return frames(got)
+
+
+def answers(fs):
+    """{stream: [headers, data, rst code or None]}"""
+    out = {}
+    dec = hpack.Decoder()
+    for t, flags, sid, p in fs:
+        if t == HEADERS:
+            out.setdefault(sid, [{}, b"", None])[0].update(
+                (n.decode(), v.decode()) for n, v in dec.decode(p, raw=True))
+        elif t == DATA:
+            out.setdefault(sid, [{}, b"", None])[1] += p
+        elif t == RST_STREAM:
+            out.setdefault(sid, [{}, b"", None])[2] = struct.unpack(">I", p)[0]
+    return out
+
+
+# ---- checks --------------------------------------------------------------------------------
+
+def t_curl():
+    """an allowed GET reaches nghttpd (a) and its body comes back over HTTP/2; /b/ goes to b"""
+    before = counters()
+    rc, out = curl("/a/hello.txt")
+    check(rc == 0 and out == "hello from a\n\n2 200", "curl /a: %d %r" % (rc, out))
+    rc, out = curl("/b/hello.txt")
+    check(rc == 0 and out == "hello from b\n\n2 200", "curl /b (upstream b): %d %r" % (rc, out))
+    after = counters()
+    check(after.get("requests", 0) - before.get("requests", 0) == 2 and
+          after.get("forwarded", 0) - before.get("forwarded", 0) == 2,
+          "two streams decided and forwarded by the kernel: %r -> %r" % (before, after))
+    check("/a/hello.txt" in backend_log("a") and "/b/hello.txt" in backend_log("b"), "each upstream saw its request")
+
+
+def t_curl_deny():
+    before = counters().get("denied", 0)
+    rc, out = curl("/admin/secret")
+    check(rc == 0 and out == "403 denied by policy\n\n2 403", "curl /admin: an HTTP/2 403: %d %r" % (rc, out))
+    check(counters().get("denied", 0) == before + 1, "counted as denied")
+
+
+def t_nghttp():
+    """one connection, allowed and denied streams interleaved: each gets its own answer. nghttp
+    with an encoder table of size 0 (its default indexes into the table before our SETTINGS
+    arrive: its later streams are refused, t_nghttp_default)"""
+    urls = ["http://127.0.0.1:%d%s" % (SVC, p) for p in ("/a/hello.txt", "/admin/x", "/b/hello.txt", "/a/big.bin")]
+    r = subprocess.run(["nghttp", "-nv", "-t", "5", "--encoder-header-table-size=0", *urls],
+                       capture_output=True, text=True, timeout=15)
+    st = re.findall(r"recv \(stream_id=(\d+)\) :status: (\d+)", r.stdout)
+    check(r.returncode == 0 and dict(st) == {"13": "200", "15": "403", "17": "200", "19": "200"},
+          "nghttp: 200 403 200 200 on streams 13..19: %r\n%s" % (st, r.stdout[-1500:]))
+    check(r.stdout.count("recv GOAWAY") == 0, "no GOAWAY")
+
+
+def t_nghttp_default():
+    """nghttp as it comes: its first stream decodes; the ones that refer to the dynamic table
+    entries the first one added (sent before our SETTINGS arrived) are refused, unprocessed
+    (RST_STREAM REFUSED_STREAM), never forwarded undecided; the connection goes on"""
+    urls = ["http://127.0.0.1:%d%s" % (SVC, p) for p in ("/a/hello.txt", "/a/n2", "/a/n3")]
+    r = subprocess.run(["nghttp", "-nv", "-t", "5", *urls], capture_output=True, text=True, timeout=15)
+    check("recv (stream_id=13) :status: 200" in r.stdout, "the first stream served: %r" % r.stdout[-1500:])
+    check("/a/n2" not in backend_log("a") and "/a/n3" not in backend_log("a"),
+          "the undecided streams never reached the backend")
+    check(re.search(r"recv RST_STREAM frame <length=4, flags=0x00, stream_id=15>\s+\(error_code=REFUSED_STREAM",
+                    r.stdout), "stream 15 refused: %r" % r.stdout[-1500:])
+
+
+def h2load(*args):
+    r = subprocess.run(["h2load", *args], capture_output=True, text=True, timeout=60)
+    m = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed", r.stdout)
+    s = re.search(r"status codes: (\d+) 2xx, (\d+) 3xx, (\d+) 4xx, (\d+) 5xx", r.stdout)
+    check(m and s, "h2load ran: %r %r" % (r.stdout[-600:], r.stderr[-300:]))
+    return int(m.group(4)), int(m.group(5)), int(s.group(1)), r.stdout
+
+
+def t_h2load():
+    """2,000 requests, 50 streams at a time on each of 2 connections (an encoder table of size
+    0): every one answered 200; as it comes, h2load's first 10 streams of a connection go out
+    before our SETTINGS, its 2nd-10th referring to the first one's table entries: those are
+    refused (REFUSED_STREAM, never forwarded) and every other one is served"""
+    ok, failed, c2xx, out = h2load("-n", "2000", "-c", "2", "-m", "50", "--encoder-header-table-size=0",
+                                   "http://127.0.0.1:%d/a/hello.txt" % SVC)
+    check(ok == 2000 and c2xx == 2000, "h2load, table size 0: %r" % out[-700:])
+    ok, failed, c2xx, out = h2load("-n", "200", "-c", "2", "-m", "10", "http://127.0.0.1:%d/a/hello.txt" % SVC)
+    check(failed <= 2 * 9 and ok == c2xx == 200 - failed, "h2load as it comes: only first-batch streams refused: %r" % out[-700:])
+
+
+def t_streams_1000():
+    """1,000 concurrent streams on one connection, split across two upstreams by path: all
+    answered 200, each upstream got its share"""
+    na, nb = backend_log("a").count(":path: /a/hello.txt"), backend_log("b").count(":path: /b/hello.txt")
+    ok, failed, c2xx, out = h2load("-n", "1000", "-c", "1", "-m", "1000", "--encoder-header-table-size=0",
+                                   "http://127.0.0.1:%d/a/hello.txt" % SVC, "http://127.0.0.1:%d/b/hello.txt" % SVC)
+    check(ok == 1000 and c2xx == 1000, "1,000 streams: %r" % out[-700:])
+    da = backend_log("a").count(":path: /a/hello.txt") - na
+    db = backend_log("b").count(":path: /b/hello.txt") - nb
+    check(da == 500 and db == 500, "500 streams to each upstream: a %d, b %d" % (da, db))
+
+
+def t_grpc():
+    """a grpcio client, one channel: a call routed to the gRPC server, one denied with
+    PERMISSION_DENIED (trailers-only from l7run), and the next call on the same connection"""
+    r = subprocess.run([sys.executable, "-c", GRPC_CLIENT, str(SVC)], capture_output=True, text=True, timeout=40)
+    lines = r.stdout.strip().split("\n")
+    check(lines == ["OK echo:hi-Unary", "PERMISSION_DENIED denied by policy", "OK echo:hi-Unary"],
+          "grpc: %r %r" % (r.stdout, r.stderr[-500:]))
+
+
+def t_raw_streams():
+    """raw frames on one connection: an allowed GET, a denied one, a POST with a body to a
+    denied path (its DATA dropped, the window given back), a PING (acknowledged by l7run) and
+    one more allowed GET"""
+    fs = raw_h2(fr(HEADERS, 5, 1, b"\x20" + block(b"/a/hello.txt")) +
+                fr(HEADERS, 5, 3, block(b"/admin/y")) +
+                fr(HEADERS, 4, 5, bytes([0x83, 0x86, 0x04, 8]) + b"/admin/p" + bytes([0x01, 1]) + b"x") +
+                fr(DATA, 1, 5, b"secret-body") +
+                fr(PING, 0, 0, b"pingpong") +
+                fr(HEADERS, 5, 9, block(b"/a/hello.txt")), [1, 3, 5, 9])
+    a = answers(fs)
+    check(a.get(1, [{}])[0].get(":status") == "200" and a[1][1] == b"hello from a\n", "stream 1 served: %r" % a.get(1))
+    check(a.get(3, [{}])[0].get(":status") == "403" and a[3][1] == b"403 denied by policy\n", "stream 3 denied: %r" % a.get(3))
+    check(a.get(5, [{}])[0].get(":status") == "403" and a[5][2] == 0, "stream 5 denied, reset NO_ERROR: %r" % a.get(5))
+    check(a.get(9, [{}])[0].get(":status") == "200", "stream 9 served after all that: %r" % a.get(9))
+    check((PING, 1, 0, b"pingpong") in fs, "PING acknowledged by l7run")
+    check((SETTINGS, 1, 0, b"") in fs, "the client's SETTINGS acknowledged: %r" % fs[:4])
+    check(any(t == SETTINGS and not fl and sid == 0 and p == b"\x00\x01\x00\x00\x00\x00" for t, fl, sid, p in fs),
+          "l7run's SETTINGS: HEADER_TABLE_SIZE 0")
+    check(any(t == WINDOW_UPDATE and sid == 0 and struct.unpack(">I", p)[0] == 11 for t, _, sid, p in fs),
+          "the dropped body's 11 bytes given back (connection WINDOW_UPDATE)")
+    log = backend_log("a")
+    check("/admin" not in log and "secret-body" not in log, "nothing of a denied stream reached the backend")
+
+
+def t_raw_dynamic():
+    """before our SETTINGS are acknowledged a block may refer to the dynamic table, whose
+    contents the kernel does not track: that stream is refused (REFUSED_STREAM: unprocessed,
+    RFC 9113 8.7), the others go on; once acknowledged (the table known empty), such a reference
+    is a COMPRESSION_ERROR of the connection (RFC 7541 2.3.3)"""
+    s = socket.create_connection(("127.0.0.1", SVC), 5)
+    s.settimeout(5)
+    lit = bytes([0x44, 8]) + b"/a/dyn-x"   # :path with incremental indexing: dynamic entry 62
+    s.sendall(PREFACE + fr(SETTINGS, 0, 0) +
+              fr(HEADERS, 5, 1, bytes([0x82, 0x86, 0x01, 1]) + b"x" + lit) +
+              fr(HEADERS, 5, 3, bytes([0x82, 0x86, 0x01, 1]) + b"x" + bytes([0xbe])) +   # index 62
+              fr(HEADERS, 5, 5, block(b"/a/hello.txt")))
+    got, t0 = b"", time.time()
+    while time.time() - t0 < 5 and len([f for f in frames(got) if f[0] in (HEADERS, DATA, RST_STREAM) and
+                                        (f[1] & 1 or f[0] == RST_STREAM)]) < 3:
+        d = s.recv(65536)
+        if not d:
+            break
+        got += d
+    a = answers(frames(got))
+    check(a.get(1, [{}])[0].get(":status") == "404", "stream 1 (an incremental literal) decided, forwarded: %r" % a.get(1))
+    check(a.get(3, [{}, b"", None])[2] == REFUSED_STREAM, "stream 3 (dynamic reference) refused: %r" % a.get(3))
+    check(a.get(5, [{}])[0].get(":status") == "200", "stream 5 served: %r" % a.get(5))
+    s.sendall(fr(SETTINGS, 1, 0) + fr(HEADERS, 5, 7, bytes([0x20, 0x82, 0x86, 0xbe])))
+    fs = []
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except socket.timeout:
+        pass
+    s.close()
+    g = [f for f in frames(got) if f[0] == GOAWAY]
+    check(g and struct.unpack(">II", g[-1][3][:8])[1] == 9, "after the ACK: GOAWAY COMPRESSION_ERROR: %r" % g)
+    check("dyn-x" in backend_log("a") and backend_log("a").count("dyn-x") == 1, "only stream 1 of them reached a")
+
+
+def t_telemetry():
+    """per stream: upstream responses by class, l7run's own answers, the kernel's counters"""
+    ok = metric("l7_upstream_responses_total", {"class": "2xx"})
+    loc = metric("l7_local_responses_total", {"class": "4xx"})
+    rc, _ = curl("/a/hello.txt")
+    rc2, _ = curl("/admin/z")
+    check(rc == 0 and rc2 == 0, "both answered")
+    check(metric("l7_upstream_responses_total", {"class": "2xx"}) == ok + 1, "the 200 counted for its upstream")
+    check(metric("l7_local_responses_total", {"class": "4xx"}) == loc + 1, "the 403 counted as l7run's answer")
+
+
+def t_http1_still():
+    r = subprocess.run(["curl", "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                        "http://127.0.0.1:%d/admin" % SVC], capture_output=True, text=True, timeout=10)
+    check(r.stdout == "403", "HTTP/1.1 deny as before: %r" % r.stdout)
+
+
+CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("telemetry", t_telemetry),
+          ("http1", t_http1_still)]
+
+
+def main():
+    if os.geteuid() != 0:
+        print("FAIL: needs root")
+        return 1
+    failed = 0
+    os.mkdir(CG)
+    log = open(os.path.join(TMP, "l7run.log"), "w")
+    try:
+        for which in ("a", "b"):
+            d = os.path.join(TMP, "docs", which)
+            os.makedirs(os.path.join(d, which))
+            with open(os.path.join(d, which, "hello.txt"), "w") as f:
+                f.write("hello from %s\n" % which)
+            with open(os.path.join(d, which, "big.bin"), "wb") as f:
+                f.write(os.urandom(50000))
+        pol = os.path.join(TMP, "h2m.l7")
+        with open(pol, "w") as f:
+            f.write(POLICY)
+        obj = os.path.join(TMP, "h2m.o")
+        subprocess.run([L7C, pol, "-o", obj], check=True, timeout=120)
+        backends = [(["sh", "-c", 'exec nghttpd --no-tls -v -a 127.0.0.1 --max-concurrent-streams=2000 -d "$1" "$2" > "$3"',
+                      "nghttpd",
+                      os.path.join(TMP, "docs", w), str(p), os.path.join(TMP, "nghttpd-%s.log" % w)], p)
+                    for w, p in (("a", PA), ("b", PB))]
+        backends.append(([sys.executable, "-c", GRPC_SERVER, str(PG)], PG))
+        with serving("mesh", L7RUN, obj, SVC, backends, log, CG, PIN,
+                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS, "--pool", "16")):
+            failed += run_checks(CHECKS, (), "%-15s")
+    finally:
+        log.close()
+        if failed:
+            print(open(log.name).read()[-3000:])
+        if not cgroup_remove(CG):
+            failed += 1
+            print("FAIL cgroup left behind: " + CG)
+        subprocess.run(["rm", "-rf", TMP, PIN])
+    print("%d check(s) failed" % failed if failed else "all HTTP/2 mesh checks passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
