@@ -45,6 +45,7 @@ struct l7run_args {
 	int help, probe, mesh, bpf_stats;
 	const char *cgroup;       /* mesh mode */
 	int create_cgroup, pool_n;
+	const char *h2c;          /* mesh mode: --h2c, the upstreams that speak h2c */
 	int pool_max;             /* gateway mode: pool sockets per upstream and version */
 	int pool_idle;            /* gateway mode: idle ones kept for the kernel to take (l7_idle) */
 	uint64_t drain_ms;        /* gateway mode: --drain-timeout */

@@ -143,6 +143,7 @@ static int parse_args(int argc, char **argv, struct l7run *L)
 		case O_CGROUP: a->cgroup = v; break;
 		case O_CREATE_CGROUP: a->create_cgroup = 1; break;
 		case O_POOL: a->pool_n = atoi(v); break;
+		case O_H2C: a->h2c = v; break;
 		case O_LISTEN:
 			if (ov->n_listen == MAX_SERVICES)
 				return usage_error("too many --listen: ", v);

@@ -150,6 +150,30 @@ static void addr_kind(struct mesh_ver *v, const struct sockaddr_in *a, uint32_t 
 	bpf_map_update_elem(v->addrs, &k, &val, BPF_ANY);
 }
 
+/* --h2c NAME,...: the upstream slots (every endpoint NAME#i of a set too) that speak h2c. */
+static int h2c_upstreams(struct mesh_ver *v, const char *names, char *err, size_t errlen)
+{
+	const struct config *cfg = &v->v.cfg;
+
+	v->h2c = 0;
+	for (const char *p = names; p && *p;) {
+		size_t n = strcspn(p, ",");
+		uint32_t got = 0;
+		for (int i = 0; i < L7_MESH_UPSTREAMS; i++) {
+			const char *u = cfg->upstream[i].name;
+			if (cfg->upstream[i].set && !strncmp(u, p, n) && (u[n] == 0 || u[n] == '#'))
+				got |= 1u << i;
+		}
+		if (!got) {
+			snprintf(err, errlen, "--h2c: the policy has no upstream %.*s", (int)n, p);
+			return -1;
+		}
+		v->h2c |= got;
+		p += n + (p[n] == ',');
+	}
+	return 0;
+}
+
 /* The mesh's part of loading (the loader thread): its maps, its pool (opened when it is
  * published), the endpoints that matter, mode RETIRED, SK_MSG attached to its own (empty)
  * sockhash. Its sock_ops is attached when it is published. */
@@ -188,8 +212,11 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 		snprintf(err, errlen, "attach %s to %s: %s", L7_MESH_PROG_REDIR, bpf_program__section_name(redir), strerror(errno));
 		return -1;
 	}
-	/* the HTTP/2 clients' program (none for a split policy: they are refused) */
-	struct bpf_program *h2 = bpf_object__find_program_by_name(o, L7_MESH_PROG_H2);
+	/* the HTTP/2 clients' program, when an upstream speaks h2c (none for a split policy:
+	 * HTTP/2 clients are refused, h2_refuse.c) */
+	if (h2c_upstreams(v, L->args.h2c, err, errlen))
+		return -1;
+	struct bpf_program *h2 = v->h2c ? bpf_object__find_program_by_name(o, L7_MESH_PROG_H2) : NULL;
 	int h2map = bpf_object__find_map_fd_by_name(o, L7_MESH_H2_TAIL_MAP), h2fd = h2 ? bpf_program__fd(h2) : -1;
 	__u32 h2slot = L7_MESH_H2_TAIL;
 	if (h2fd >= 0 && (h2map < 0 || bpf_map_update_elem(h2map, &h2slot, &h2fd, BPF_ANY))) {

@@ -27,6 +27,7 @@ struct mesh_ver {
 	int redir_tp;            /* l7_mesh_redir_prog on sock:sk_data_ready: from load to unload */
 	int msg_prog, socks, conns, addrs, pool_map, pass, ctl;
 	int msg_attached;
+	uint32_t h2c;            /* bit u: upstream slot u speaks h2c (--h2c); 0: HTTP/2 refused */
 	uint32_t gen[L7_MESH_POOL_SIZE];   /* each slot's generation, as the data plane sees it */
 	/* A remote slot's relay pair (mesh_pool.c), fd + 1 (0: a local slot): [0] the end l7run
 	 * writes the remote endpoint's responses into (L7_MR_BACKEND: its SK_MSG frames them into

@@ -163,8 +163,8 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 	struct h2m_backend *b = NULL;
 
 	*fd = mesh_slot_fd(c->v, slot - 1, &c->key);
-	if (*fd < 0)
-		return NULL;
+	if (*fd < 0 || !(c->v->h2c & (1u << ((slot - 1) / L7_MESH_SLOTS))))
+		return NULL;   /* gone, or an HTTP/1.1 upstream (not --h2c): answered */
 	for (int i = 0; i < H2M_BACKENDS; i++)
 		if (h->be[i].slot == slot)
 			return &h->be[i];
@@ -201,7 +201,9 @@ static void answer(struct mesh_client *c, uint32_t s, const struct l7_mesh_pass 
 	char o[H2_ANSWER_MAX];
 	size_t data;
 	const char *why = status == 403 ? "denied by policy" : status == 503 ? "no connection to the upstream" :
-			  status == 501 ? "header mutations are not applied to HTTP/2 yet" : "refused by policy";
+			  status == 501 ? "header mutations are not applied to HTTP/2 yet" :
+			  status == 505 ? "the upstream speaks HTTP/1.1 only" :
+			  status == 502 ? "the upstream cannot be reached" : "refused by policy";
 	size_t n = h2_answer(o, s, status, grpc, l7_grpc_status_of(named, (unsigned)status), why, end_stream, &data);
 
 	upstat_answer(c->v->v.upstat, -1, grpc ? 200 : status, n);   /* before the client can read it */
@@ -315,7 +317,8 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			struct h2m_backend *b = backend(c, r->slot, &fd);
 			if (!b) {
 				struct l7_mesh_pass a = *r;
-				a.status = 502 | (r->status & L7_MP_H2_IS_GRPC);
+				int h1 = !(c->v->h2c & (1u << ((r->slot - 1) / L7_MESH_SLOTS)));
+				a.status = (h1 ? 505 : 502) | (r->status & L7_MP_H2_IS_GRPC);
 				stream_new(h, sid, S_DENIED);
 				answer(c, sid, &a, flags & L7_H2_F_END_STREAM);
 			} else {

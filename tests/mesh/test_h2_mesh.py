@@ -29,8 +29,8 @@ from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
-BASE = 24000 + (PID % 500) * 5   # ports unique per run (test_h2_refuse.py: 22000-23999)
-SVC, PA, PB, PG, METRICS = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4
+BASE = 24000 + (PID % 500) * 6   # ports unique per run (test_h2_refuse.py: 22000-23999)
+SVC, PA, PB, PG, METRICS, PH = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4, BASE + 5
 CG = os.path.join(CG_ROOT, "l7h2m-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7h2m-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7h2m-")
@@ -38,14 +38,17 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
 REFUSED_STREAM = 7
 
-# a: nghttpd serving docs/a, b: nghttpd serving docs/b, g: the gRPC server
-POLICY = policy("h2m", SVC, [("a", PA), ("b", PB), ("g", PG)], """\
+# a: nghttpd serving docs/a, b: nghttpd serving docs/b, g: the gRPC server (all h2c, --h2c),
+# h1: an HTTP/1.1 server
+POLICY = policy("h2m", SVC, [("a", PA), ("b", PB), ("g", PG), ("h1", PH)], """\
   if (starts_with(request.path, "/admin")) {
     Deny(request, 403);
   } else if (request.grpc_method == "Forbidden") {
     DenyGrpc(request, 403, PERMISSION_DENIED);
   } else if (request.is_grpc) {
     Route(request, g);
+  } else if (starts_with(request.path, "/h1/")) {
+    Route(request, h1);
   } else if (starts_with(request.path, "/b/")) {
     Route(request, b);
   } else {
@@ -193,6 +196,16 @@ def t_curl_deny():
     rc, out = curl("/admin/secret")
     check(rc == 0 and out == "403 denied by policy\n\n2 403", "curl /admin: an HTTP/2 403: %d %r" % (rc, out))
     check(counters().get("denied", 0) == before + 1, "counted as denied")
+
+
+def t_h1_upstream():
+    """a stream routed to an upstream not named by --h2c (HTTP/1.1 only) gets 505, not frames
+    it cannot read; HTTP/1.1 clients still reach it"""
+    rc, out = curl("/h1/x")
+    check(rc == 0 and out == "505 the upstream speaks HTTP/1.1 only\n\n2 505", "HTTP/2 to h1: %d %r" % (rc, out))
+    r = subprocess.run(["curl", "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
+                        "http://127.0.0.1:%d/h1/" % SVC], capture_output=True, text=True, timeout=10)
+    check(r.stdout == "200", "HTTP/1.1 to h1: %r" % r.stdout)
 
 
 def t_nghttp():
@@ -343,7 +356,7 @@ def t_http1_still():
     check(r.stdout == "403", "HTTP/1.1 deny as before: %r" % r.stdout)
 
 
-CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
+CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
           ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("telemetry", t_telemetry),
           ("http1", t_http1_still)]
 
@@ -363,6 +376,7 @@ def main():
                 f.write("hello from %s\n" % which)
             with open(os.path.join(d, which, "big.bin"), "wb") as f:
                 f.write(os.urandom(50000))
+        os.makedirs(os.path.join(TMP, "h1"))
         pol = os.path.join(TMP, "h2m.l7")
         with open(pol, "w") as f:
             f.write(POLICY)
@@ -373,8 +387,9 @@ def main():
                       os.path.join(TMP, "docs", w), str(p), os.path.join(TMP, "nghttpd-%s.log" % w)], p)
                     for w, p in (("a", PA), ("b", PB))]
         backends.append(([sys.executable, "-c", GRPC_SERVER, str(PG)], PG))
+        backends.append(([sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", TMP, str(PH)], PH))
         with serving("mesh", L7RUN, obj, SVC, backends, log, CG, PIN,
-                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS, "--pool", "16")):
+                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS, "--pool", "16", "--h2c", "a,b,g")):
             failed += run_checks(CHECKS, (), "%-15s")
     finally:
         log.close()
