@@ -32,7 +32,6 @@
 #include "mutate.h"
 #include "upstat.h"
 #include "alog.h"
-#include "h2.h"
 #if !defined(L7_BPF_HTTP_H) && !defined(L7_GW_REQ_TMP_H)
 #include "http.h"
 #endif
@@ -475,10 +474,9 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		return l7_mesh_to_own_end(msg, k);
 	if (l7g_mesh_unhold(msg, k))
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
-	if (c->flags & L7_MC_H2) {   /* mesh_h2.h; without it l7run ends the connection */
+	/* HTTP/2 (mesh_h2.h); if the tail call returns, the parser below refuses the bytes */
+	if (c->flags & L7_MC_H2)
 		bpf_tail_call(msg, &l7_mesh_h2_tail, L7_MESH_H2_TAIL);
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 0, 0, c->req_seq++);
-	}
 	size = msg->size;
 	__u32 n = size < L7_MESH_PULL1 ? size : L7_MESH_PULL1;
 	int h = l7_mesh_parse(msg, req, n);
@@ -488,7 +486,8 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 	}
 	/* no HTTP/1.1 request: the HTTP/2 preface (or its start) goes to the h2 program; a
 	 * split policy has none (the tail call returns), and l7run refuses it (h2_refuse.c) */
-	if (h <= 0 && !l7_split_mesh && l7_h2_preface(req->buf, n) >= 0)
+	if (h <= 0 && !l7_split_mesh && n >= 4 && req->buf[0] == 'P' && req->buf[1] == 'R' &&
+	    req->buf[2] == 'I' && req->buf[3] == ' ')   /* the h2 program checks the rest */
 		bpf_tail_call(msg, &l7_mesh_h2_tail, L7_MESH_H2_TAIL);
 	if (h == 0 && size < L7_MAX_HEAD)
 		return l7_mesh_hold_head(msg, c, k, req, size);

@@ -34,12 +34,26 @@ static __always_inline int l7_mesh_h2_pass(struct sk_msg_md *msg, struct l7_mesh
 	return l7_mesh_to_l7run(msg, c, k, L7_MP_H2, len, status, slot, L7_MP_H2_REQ(stream, err));
 }
 
+/* The policy on a decoded stream: a global function, verified once on its own, so that its
+ * stack and hpack.h's decoder's are two call chains of the program, not one (inlined, the
+ * larger policies needed 560-592 bytes of the 512). */
+__attribute__((noinline)) int l7g_mesh_h2_policy(struct l7_req *req, struct l7_decision *d)
+{
+	if (!req || !d)
+		return 0;
+	l7_policy_decide(req, d);
+	return 0;
+}
+
 /* Decide the stream whose header block the scan completed: the record's status and slot. */
 static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struct l7_mesh_key *k,
 					     struct l7_mesh_h2 *st, struct l7_hpack *d,
 					     struct l7_req *req, __u32 *status, __u32 *slot)
 {
-	struct l7_decision dec;
+	__u32 zero = 0;
+	/* the decision in map memory (the split path's, unused by an unsplit policy): on the
+	 * stack it put the larger policies past 512 bytes */
+	struct l7_chain *ch = bpf_map_lookup_elem(&l7_chain, &zero);
 	int rc = l7_h2_decode(&st->c, d, req, L7_HPACK_REQUEST);
 
 	l7_mesh_stat(L7_STAT_REQUESTS);
@@ -49,27 +63,30 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 		 * the stream is refused, unprocessed, and the client may retry it */
 		return (-rc) & L7_H2_R_SLOW ? L7_H2_STREAM_ERR(L7_H2_REFUSED_STREAM) : rc;
 	}
-	__builtin_memset(&dec, 0, sizeof(dec));
+	if (!ch)
+		return L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR);
+	struct l7_decision *dp = &ch->d;
+	__builtin_memset(dp, 0, sizeof(*dp));
 	req->service = c->index;
 	req->src_ip4 = k->lip;
 	req->dst_port = k->rport;
 	req->jwt_done = req->jwt_ok = req->jwt_err = 0;
-	l7_policy_decide(req, &dec);
-	req->decided_up = dec.upstream;
+	l7g_mesh_h2_policy(req, dp);
+	req->decided_up = dp->upstream;
 	__u32 up = *(volatile __u32 *)&req->decided_up;
-	if (dec.audit)
+	if (dp->audit)
 		l7_mesh_stat(L7_STAT_AUDITED);
-	if (dec.verdict == L7_DENY) {
+	if (dp->verdict == L7_DENY) {
 		l7_mesh_stat(L7_STAT_DENIED);
-		*status = (dec.status & 0xffff) | (__u32)(dec.grpc & 0xff) << 16 |
+		*status = (dp->status & 0xffff) | (__u32)(dp->grpc & 0xff) << 16 |
 			  (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	/* header mutations are not applied to HTTP/2 blocks yet: such a stream is refused
 	 * rather than sent on without them (501); the fallback proxy speaks HTTP/1.1 */
-	if (dec.verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS || dec.n_set || dec.del ||
-	    dec.n_rset || dec.rdel) {
-		*status = (dec.verdict == L7_FORWARD ? 501 : 502) | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
+	if (dp->verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS || dp->n_set || dp->del ||
+	    dp->n_rset || dp->rdel) {
+		*status = (dp->verdict == L7_FORWARD ? 501 : 502) | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	__u32 b = l7_mesh_bind(c, k, up);
@@ -123,26 +140,25 @@ __attribute__((always_inline)) int l7_mesh_h2(struct sk_msg_md *msg)
 	    bpf_probe_read_kernel(buf, n, msg->data))
 		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, 0, L7_H2_CONN_ERR(L7_H2_INTERNAL_ERROR));
 
-	struct l7_h2_ev *evp = &st->ev;
-	__builtin_memset(evp, 0, sizeof(*evp));
-	int rc = l7_h2_scan(&st->c, d, buf, n, evp);
-	struct l7_h2_ev ev = *evp;   /* what the walk left (a stack copy the verifier tracks) */
-	__u32 next = ev.next;
+	struct l7_h2_ev *ev = &st->ev;   /* map memory: the stack is the policy's */
+	__builtin_memset(ev, 0, sizeof(*ev));
+	int rc = l7_h2_scan(&st->c, d, buf, n, ev);
+	__u32 next = ev->next;
 	if (rc == L7_H2_EV_HEADERS) {
-		__u32 status = 0, slot = 0, stream = ev.f.stream;
+		__u32 status = 0, slot = 0, stream = ev->f.stream;
 		int err = l7_mesh_h2_decide(c, &k, st, d, req, &status, &slot);
 		if (err && ((-err) & L7_H2_R_CONN))
 			return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, stream, err);
 		return l7_mesh_h2_pass(msg, c, &k, next, status, slot, stream, err);
 	}
 	if (rc < 0) {
-		/* a stream error is about the frame at ev.off (the record ends with it); a
+		/* a stream error is about the frame at ev->off (the record ends with it); a
 		 * connection error, or a block the kernel cannot take (SLOW), ends the connection */
 		if ((-rc) & L7_H2_R_STREAM)
-			return l7_mesh_h2_pass(msg, c, &k, ev.off + 9 + ev.f.len, 0, 0, ev.f.stream, rc);
+			return l7_mesh_h2_pass(msg, c, &k, ev->off + 9 + ev->f.len, 0, 0, ev->f.stream, rc);
 		if ((-rc) & L7_H2_R_SLOW)
 			rc = L7_H2_CONN_ERR(L7_H2_ENHANCE_YOUR_CALM);
-		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, ev.f.stream, rc);
+		return l7_mesh_h2_pass(msg, c, &k, 0, 0, 0, ev->f.stream, rc);
 	}
 	/* EV_MORE or EV_LIMIT: a header block must be seen in one run (its fragments gather in
 	 * per-CPU memory another run may reuse) */
