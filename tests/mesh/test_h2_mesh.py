@@ -10,6 +10,7 @@ backend's log never shows a denied path; per-stream telemetry in l7run's metrics
 Needs root; never skips.
 
 usage: test_h2_mesh.py L7C L7RUN"""
+import hashlib
 import os
 import re
 import socket
@@ -84,6 +85,16 @@ with grpc.insecure_channel("127.0.0.1:%s" % sys.argv[1]) as ch:   # one channel:
         except grpc.RpcError as e:
             out.append("%s %s" % (e.code().name, e.details()))
 print("\n".join(out))
+"""
+
+
+GRPC_BIG = r"""
+import hashlib, os, sys, grpc
+ident = lambda b: b
+msg = os.urandom(1 << 20)
+with grpc.insecure_channel("127.0.0.1:%s" % sys.argv[1]) as ch:
+    got = ch.unary_unary("/l7.test.Echo/Unary", ident, ident)(msg, timeout=20)
+print(hashlib.sha256(b"echo:" + msg).hexdigest() == hashlib.sha256(got).hexdigest(), len(got))
 """
 
 
@@ -275,6 +286,21 @@ def t_grpc():
           "grpc: %r %r" % (r.stdout, r.stderr[-500:]))
 
 
+def t_large():
+    """1 MiB bodies both ways, checksummed: a download through nghttpd (curl, and nghttp with
+    64 KiB windows: flow control end to end), a 1 MiB gRPC message echoed by the gRPC server"""
+    want = hashlib.sha256(open(os.path.join(TMP, "docs", "a", "a", "big.bin"), "rb").read()).hexdigest()
+    out = os.path.join(TMP, "got.bin")
+    rc, st = curl("/a/big.bin", "-o", out)
+    check(rc == 0 and st.endswith("2 200") and hashlib.sha256(open(out, "rb").read()).hexdigest() == want,
+          "curl: 1 MiB intact: %d %r" % (rc, st))
+    r = subprocess.run(["nghttp", "-ns", "-t", "10", "-w", "16", "-W", "16",
+                        "http://127.0.0.1:%d/a/big.bin" % SVC], capture_output=True, text=True, timeout=20)
+    check(r.returncode == 0 and re.search(r" 200 +1M /a/big.bin", r.stdout), "nghttp, 64 KiB windows: %r" % r.stdout[-400:])
+    r = subprocess.run([sys.executable, "-c", GRPC_BIG, str(SVC)], capture_output=True, text=True, timeout=40)
+    check(r.stdout.strip() == "True %d" % ((1 << 20) + 5), "grpc: 1 MiB echoed intact: %r %r" % (r.stdout, r.stderr[-300:]))
+
+
 def t_raw_streams():
     """raw frames on one connection: an allowed GET, a denied one, a POST with a body to a
     denied path (its DATA dropped, the window given back), a PING (acknowledged by l7run) and
@@ -357,7 +383,7 @@ def t_http1_still():
 
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
-          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("telemetry", t_telemetry),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("telemetry", t_telemetry),
           ("http1", t_http1_still)]
 
 
@@ -375,7 +401,7 @@ def main():
             with open(os.path.join(d, which, "hello.txt"), "w") as f:
                 f.write("hello from %s\n" % which)
             with open(os.path.join(d, which, "big.bin"), "wb") as f:
-                f.write(os.urandom(50000))
+                f.write(os.urandom(1 << 20))
         os.makedirs(os.path.join(TMP, "h1"))
         pol = os.path.join(TMP, "h2m.l7")
         with open(pol, "w") as f:
