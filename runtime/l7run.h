@@ -8,7 +8,8 @@
  * Layers, lowest first. A file includes only headers of its own layer or a lower one, and the
  * files of one mode never include another mode's header (tests/runtime/layers.py checks this
  * list against the #include lines):
- *   base:      base.h h2_refuse.h         base.c answer.c h2_refuse.c
+ *   base:      base.h h2_refuse.h h2_frames.h
+ *                                         base.c answer.c h2_refuse.c h2_frames.c
  *   policy:    policy.h manifest.h probe.h
  *                                         manifest.c load.c jwt.c identities.c endpoints.c tables.c
  *                                         tails.c probe.c
@@ -16,10 +17,10 @@
  *   core:      l7run.h                    core.c version.c reload.c child.c upstream.c health.c alog.c watch.c
  *   pool:      pool.h                     pool.c
  *   modes:     gateway.h mesh.h modes.h   gateway.c gateway_conn.c gateway_pool.c
- *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c
+ *                                         mesh.c mesh_client.c mesh_pool.c mesh_outside.c mesh_h2.c
  *   main:                                 main.c
  * mode gateway: gateway.h gateway.c gateway_conn.c gateway_pool.c
- * mode mesh: mesh.h mesh.c mesh_client.c mesh_pool.c mesh_outside.c
+ * mode mesh: mesh.h mesh.c mesh_client.c mesh_pool.c mesh_outside.c mesh_h2.c
  * The core calls a mode only through its mode_ops; the pool calls its owner only through its
  * pool_ops (pool.h); main.c picks the mode's table (modes.h). */
 #ifndef L7RUN_H
