@@ -111,6 +111,7 @@ void mesh_clients_tick(struct l7run *L, uint64_t now);
 void mesh_client_close(struct l7run *L, struct mesh_client *c);
 struct mesh_client *mesh_client_by_key(struct l7run *L, struct mesh_ver *v, const struct l7_mesh_key *k);
 void mesh_client_answer(struct mesh_client *c, int up, int status, int close_after);
+void mesh_send_all(int fd, const char *p, size_t n);
 void mesh_clients_check_over(struct l7run *L);
 
 /* mesh_h2.c: HTTP/2 clients, each hop's endpoint (the kernel decides every stream) */

@@ -16,7 +16,9 @@
 
 #define MESH_HOLD_MAX (1u << 20)   /* a chunked request larger than this gets 413 (as gateway mode) */
 
-static void send_all(int fd, const char *p, size_t n)
+/* All of p[0..n) on fd (l7run's blocking pool ends, or a client's end, whose SK_MSG moves it
+ * into the client); stops at an error. */
+void mesh_send_all(int fd, const char *p, size_t n)
 {
 	while (n) {
 		ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -40,7 +42,7 @@ static void answer_why(struct mesh_client *c, int up, int status, int close_afte
 	char msg[320 + L7M_NAME_MAX];
 	int n = http_answer_why(msg, sizeof msg, status, close_after, head_only, why);
 	upstat_answer(c->v->v.upstat, up, status, (size_t)n);   /* before the client can read it */
-	send_all(c->fd, msg, (size_t)n);
+	mesh_send_all(c->fd, msg, (size_t)n);
 	c->local_done++;
 	if (close_after && !c->closing) {
 		c->closing = 1;
@@ -185,7 +187,7 @@ static void h2_send(void *ctx, const void *p, size_t n, int status)
 
 	if (status)   /* l7run's own answer, counted before the client can read it */
 		upstat_answer(c->v->v.upstat, -1, status, n);
-	send_all(c->fd, p, n);
+	mesh_send_all(c->fd, p, n);
 }
 
 /* An HTTP/2 client (its preface was the first "request"): from here on every byte it sends
@@ -197,7 +199,7 @@ static void mesh_client_refuse_h2(struct mesh_client *c)
 	c->h2 = h2_refuser_new();
 	if (!c->h2) {
 		char msg[64];
-		send_all(c->fd, msg, (size_t)h2_refusal(msg, sizeof msg));
+		mesh_send_all(c->fd, msg, (size_t)h2_refusal(msg, sizeof msg));
 		c->in_len = 0;
 		c->closing = 1;
 		c->close_at = now_ms() + 100;   /* let it drain before the FIN */
@@ -371,7 +373,7 @@ static void chunk_pump(struct mesh_client *c)
 			c->chunk_pos += (size_t)ln + (size_t)t;
 			int fd = mesh_slot_fd(c->v, c->chunk_slot, &c->key);
 			if (fd >= 0) {
-				send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */
+				mesh_send_all(fd, c->in, c->chunk_pos);   /* SK_MSG moves it into the backend */
 				c->close_when = c->chunk_req + 1;
 			} else {
 				mesh_client_answer(c, (int)(c->chunk_slot / L7_MESH_SLOTS), 502, 1);
@@ -498,7 +500,7 @@ static void pump(struct l7run *L, struct mesh_client *c)
 		if (r.kind == L7_MP_FORWARD) {
 			int fd = mesh_slot_fd(c->v, r.slot, &c->key);
 			if (fd >= 0)
-				send_all(fd, c->in, r.len);   /* SK_MSG moves it into the backend */
+				mesh_send_all(fd, c->in, r.len);   /* SK_MSG moves it into the backend */
 			else
 				mesh_client_answer(c, (int)(r.slot / L7_MESH_SLOTS), 502, 0);
 		} else if (r.slot) {

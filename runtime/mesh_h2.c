@@ -103,21 +103,6 @@ static uint32_t be32(const uint8_t *p)
 	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
 }
 
-static void send_all(int fd, const void *p, size_t n)
-{
-	const char *b = p;
-
-	while (n) {
-		ssize_t w = send(fd, b, n, MSG_NOSIGNAL);
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w <= 0)
-			return;
-		b += w;
-		n -= (size_t)w;
-	}
-}
-
 static int append(char **buf, size_t *len, size_t *cap, const char *p, size_t n)
 {
 	if (*len + n > H2M_IN_MAX)
@@ -184,13 +169,13 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 	n += h2_settings(o + n, ids, vals, h->iws ? 3 : 2);
 	if (h->conn_credit)   /* the window the client opened before this backend was in use */
 		n += h2_window_update(o + n, 0, (uint32_t)(h->conn_credit > 0x7fffffff ? 0x7fffffff : h->conn_credit));
-	send_all(*fd, o, n);
+	mesh_send_all(*fd, o, n);
 	return b;
 }
 
 static void to_client(struct mesh_client *c, const void *p, size_t n)
 {
-	send_all(c->fd, p, n);
+	mesh_send_all(c->fd, p, n);
 }
 
 /* Our answer to a stream the kernel denied (or found no connection for). */
@@ -251,7 +236,7 @@ static void client_settings(struct mesh_client *c, const uint8_t *pl, uint32_t l
 			for (int b = 0; b < H2M_BACKENDS; b++) {
 				int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
 				if (fd >= 0)
-					send_all(fd, o, n);
+					mesh_send_all(fd, o, n);
 			}
 		}
 	to_client(c, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
@@ -274,7 +259,7 @@ static void client_window(struct mesh_client *c, uint32_t inc)
 	for (int b = 0; b < H2M_BACKENDS; b++) {
 		int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
 		if (fd >= 0)
-			send_all(fd, o, n);
+			mesh_send_all(fd, o, n);
 	}
 }
 
@@ -324,7 +309,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			} else {
 				struct h2m_stream *s = stream_new(h, sid, S_FWD);
 				s->be = (uint16_t)(b - h->be);
-				send_all(fd, f, end);
+				mesh_send_all(fd, (const char *)f, end);
 			}
 		} else {
 			stream_new(h, sid, S_DENIED);
@@ -339,7 +324,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 		struct h2m_stream *s = stream_of(h, sid);
 		int fd = s && s->state == S_FWD ? mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key) : -1;
 		if (fd >= 0)
-			send_all(fd, o, h2_rst(o, sid, L7_H2_CANCEL));
+			mesh_send_all(fd, o, h2_rst(o, sid, L7_H2_CANCEL));
 		if (s)
 			s->state = S_DENIED;
 		to_client(c, o, h2_rst(o, sid, (uint32_t)(-L7_MP_H2_ERR(r->req)) & 0xff));
@@ -375,7 +360,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 	if (s && s->state == S_FWD) {
 		int fd = mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key);
 		if (fd >= 0)
-			send_all(fd, f, total);
+			mesh_send_all(fd, (const char *)f, total);
 	} else if (type == L7_H2_DATA && len) {
 		/* a denied stream's body: dropped, and its share of the window given back */
 		to_client(c, o, h2_window_update(o, 0, len));
@@ -478,11 +463,11 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 
 	if (!sid) {   /* the connection's own: this hop's */
 		if (type == L7_H2_SETTINGS && !(flags & L7_H2_F_ACK)) {
-			send_all(fd, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+			mesh_send_all(fd, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
 		} else if (type == L7_H2_PING && !(flags & L7_H2_F_ACK) && len == 8) {
 			size_t n = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
 			memcpy(o + n, f + 9, 8);
-			send_all(fd, o, n + 8);
+			mesh_send_all(fd, o, n + 8);
 		} else if (type == L7_H2_WINDOW_UPDATE && len == 4) {
 			to_client(c, o, h2_window_update(o, 0, be32(f + 9) & 0x7fffffff));
 		}

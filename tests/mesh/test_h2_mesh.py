@@ -20,13 +20,13 @@ import sys
 import tempfile
 import time
 
-import hpack
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
+from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE,  # noqa: E402
+                      fr, frames, block, answers)
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
@@ -35,8 +35,6 @@ SVC, PA, PB, PG, METRICS, PH = BASE, BASE + 1, BASE + 2, BASE + 3, BASE + 4, BAS
 CG = os.path.join(CG_ROOT, "l7h2m-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7h2m-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7h2m-")
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE = 0, 1, 3, 4, 6, 7, 8
 REFUSED_STREAM = 7
 
 # a: nghttpd serving docs/a, b: nghttpd serving docs/b, g: the gRPC server (all h2c, --h2c),
@@ -128,27 +126,6 @@ def curl(path, *extra):
     return r.returncode, r.stdout
 
 
-def fr(t, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([t, flags]) + struct.pack(">I", stream) + payload
-
-
-def frames(data):
-    out = []
-    while len(data) >= 9:
-        n = int.from_bytes(data[:3], "big")
-        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff, data[9:9 + n]))
-        data = data[9 + n:]
-    return out
-
-
-def block(path, extra=()):
-    """GET http <path> :authority x, then (name, value) literals without indexing"""
-    b = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"x"
-    for n, v in extra:
-        b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
-    return b
-
-
 def raw_h2(payload, want_streams):
     """The preface, SETTINGS (and the ACK of ours: the first block after it must then begin
     with a table size update to 0, RFC 7541 4.2), payload; frames until every stream in
@@ -169,21 +146,6 @@ def raw_h2(payload, want_streams):
         ended = {sid for t, fl, sid, _ in frames(got) if (t in (HEADERS, DATA) and fl & 1) or t == RST_STREAM}
     s.close()
     return frames(got)
-
-
-def answers(fs):
-    """{stream: [headers, data, rst code or None]}"""
-    out = {}
-    dec = hpack.Decoder()
-    for t, flags, sid, p in fs:
-        if t == HEADERS:
-            out.setdefault(sid, [{}, b"", None])[0].update(
-                (n.decode(), v.decode()) for n, v in dec.decode(p, raw=True))
-        elif t == DATA:
-            out.setdefault(sid, [{}, b"", None])[1] += p
-        elif t == RST_STREAM:
-            out.setdefault(sid, [{}, b"", None])[2] = struct.unpack(">I", p)[0]
-    return out
 
 
 # ---- checks --------------------------------------------------------------------------------

@@ -17,13 +17,13 @@ import sys
 import tempfile
 import time
 
-import hpack
-
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
+from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION,  # noqa: E402
+                      fr, frames, block, answers)
 
 L7C, L7RUN, MODE = sys.argv[1:4]
 PID = os.getpid()
@@ -32,8 +32,6 @@ SVC, PA, METRICS = BASE, BASE + 1, BASE + 2
 CG = os.path.join(CG_ROOT, "l7h2r-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7h2r-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7h2r-")
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, CONTINUATION = 0, 1, 3, 4, 6, 7, 9
 PROTOCOL_ERROR, FRAME_SIZE_ERROR, HTTP_1_1_REQUIRED = 1, 6, 0xd
 
 POLICY = policy("h2r", SVC, [("a", PA)], """\
@@ -92,27 +90,6 @@ def backend_log():
         return f.read()
 
 
-def frames(data):
-    out = []
-    while len(data) >= 9:
-        n = int.from_bytes(data[:3], "big")
-        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff, data[9:9 + n]))
-        data = data[9 + n:]
-    return out
-
-
-def fr(t, flags, stream, payload=b""):
-    return struct.pack(">I", len(payload))[1:] + bytes([t, flags]) + struct.pack(">I", stream) + payload
-
-
-def block(path=b"/a", extra=()):
-    """GET http <path> authority x, then (name, value) literals without indexing"""
-    b = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"x"
-    for n, v in extra:
-        b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
-    return b
-
-
 def read_all(s):
     """the frames s receives until the server closes it (recv times out after 5 s)"""
     got = b""
@@ -134,20 +111,6 @@ def raw_h2(payload, bye=True):
     t0 = time.time()
     fs = read_all(s)
     return fs, time.time() - t0
-
-
-def answers(fs):
-    """{stream: (headers dict, data, rst code or None)} of the answers among frames fs"""
-    out = {}
-    dec = hpack.Decoder()
-    for t, flags, sid, p in fs:
-        if t == HEADERS:
-            out[sid] = [dict((n.decode(), v.decode()) for n, v in dec.decode(p, raw=True)), b"", None, flags]
-        elif t == DATA:
-            out[sid][1] += p
-        elif t == RST_STREAM:
-            out[sid][2] = struct.unpack(">I", p)[0]
-    return out
 
 
 # ---- checks --------------------------------------------------------------------------------

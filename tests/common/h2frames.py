@@ -1,0 +1,47 @@
+"""HTTP/2 frames as the mesh tests write and read them by hand (RFC 9113 4.1): the preface,
+frame types, a frame, the frames of a byte string, a small request header block of literals,
+and the answers among frames (HPACK-decoded)."""
+import struct
+
+import hpack
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
+
+
+def fr(t, flags, stream, payload=b""):
+    return struct.pack(">I", len(payload))[1:] + bytes([t, flags]) + struct.pack(">I", stream) + payload
+
+
+def frames(data):
+    """[(type, flags, stream, payload)] of the whole frames in data"""
+    out = []
+    while len(data) >= 9:
+        n = int.from_bytes(data[:3], "big")
+        out.append((data[3], data[4], int.from_bytes(data[5:9], "big") & 0x7fffffff, data[9:9 + n]))
+        data = data[9 + n:]
+    return out
+
+
+def block(path=b"/a", extra=()):
+    """GET http <path> :authority x, then (name, value) literals without indexing"""
+    b = bytes([0x82, 0x86, 0x04, len(path)]) + path + bytes([0x01, 0x01]) + b"x"
+    for n, v in extra:
+        b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
+    return b
+
+
+def answers(fs):
+    """{stream: [headers dict, data, rst code or None, flags of its last HEADERS]}"""
+    out = {}
+    dec = hpack.Decoder()
+    for t, flags, sid, p in fs:
+        a = out.setdefault(sid, [{}, b"", None, 0]) if t in (HEADERS, DATA, RST_STREAM) else None
+        if t == HEADERS:
+            a[0].update((n.decode(), v.decode()) for n, v in dec.decode(p, raw=True))
+            a[3] = flags
+        elif t == DATA:
+            a[1] += p
+        elif t == RST_STREAM:
+            a[2] = struct.unpack(">I", p)[0]
+    return out
