@@ -28,6 +28,13 @@
 #define H2M_STREAMS 1024       /* streams remembered (newest first): older ones are closed */
 #define H2M_BACKENDS 4         /* pool connections (upstreams) one client's streams use */
 #define H2M_IN_MAX (1u << 20)  /* bytes of a peer's unfinished frames kept */
+/* Floods (RFC 9113 10.5): frames that cost us work and the client nothing. Past these on one
+ * connection, GOAWAY ENHANCE_YOUR_CALM: SETTINGS and PINGs each make an ACK (CVE-2019-9515,
+ * -9512), a stream reset before its response started made a backend start work for nothing
+ * ("rapid reset", CVE-2023-44487). */
+#define H2M_MAX_SETTINGS 256
+#define H2M_MAX_PINGS    4096
+#define H2M_MAX_RESETS   256
 
 enum { S_FREE, S_FWD, S_DENIED };
 
@@ -36,6 +43,7 @@ struct h2m_stream {
 	uint8_t state;
 	uint8_t resp;              /* its response's final :status was counted */
 	uint16_t be;               /* backend index (S_FWD) */
+	int64_t body_left;         /* content-length less the DATA so far; -1: none said */
 };
 
 struct h2m_backend {
@@ -65,6 +73,7 @@ struct mesh_h2 {
 	uint32_t iws;              /* the client's SETTINGS_INITIAL_WINDOW_SIZE, 0: default */
 	uint64_t conn_credit;      /* stream-0 WINDOW_UPDATE increments the client gave */
 	uint64_t own_data;         /* DATA bytes of our answers, not yet taken off a relayed update */
+	uint32_t settings, pings, resets;   /* the client's, for the flood bounds */
 	struct l7_hpack d;         /* native decoder: a response's :status, a block's gRPC-ness */
 	struct l7_req req;
 };
@@ -136,8 +145,54 @@ static struct h2m_stream *stream_new(struct mesh_h2 *h, uint32_t id, int state)
 {
 	struct h2m_stream *s = &h->st[h->st_next++ % H2M_STREAMS];
 
-	*s = (struct h2m_stream){ .id = id, .state = (uint8_t)state };
+	*s = (struct h2m_stream){ .id = id, .state = (uint8_t)state, .body_left = -1 };
 	return s;
+}
+
+static void to_client(struct mesh_client *c, const void *p, size_t n)
+{
+	mesh_send_all(c->fd, p, n);
+}
+
+/* The content-length of the request whose header block is the frames f[0..end) (HEADERS and
+ * its CONTINUATIONs), -1 if it has none or the native decoder cannot read it: a body that
+ * does not match it makes the request malformed (RFC 9113 8.1.1), which the kernel, reading
+ * heads only, cannot see. */
+static int64_t content_length(struct mesh_h2 *h, const uint8_t *f, size_t end)
+{
+	h->d.len = 0;
+	for (size_t at = 0; at + 9 <= end;) {
+		uint32_t len = be24(f + at), skip = 0, pad = 0;
+		if (f[at + 3] == L7_H2_HEADERS) {
+			if (f[at + 4] & L7_H2_F_PADDED && len) {
+				pad = f[at + 9];
+				skip = 1;
+			}
+			if (f[at + 4] & L7_H2_F_PRIORITY)
+				skip += 5;
+		}
+		if (skip + pad > len || h->d.len + len - skip - pad > L7_H2_BLOCK_MAX)
+			return -1;
+		memcpy(h->d.blk + h->d.len, f + at + 9 + skip, len - skip - pad);
+		h->d.len += len - skip - pad;
+		at += 9 + (size_t)len;
+	}
+	h->d.mode = L7_HPACK_REQUEST;
+	h->d.conn = 0;   /* a block the kernel decided has no dynamic reference */
+	if (l7_hpack_decode(&h->d, &h->req) < 0 || !(h->d.msg.flags & L7_H2_M_CL))
+		return -1;
+	return h->req.body_len;
+}
+
+/* A forwarded stream's body broke its content-length: refused on both hops. */
+static void body_mismatch(struct mesh_client *c, struct h2m_stream *s, int fd)
+{
+	char o[32];
+
+	if (fd >= 0)
+		mesh_send_all(fd, o, h2_rst(o, s->id, L7_H2_CANCEL));
+	to_client(c, o, h2_rst(o, s->id, L7_H2_PROTOCOL_ERROR));
+	s->state = S_DENIED;
 }
 
 /* The pool connection of slot (1 + index) for this client, started (our preface and
@@ -171,11 +226,6 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 		n += h2_window_update(o + n, 0, (uint32_t)(h->conn_credit > 0x7fffffff ? 0x7fffffff : h->conn_credit));
 	mesh_send_all(*fd, o, n);
 	return b;
-}
-
-static void to_client(struct mesh_client *c, const void *p, size_t n)
-{
-	mesh_send_all(c->fd, p, n);
 }
 
 /* Our answer to a stream the kernel denied (or found no connection for). */
@@ -309,7 +359,13 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			} else {
 				struct h2m_stream *s = stream_new(h, sid, S_FWD);
 				s->be = (uint16_t)(b - h->be);
-				mesh_send_all(fd, (const char *)f, end);
+				s->body_left = content_length(h, f, end);
+				if (s->body_left > 0 && (flags & L7_H2_F_END_STREAM)) {
+					stream_new(h, sid, S_DENIED);   /* a length and no body */
+					to_client(c, o, h2_rst(o, sid, L7_H2_PROTOCOL_ERROR));
+				} else {
+					mesh_send_all(fd, (const char *)f, end);
+				}
 			}
 		} else {
 			stream_new(h, sid, S_DENIED);
@@ -332,6 +388,11 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 		return 0;
 	}
 	const uint8_t *pl = f + 9;
+	if ((type == L7_H2_SETTINGS && ++h->settings > H2M_MAX_SETTINGS) ||
+	    (type == L7_H2_PING && ++h->pings > H2M_MAX_PINGS)) {
+		goaway(c, L7_H2_ENHANCE_YOUR_CALM);
+		return -1;
+	}
 	switch (type) {
 	case L7_H2_SETTINGS:
 		if (!(flags & L7_H2_F_ACK))
@@ -357,8 +418,20 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 	}
 	/* a stream's frame: with its stream */
 	struct h2m_stream *s = sid ? stream_of(h, sid) : NULL;
+	if (s && s->state == S_FWD && type == L7_H2_RST_STREAM && !s->resp && ++h->resets > H2M_MAX_RESETS) {
+		goaway(c, L7_H2_ENHANCE_YOUR_CALM);
+		return -1;
+	}
 	if (s && s->state == S_FWD) {
 		int fd = mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key);
+		if (type == L7_H2_DATA && s->body_left >= 0) {
+			uint32_t pad = flags & L7_H2_F_PADDED && len ? pl[0] + 1u : 0;
+			s->body_left -= pad <= len ? len - pad : len;
+			if (s->body_left < 0 || ((flags & L7_H2_F_END_STREAM) && s->body_left)) {
+				body_mismatch(c, s, fd);
+				return 0;
+			}
+		}
 		if (fd >= 0)
 			mesh_send_all(fd, (const char *)f, total);
 	} else if (type == L7_H2_DATA && len) {

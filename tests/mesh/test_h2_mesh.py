@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
-from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE,  # noqa: E402
+from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION,  # noqa: E402
                       fr, frames, block, answers)
 
 L7C, L7RUN = sys.argv[1:3]
@@ -327,6 +327,96 @@ def t_raw_dynamic():
     check("dyn-x" in backend_log("a") and backend_log("a").count("dyn-x") == 1, "only stream 1 of them reached a")
 
 
+def lit(n, v):
+    return bytes([0, len(n)]) + n + bytes([len(v)]) + v
+
+
+GET, AUTH = bytes([0x82, 0x86]), bytes([0x01, 1]) + b"x"
+
+
+def path(p):
+    return bytes([0x04, len(p)]) + p
+
+
+PROTOCOL_ERROR, FRAME_SIZE_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 1, 6, 9, 11
+# (name, frames after the preface and SETTINGS, ("rst", code): stream 1 refused and stream 3
+# after it served, or ("goaway", code)); RFC 9113 8.2.1-8.3.1 (malformed: a stream error),
+# 4.2, 6.1/6.2, 5.1.1, RFC 7541 5.1/5.2 (decoding errors: the connection's), 10.5
+HOSTILE = [
+    ("uppercase name", fr(HEADERS, 5, 1, GET + path(b"/a/h-up") + AUTH + lit(b"X-Up", b"1")), ("rst", PROTOCOL_ERROR)),
+    ("connection-specific", fr(HEADERS, 5, 1, GET + path(b"/a/h-conn") + AUTH + lit(b"connection", b"close")),
+     ("rst", PROTOCOL_ERROR)),
+    ("te other than trailers", fr(HEADERS, 5, 1, GET + path(b"/a/h-te") + AUTH + lit(b"te", b"gzip")),
+     ("rst", PROTOCOL_ERROR)),
+    ("no :path", fr(HEADERS, 5, 1, GET + AUTH), ("rst", PROTOCOL_ERROR)),
+    ("empty :path", fr(HEADERS, 5, 1, GET + bytes([0x04, 0]) + AUTH), ("rst", PROTOCOL_ERROR)),
+    ("pseudo after regular", fr(HEADERS, 5, 1, GET + AUTH + lit(b"x-a", b"1") + path(b"/a/h-after")),
+     ("rst", PROTOCOL_ERROR)),
+    (":path twice", fr(HEADERS, 5, 1, GET + path(b"/a/h-two") + path(b"/a/h-two2") + AUTH), ("rst", PROTOCOL_ERROR)),
+    ("content-length > DATA", fr(HEADERS, 4, 1, bytes([0x83, 0x86]) + path(b"/a/h-cl") + AUTH +
+                                 lit(b"content-length", b"3")) + fr(DATA, 1, 1, b"h-cl-body"), ("rst", PROTOCOL_ERROR)),
+    ("content-length < DATA", fr(HEADERS, 4, 1, bytes([0x83, 0x86]) + path(b"/a/h-cl2") + AUTH +
+                                 lit(b"content-length", b"30")) + fr(DATA, 1, 1, b"h-cl2-body"), ("rst", PROTOCOL_ERROR)),
+    ("frame past 16,384", fr(HEADERS, 5, 1, GET + path(b"/a/h-big") + AUTH + lit(b"x-big", b"v") + b"\0" * 16400),
+     ("goaway", FRAME_SIZE_ERROR)),
+    ("padding past the frame", fr(HEADERS, 5 | 8, 1, bytes([200]) + GET + path(b"/a/h-pad") + AUTH),
+     ("goaway", PROTOCOL_ERROR)),
+    ("HPACK integer overflow", fr(HEADERS, 5, 1, GET + b"\x7f\xff\xff\xff\xff\xff\x0f"), ("goaway", COMPRESSION_ERROR)),
+    ("Huffman EOS", fr(HEADERS, 5, 1, GET + AUTH + bytes([0x04, 0x84, 0xff, 0xff, 0xff, 0xff])),
+     ("goaway", COMPRESSION_ERROR)),
+    ("CONTINUATION flood", fr(HEADERS, 1, 1, GET + path(b"/a/h-flood")) + fr(CONTINUATION, 0, 1, lit(b"x-c", b"1")) * 9 +
+     fr(CONTINUATION, 4, 1, AUTH), ("goaway", ENHANCE_YOUR_CALM)),
+    ("even stream id", fr(HEADERS, 5, 2, GET + path(b"/a/h-even") + AUTH), ("goaway", PROTOCOL_ERROR)),
+    ("DATA on an idle stream", fr(DATA, 1, 1, b"h-idle"), ("goaway", PROTOCOL_ERROR)),
+    ("SETTINGS flood", fr(SETTINGS, 0, 0) * 300, ("goaway", ENHANCE_YOUR_CALM)),
+    ("rapid reset", b"".join(fr(HEADERS, 4, i, bytes([0x83, 0x86]) + path(b"/a/h-rr") + AUTH) + fr(RST_STREAM, 0, i, bytes(4))
+                             for i in range(5, 5 + 2 * 300, 2)), ("goaway", ENHANCE_YOUR_CALM)),
+]
+
+
+def t_hostile():
+    """hostile HTTP/2, each on a connection of its own: refused with the RFC's code (a
+    malformed request on its stream, the connection going on; a framing, decoding or flood
+    error with GOAWAY), nothing of it forwarded, l7run still serving"""
+    for name, payload, (kind, code) in HOSTILE:
+        s = socket.create_connection(("127.0.0.1", SVC), 5)
+        s.settimeout(2)
+        s.sendall(PREFACE + fr(SETTINGS, 0, 0) + payload + fr(HEADERS, 5, 3 if kind == "rst" else 1001, block(b"/a/hello.txt")))
+        got = b""
+        try:
+            while True:
+                d = s.recv(65536)
+                if not d:
+                    break
+                got += d
+                if kind == "rst" and any(t == DATA and sid == 3 and fl & 1 for t, fl, sid, _ in frames(got)):
+                    break
+        except socket.timeout:
+            pass
+        s.close()
+        fs = frames(got)
+        if kind == "rst":
+            rst = [struct.unpack(">I", p)[0] for t, _, sid, p in fs if t == RST_STREAM and sid == 1]
+            check(rst[:1] == [code] and answers(fs).get(3, [{}])[0].get(":status") == "200",
+                  "%s: stream 1 RST_STREAM %d, stream 3 served: %r" % (name, code, fs[-6:]))
+        else:
+            g = [struct.unpack(">II", p[:8])[1] for t, _, _, p in fs if t == GOAWAY]
+            check(g == [code], "%s: GOAWAY %d: %r" % (name, code, fs[-4:]))
+    log = backend_log("a")
+    check(not re.search(r"h-(up|conn|te|after|two|big|pad|flood|even|idle)", log),
+          "nothing of a refused stream reached the backend")
+    for p in (b"/a/h-cl", b"/a/h-cl2"):
+        # decided and allowed, so the head went on; the body that breaks it did not: l7run
+        # cancelled the stream (nghttpd, had it seen the body, would have reset it itself)
+        conn = re.findall(r"\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=1\) :path: %s\n" % p.decode(), log)
+        check(conn and re.search(r"\[id=%s\] \[[ 0-9.]+\] recv RST_STREAM frame <length=4, flags=0x00, stream_id=1>"
+                                 r"\s+\(error_code=CANCEL" % conn[-1], log) and
+              not re.search(r"\[id=%s\] \[[ 0-9.]+\] send RST_STREAM" % conn[-1], log),
+              "%s: l7run refused the body that breaks content-length, the backend never judged it" % p.decode())
+    rc, out = curl("/a/hello.txt")
+    check(rc == 0 and out.endswith("2 200"), "still serving: %r" % out)
+
+
 def t_telemetry():
     """per stream: upstream responses by class, l7run's own answers, the kernel's counters"""
     ok = metric("l7_upstream_responses_total", {"class": "2xx"})
@@ -345,7 +435,7 @@ def t_http1_still():
 
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
-          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("telemetry", t_telemetry),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("hostile", t_hostile), ("telemetry", t_telemetry),
           ("http1", t_http1_still)]
 
 
