@@ -118,6 +118,7 @@ void mesh_clients_check_over(struct l7run *L);
 struct mesh_h2 *mesh_h2_new(void);
 void mesh_h2_free(struct mesh_h2 *h);
 void mesh_h2_close(struct mesh_client *c);
+void mesh_h2_backend_lost(struct mesh_client *c, uint32_t slot);
 /* The client's bytes p[0..n) of record r (L7_MP_H2, or DISCARD's nothing): -1 once the
  * connection is to end (a GOAWAY was sent). */
 int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7_mesh_pass *r);

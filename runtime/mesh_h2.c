@@ -74,6 +74,7 @@ struct mesh_h2 {
 	uint64_t conn_credit;      /* stream-0 WINDOW_UPDATE increments the client gave */
 	uint64_t own_data;         /* DATA bytes of our answers, not yet taken off a relayed update */
 	uint32_t settings, pings, resets;   /* the client's, for the flood bounds */
+	int gone;                  /* the client is being closed (its backends dropped) */
 	struct l7_hpack d;         /* native decoder: a response's :status, a block's gRPC-ness */
 	struct l7_req req;
 };
@@ -97,6 +98,8 @@ void mesh_h2_free(struct mesh_h2 *h)
  * refilled now rather than at the pool's next look (a client a moment later found none). */
 void mesh_h2_close(struct mesh_client *c)
 {
+	if (c->h2m)
+		c->h2m->gone = 1;
 	for (int i = 0; c->h2m && i < H2M_BACKENDS; i++)
 		if (c->h2m->be[i].slot && mesh_slot_fd(c->v, c->h2m->be[i].slot - 1, &c->key) >= 0)
 			mesh_pool_drop(c->v, c->h2m->be[i].slot - 1);
@@ -551,6 +554,18 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	if (type == L7_H2_HEADERS)
 		count_status(c, b, f, len, total);
 	to_client(c, f, total);
+}
+
+/* A pool connection of this client's streams closed (the backend went, or l7run dropped it):
+ * its streams cannot finish, and their ids are spent on it; the client's connection ends
+ * with GOAWAY INTERNAL_ERROR (it may retry streams past the last one handled elsewhere). */
+void mesh_h2_backend_lost(struct mesh_client *c, uint32_t slot)
+{
+	struct mesh_h2 *h = c->h2m;
+
+	for (int i = 0; h && !h->gone && !c->closing && i < H2M_BACKENDS; i++)
+		if (h->be[i].slot == slot + 1)
+			goaway(c, L7_H2_INTERNAL_ERROR);
 }
 
 int mesh_h2_backend_in(struct mesh_client *c, uint32_t slot, int fd, const char *p, size_t n)

@@ -429,8 +429,12 @@ static void lost(struct pool *p, void *owner, struct pool_sock *ps, enum pool_lo
 	bpf_map_update_elem(v->pool_map, &k, &s, BPF_ANY);
 	vlog(p->L, "pool slot %u (%s) of version %d closed, state %u, owed %llu", k, v->v.cfg.upstream[ps->up].name,
 	     v->v.id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
-	/* DEAD: its sock_ops saw the connection close first (a reset), the owner still waits */
-	if ((was == L7_MS_BUSY || was == L7_MS_DEAD) && s.req_cnt != s.resp_cnt) {
+	if ((s.flags & L7_MSF_H2) && (was == L7_MS_BUSY || was == L7_MS_DEAD)) {
+		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
+		if (c)
+			mesh_h2_backend_lost(c, k);
+	} else if ((was == L7_MS_BUSY || was == L7_MS_DEAD) && s.req_cnt != s.resp_cnt) {
+		/* DEAD: its sock_ops saw the connection close first (a reset), the owner still waits */
 		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
 		if (!c) {
 			/* the kernel forwarded a new connection's first request before l7run accepted

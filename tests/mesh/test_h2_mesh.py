@@ -428,6 +428,41 @@ def t_telemetry():
     check(metric("l7_local_responses_total", {"class": "4xx"}) == loc + 1, "the 403 counted as l7run's answer")
 
 
+def listener_pid(port):
+    """the pid of the process (of this test's) listening on port"""
+    out = subprocess.run(["ss", "-Hltnp", "sport = :%d" % port], capture_output=True, text=True, timeout=5).stdout
+    m = re.search(r"pid=(\d+)", out)
+    return int(m.group(1)) if m else None
+
+
+def t_backend_lost():
+    """the upstream of a connection's streams goes away: the client's connection ends with
+    GOAWAY INTERNAL_ERROR at once instead of its streams hanging (last: upstream b stays down)"""
+    s = socket.create_connection(("127.0.0.1", SVC), 5)
+    s.settimeout(3)
+    s.sendall(PREFACE + fr(SETTINGS, 0, 0) + fr(HEADERS, 5, 1, block(b"/b/hello.txt")))
+    got = b""
+    while not any(t == DATA and sid == 1 and fl & 1 for t, fl, sid, _ in frames(got)):
+        d = s.recv(65536)
+        check(d, "served before the backend goes: %r" % frames(got))
+        got += d
+    pid = listener_pid(PB)
+    check(pid, "nghttpd b's pid")
+    os.kill(pid, 15)
+    t0 = time.time()
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            got += d
+    except socket.timeout:
+        pass
+    s.close()
+    g = [struct.unpack(">II", p[:8]) for t, _, _, p in frames(got) if t == GOAWAY]
+    check(g == [(1, 2)] and time.time() - t0 < 2.5, "GOAWAY(last 1, INTERNAL_ERROR) promptly: %r" % g)
+
+
 def t_http1_still():
     r = subprocess.run(["curl", "-s", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}",
                         "http://127.0.0.1:%d/admin" % SVC], capture_output=True, text=True, timeout=10)
@@ -436,7 +471,7 @@ def t_http1_still():
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
           ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("hostile", t_hostile), ("telemetry", t_telemetry),
-          ("http1", t_http1_still)]
+          ("http1", t_http1_still), ("backend_lost", t_backend_lost)]
 
 
 def main():
