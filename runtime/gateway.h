@@ -20,12 +20,16 @@ struct gw_version {
 	struct pool pool;        /* pool sockets: owner a struct client */
 	/* Idle pool sockets the kernel may take for a new client (gateway_pool.c): l7_idle mapped
 	 * (NULL: the kernel takes none), what l7run put in each slot until it knows who took it,
-	 * connects opened to fill slots, and no such connect before park_retry (ms). */
+	 * connects opened to fill slots, and no such connect before park_retry (ms); how many to
+	 * keep in slots (--pool-idle, more while new clients find none: idle_missed) and the last
+	 * such miss (ms). */
 	struct l7_idle *idle;
 	size_t idle_len;
 	struct pool_sock *parked[L7_MAX_UPSTREAMS][L7_IDLE_SLOTS];
 	int parking[L7_MAX_UPSTREAMS];
 	uint64_t park_retry[L7_MAX_UPSTREAMS];
+	int idle_want[L7_MAX_UPSTREAMS];
+	uint64_t idle_miss_at[L7_MAX_UPSTREAMS];
 };
 
 static inline struct gw_version *gwv(struct version *v)
@@ -128,6 +132,7 @@ void client_adopt(struct client *c);
 void idle_map(struct gw_version *v, int fd);
 void idle_unmap(struct gw_version *v);
 void idle_tick(struct l7run *L, uint64_t now);
+void idle_missed(struct gw_version *v, int up);
 void idle_unpark(struct gw_version *v, int up);
 
 #endif

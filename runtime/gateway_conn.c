@@ -228,6 +228,8 @@ static int hold_append(struct client *c, const char *buf, size_t len)
  * done, 1 wait and retry, -1 close the client. */
 static int handle_head(struct client *c, const struct l7_pass *rec)
 {
+	if (!c->waiting && rec->why == L7_WHY_POOL_MISS)
+		idle_missed(c->v, (int)rec->upstream);   /* once: not again while it waits */
 	if (!client_quiet(c))
 		return 1;   /* an earlier response is still on its way: keep the order */
 	c->body = (rec->flags & L7_PASSF_LAST) ? BODY_NONE : BODY_DISCARD;

@@ -18,6 +18,7 @@
 #include "gateway.h"
 
 #define PARK_RETRY_MS 200   /* no connect to fill an upstream's slots sooner after a failed one */
+#define IDLE_SHRINK_MS 1000 /* one slot fewer to keep filled after this long without a miss */
 
 static struct gw_version *ver_of(struct pool_sock *ps)
 {
@@ -131,12 +132,38 @@ void client_adopt(struct client *c)
 	}
 }
 
-/* Keep --pool-idle sockets of upstream up in slots: idle ones first, else new connects
+static int idle_floor(const struct l7run *L)
+{
+	return L->args.pool_idle < L7_IDLE_SLOTS ? L->args.pool_idle : L7_IDLE_SLOTS;
+}
+
+/* A new client's request to upstream up found no socket in the slots (the data plane's pool
+ * miss, l7run forwards it): keep twice as many there, up to all of them. Short connections
+ * take a socket each and, when their request says Connection: close, the backend closes it
+ * after the response: at 16 such clients --pool-idle 8 left half the requests pool misses. */
+void idle_missed(struct gw_version *v, int up)
+{
+	int floor = idle_floor(v->pool.L);
+
+	if (!v->idle || v->v.retired || floor <= 0 || up < 0 || up >= L7_MAX_UPSTREAMS)
+		return;
+	int w = v->idle_want[up] > floor ? v->idle_want[up] : floor;
+	v->idle_want[up] = 2 * w < L7_IDLE_SLOTS ? 2 * w : L7_IDLE_SLOTS;
+	v->idle_miss_at[up] = now_ms();
+}
+
+/* Keep --pool-idle sockets of upstream up in slots, more while pool misses say it is too few
+ * (idle_missed), back down one a second once they stop: idle ones first, else new connects
  * (parked when they are up, ready()). */
 static void refill(struct l7run *L, struct gw_version *v, int up, int in_slots, uint64_t now)
 {
-	int want = L->args.pool_idle < L7_IDLE_SLOTS ? L->args.pool_idle : L7_IDLE_SLOTS;
+	int floor = idle_floor(L);
 
+	if (v->idle_want[up] > floor && now - v->idle_miss_at[up] >= IDLE_SHRINK_MS) {
+		v->idle_want[up]--;
+		v->idle_miss_at[up] = now;
+	}
+	int want = v->idle_want[up] > floor ? v->idle_want[up] : floor;
 	for (int n = want - in_slots - v->parking[up]; n > 0 && now >= v->park_retry[up]; n--) {
 		int err;
 		struct pool_sock *ps = pool_take(&v->pool, up, NULL, &err);
