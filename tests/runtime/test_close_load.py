@@ -10,8 +10,7 @@ of these 640 were pool misses (wrk's 16 clients in bench/close.sh: about half).
 Run by ctest:  test_close_load.py L7C L7RUN POLICY.l7
 Every process started here is ended by pid; ports derive from our pid; pins are removed."""
 import os
-import re
-import signal
+import shutil
 import socket
 import subprocess
 import sys
@@ -19,8 +18,8 @@ import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gw_client import wait_port  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
+from procs import l7run_stats, start, stop, stop_all, wait_port  # noqa: E402
 
 L7C, L7RUN, POLICY = sys.argv[1:4]
 BASE = 21000 + (os.getpid() % 1000) * 10   # below the ephemeral range (32768-)
@@ -29,36 +28,19 @@ CLIENTS, EACH = 16, 40
 MISS_MAX = CLIENTS * EACH // 40   # 2.5%: the first misses raise the target (0-1 seen; 39-119 before)
 
 
-def counters(pin):
-    out = subprocess.run([L7RUN, "--stats", pin], capture_output=True, text=True, timeout=10).stdout
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^stat (\S+)\s+(\d+)", out, re.M)}
-
-
 def one(path):
     """(status line, whole response) of one Connection: close request on a fresh connection;
     the response ends where the proxy closes the connection."""
     s = socket.create_connection(("127.0.0.1", FRONT), timeout=5)
     try:
         s.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n" % path.encode())
-        data = b""
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            data += d
+        parts = []
+        while part := s.recv(65536):
+            parts.append(part)
+        data = b"".join(parts)
     finally:
         s.close()
     return data.split(b"\r\n", 1)[0], data
-
-
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
 
 
 def main():
@@ -73,22 +55,20 @@ def main():
                 "http { access_log off; keepalive_requests 1000000;\n"
                 "  server { listen 127.0.0.1:%d; listen 127.0.0.1:%d;\n"
                 "    location / { return 200 \"uri=$request_uri\\n\"; } } }\n" % (tmp, tmp, B1, B2))
-    procs = []
     log = open(os.path.join(tmp, "l7run.log"), "w")
     ok = False
     try:
-        procs.append(subprocess.Popen(["nginx", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        start(["nginx", "-c", conf], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         assert wait_port(B1) and wait_port(B2), "nginx did not come up"
-        gw = subprocess.Popen([L7RUN, "--pin", pin, "--listen", "127.0.0.1:%d" % FRONT,
+        gw = start([L7RUN, "--pin", pin, "--listen", "127.0.0.1:%d" % FRONT,
                                "--upstream", "0=127.0.0.1:%d" % B1, "--upstream", "1=127.0.0.1:%d" % B2, obj],
-                              stdout=log, stderr=log)
-        procs.append(gw)
+                   stdout=log, stderr=log)
         assert wait_port(FRONT, 30), "l7run did not come up"
         for i in range(4):   # warm-up: l7run fills the idle slots (from its loop)
             one("/a/warm%d" % i)
         time.sleep(0.3)
 
-        before = counters(pin)
+        before = l7run_stats(L7RUN, pin)
         bad = []
 
         def client(t):
@@ -109,7 +89,7 @@ def main():
         for th in threads:
             th.join()
         dt = time.time() - t0
-        after = counters(pin)
+        after = l7run_stats(L7RUN, pin)
         d = {k: after.get(k, 0) - before.get(k, 0) for k in ("requests", "forwarded", "pool_claims", "pool_miss",
                                                                 "passed_to_l7run")}
         n = CLIENTS * EACH
@@ -124,11 +104,12 @@ def main():
         assert not os.path.exists(pin), "pin left behind: " + pin
         ok = True
     finally:
-        for p in procs:
-            stop(p)
+        stop_all()
         log.close()
         if not ok:
             sys.stdout.write(open(os.path.join(tmp, "l7run.log")).read()[-3000:])
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
     print("PASS close load" if ok else "FAIL close load")
     return 0 if ok else 1
 
