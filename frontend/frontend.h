@@ -266,8 +266,14 @@ void l7_ast_dump(const struct l7_module *m, FILE *out);
  * use alike: 0, or a regcomp error, or -1 with why[] when the pattern's repetitions would make
  * the C library build a tree past L7_CONTEXT_MAX_COPIES copies of its atoms (glibc writes X+
  * as X X* and X{n,m} as m copies, so stacked ones multiply: 40 '+' took 2 GB, found by
- * reliability.fuzz_frontend). On 0, *re is to be regfree()d. */
+ * reliability.fuzz_frontend), or when repetitions nest past L7_CONTEXT_MAX_DEPTH (a repetition
+ * of something that repeats: glibc's time is exponential in it), parts that may match nothing
+ * number past L7_CONTEXT_MAX_LOOPS once copied (its time grows with their cube) or groups past
+ * L7_CONTEXT_MAX_GROUPS. On 0, *re is to be regfree()d. */
 #define L7_CONTEXT_MAX_COPIES 4096
+#define L7_CONTEXT_MAX_DEPTH 2
+#define L7_CONTEXT_MAX_LOOPS 256
+#define L7_CONTEXT_MAX_GROUPS 64
 struct re_pattern_buffer;
 int l7_context_regcomp(struct re_pattern_buffer *re, const char *pattern, char *why, size_t whylen);
 

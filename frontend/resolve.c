@@ -1002,8 +1002,98 @@ static unsigned long long context_copies(const char *p)
 	return f;
 }
 
+/* The shape of the pattern's repetitions ('*', '+', '?', '{n,m}'), which glibc's ERE compiler
+ * takes time exponential and quadratic in (found by reliability.fuzz_frontend):
+ * - depth: a repetition of an atom or group that holds one counts one more than it ('.*+' is
+ *   2): '.*++++++' (7) and '((.*)+){1000}' (3) ran for more than a minute;
+ * - loops: the parts that may match nothing ('*', '?', and the optional copies of '+' and
+ *   '{n,m}'), counted once glibc has copied what repeats (X+ is X X*, X{n,m} is m copies): its
+ *   time grows with their cube ('(a*|b*|c*){85}', 255, took 0.6 s; '{300}' and '(a?|b?){2000}'
+ *   ran for more than 20 s). */
+struct rep_shape { int depth; unsigned long long loops; };
+
+static struct rep_shape context_reps(const char *p)
+{
+	struct rep_shape frame[L7_CONTEXT_MAX_GROUPS + 1] = { { 0, 0 } }, atom = { 0, 0 }, worst = { 0, 0 };
+	int top = 0;
+	for (; *p; p++) {
+		unsigned long long copies = 1, optional = 1;
+		switch (*p) {
+		case '\\':
+			p += p[1] != 0;
+			atom = (struct rep_shape){ 0, 0 };
+			continue;
+		case '[':   /* a bracket expression: ']' first is a member */
+			p += p[1] == '^';
+			p += p[1] == ']';
+			while (p[1] && p[1] != ']')
+				p++;
+			p += p[1] != 0;
+			atom = (struct rep_shape){ 0, 0 };
+			continue;
+		case '(':
+			if (top == L7_CONTEXT_MAX_GROUPS)
+				return (struct rep_shape){ INT_MAX, 0 };
+			frame[++top] = (struct rep_shape){ 0, 0 };
+			atom = (struct rep_shape){ 0, 0 };
+			continue;
+		case ')':   /* the group is an atom with what it holds, already counted in its parent */
+			if (!top)
+				continue;
+			atom = frame[top--];
+			if (atom.depth > frame[top].depth)
+				frame[top].depth = atom.depth;
+			frame[top].loops += atom.loops;
+			continue;
+		case '{': {
+			char *e;
+			unsigned long n = strtoul(p + 1, &e, 10), m = n;
+			if (*e == ',')
+				m = e[1] == '}' ? n + 1 : strtoul(e + 1, &e, 10);
+			copies = m ? (m < 100000 ? m : 100000) : 1;
+			optional = m > n ? (m - n < 100000 ? m - n : 100000) : 0;
+			while (p[1] && p[1] != '}')
+				p++;
+			p += p[1] != 0;
+			break;
+		}
+		case '*': case '?': break;
+		case '+': copies = 2; break;
+		default:
+			atom = (struct rep_shape){ 0, 0 };
+			continue;
+		}
+		/* a repetition of atom: what it held is counted `copies` times now, not once */
+		unsigned long long was = atom.loops;
+		atom.depth++;
+		atom.loops = atom.loops * copies + optional;
+		if (atom.loops > L7_CONTEXT_MAX_LOOPS * 2ull)
+			atom.loops = L7_CONTEXT_MAX_LOOPS * 2ull;   /* past the bound: saturate */
+		frame[top].loops += atom.loops - was;
+		if (atom.depth > frame[top].depth)
+			frame[top].depth = atom.depth;
+		if (atom.depth > worst.depth)
+			worst.depth = atom.depth;
+		if (frame[top].loops > worst.loops)
+			worst.loops = frame[top].loops;
+	}
+	return worst;
+}
+
 int l7_context_regcomp(struct re_pattern_buffer *re, const char *pattern, char *why, size_t whylen)
 {
+	struct rep_shape r = context_reps(pattern);
+	if (r.depth > L7_CONTEXT_MAX_DEPTH) {
+		snprintf(why, whylen, "its repetitions nest %s%d deep (a repetition of something that repeats); "
+			 "write it with at most %d", r.depth == INT_MAX ? "past " : "",
+			 r.depth == INT_MAX ? L7_CONTEXT_MAX_GROUPS : r.depth, L7_CONTEXT_MAX_DEPTH);
+		return -1;
+	}
+	if (r.loops > L7_CONTEXT_MAX_LOOPS) {
+		snprintf(why, whylen, "it would expand to more than %d parts that may match nothing ('*', '?' "
+			 "and '{0,n}', copied by '+' and '{n,m}' around them); repeat fewer of them", L7_CONTEXT_MAX_LOOPS);
+		return -1;
+	}
 	if (context_copies(pattern) > L7_CONTEXT_MAX_COPIES) {
 		snprintf(why, whylen, "its repetitions ('+', '{n,m}') would expand to more than %d copies; "
 			 "write it with '*' or fewer repetitions", L7_CONTEXT_MAX_COPIES);
