@@ -10,7 +10,8 @@ A case is YAML with comment lines that say what must happen:
   # args: --port 8080                    extra `l7c import` options
   # expect: LINE:COL: SEVERITY: MESSAGE  the diagnostics, in order, exactly (file: the case;
   #                                      `l7c: SEVERITY: MESSAGE` for those with no position)
-  # compile-warning: TEXT                a warning l7c prints compiling the output (contains TEXT)
+  # compile-warning: TEXT                a warning l7c prints compiling the output (contains TEXT;
+  #                                      every warning printed must contain one of them)
   # compile-args: --budget=N             options of that compile
   # test: [from IDENTITY|IP] [to SERVICE] METHOD TARGET [H:name:value]... [host:HOST]
   #       [jwt|jwt-badsig|jwt-expired|jwt-alg-none[@JWT]:CLAIMS] -> STATUS [UPSTREAM] [+name:value]...
@@ -182,7 +183,9 @@ def run(work, pin):
     check(c.returncode == 0, "%s: the output compiles (l7c exit %d)\n%s" % (NAME, c.returncode, c.stderr[-3000:]))
     warns = [l for l in c.stderr.splitlines() if ": warning: " in l]
     want = lines("compile-warning")
-    check(len(warns) == len(want) and all(w in g for w, g in zip(want, warns)),
+    # each warning is one the case names, and each it names is printed (how many programs a
+    # budget warning names depends on the calibration's estimates, which move with the kernel)
+    check(all(any(w in g for w in want) for g in warns) and all(any(w in g for g in warns) for w in want),
           "%s: compile warnings as expected\n  got: %s\n  expected: %s" % (NAME, warns, want))
     if c.returncode:
         return
