@@ -1,6 +1,7 @@
 """HTTP/2 frames as the mesh tests write and read them by hand (RFC 9113 4.1): the preface,
 frame types, a frame, the frames of a byte string, a small request header block of literals,
 and the answers among frames (HPACK-decoded)."""
+import socket
 import struct
 
 import hpack
@@ -45,3 +46,17 @@ def answers(fs):
         elif t == RST_STREAM:
             a[2] = struct.unpack(">I", p)[0]
     return out
+
+
+def read_until(sock, got=b"", done=None):
+    """got and what sock sends after it, until the peer closes, the socket's timeout passes,
+    or done(bytes so far) holds."""
+    try:
+        while not (done and done(got)):
+            d = sock.recv(65536)
+            if not d:
+                break
+            got += d
+    except socket.timeout:
+        pass
+    return got

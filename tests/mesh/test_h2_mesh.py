@@ -26,7 +26,7 @@ from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
 from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION,  # noqa: E402
-                      fr, frames, block, answers)
+                      fr, frames, block, answers, read_until)
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
@@ -312,15 +312,7 @@ def t_raw_dynamic():
     check(a.get(3, [{}, b"", None])[2] == REFUSED_STREAM, "stream 3 (dynamic reference) refused: %r" % a.get(3))
     check(a.get(5, [{}])[0].get(":status") == "200", "stream 5 served: %r" % a.get(5))
     s.sendall(fr(SETTINGS, 1, 0) + fr(HEADERS, 5, 7, bytes([0x20, 0x82, 0x86, 0xbe])))
-    fs = []
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-    except socket.timeout:
-        pass
+    got = read_until(s, got)
     s.close()
     g = [f for f in frames(got) if f[0] == GOAWAY]
     check(g and struct.unpack(">II", g[-1][3][:8])[1] == 9, "after the ACK: GOAWAY COMPRESSION_ERROR: %r" % g)
@@ -382,17 +374,8 @@ def t_hostile():
         s = socket.create_connection(("127.0.0.1", SVC), 5)
         s.settimeout(2)
         s.sendall(PREFACE + fr(SETTINGS, 0, 0) + payload + fr(HEADERS, 5, 3 if kind == "rst" else 1001, block(b"/a/hello.txt")))
-        got = b""
-        try:
-            while True:
-                d = s.recv(65536)
-                if not d:
-                    break
-                got += d
-                if kind == "rst" and any(t == DATA and sid == 3 and fl & 1 for t, fl, sid, _ in frames(got)):
-                    break
-        except socket.timeout:
-            pass
+        got = read_until(s, done=lambda g: kind == "rst" and any(t == DATA and sid == 3 and fl & 1
+                                                                for t, fl, sid, _ in frames(g)))
         s.close()
         fs = frames(got)
         if kind == "rst":
@@ -450,14 +433,7 @@ def t_backend_lost():
     check(pid, "nghttpd b's pid")
     os.kill(pid, 15)
     t0 = time.time()
-    try:
-        while True:
-            d = s.recv(65536)
-            if not d:
-                break
-            got += d
-    except socket.timeout:
-        pass
+    got = read_until(s, got)
     s.close()
     g = [struct.unpack(">II", p[:8]) for t, _, _, p in frames(got) if t == GOAWAY]
     check(g == [(1, 2)] and time.time() - t0 < 2.5, "GOAWAY(last 1, INTERNAL_ERROR) promptly: %r" % g)
