@@ -532,15 +532,15 @@ void cg_maps(struct cg *g)
 #undef L7_MAP
 }
 
-static const struct { const char *name, *section, *entry, *map; } programs[] = {
-#define L7_PROG(name, section, entry, map) { #name, section, #entry, #map },
+static const struct { const char *name, *section, *entry, *map; int whole; } programs[] = {
+#define L7_PROG(name, section, entry, map, whole) { #name, section, #entry, #map, whole },
 #include "l7/progs.def"
 #undef L7_PROG
 };
 
 /* The decide chains of split hosts: name_<k> for k < nchunks, in the host's section. */
 static const struct { const char *name, *section, *entry, *host; } chains[] = {
-#define L7_PROG(name, section, entry, map)
+#define L7_PROG(name, section, entry, map, whole)
 #define L7_TAIL(name, section, entry, prog_array, host) { #name, section, #entry, #host },
 #include "l7/progs.def"
 #undef L7_TAIL
@@ -596,14 +596,20 @@ static void wrapper(struct cg *g, const char *name, const char *section, const c
 	cg_keep(g, fn);
 }
 
+/* Whether the policy host of the mode of this map is split (a `whole` program is then not
+ * built: it would hold the policy unsplit). */
+static int host_split(const struct cg *g, const char *map)
+{
+	return l7_map_is_mesh(map) ? g->split->mesh : g->split->gw;
+}
+
 /* int NAME(void *ctx) { return ENTRY(ctx); } in the program's section, and for a split host
  * int NAME_k(void *ctx) { return ENTRY(ctx, k); } per decide program. The machinery entry is
  * linked in from the stdlib bitcode and inlined. Line info: the first policy's line. */
 void cg_programs(struct cg *g)
 {
 	for (size_t i = 0; i < sizeof(programs) / sizeof(programs[0]); i++)
-		if (mode_on(g, programs[i].map) && !(g->split->mesh && !strcmp(programs[i].name, "l7_mesh_h2_prog")))
-			/* the h2 program holds the whole policy: none for a split one (progs.def) */
+		if (mode_on(g, programs[i].map) && !(programs[i].whole && host_split(g, programs[i].map)))
 			wrapper(g, programs[i].name, programs[i].section, programs[i].entry, -1);
 	for (size_t i = 0; i < sizeof(chains) / sizeof(chains[0]); i++)
 		for (int k = 0; chain_on(g, i) && k < g->split->nchunks; k++) {

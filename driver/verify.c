@@ -30,7 +30,7 @@
 static const struct {
 	const char *name, *section, *map;
 } progs[] = {
-#define L7_PROG(name, section, entry, map) { #name, section, #map },
+#define L7_PROG(name, section, entry, map, whole) { #name, section, #map },
 #include "l7/progs.def"
 #undef L7_PROG
 };
@@ -38,7 +38,7 @@ static const struct {
 static const struct {
 	const char *name, *prog_array;
 } chains[] = {
-#define L7_PROG(name, section, entry, map)
+#define L7_PROG(name, section, entry, map, whole)
 #define L7_TAIL(name, section, entry, prog_array, host) { #name, #prog_array },
 #include "l7/progs.def"
 #undef L7_TAIL

@@ -25,7 +25,7 @@
 _Static_assert(MAX_SERVICES == L7M_MAX_SERVICES, "l7run listens on every service a manifest may hold");
 
 const struct prog_desc l7_progs[] = {
-#define L7_PROG(name, section, entry, map) { #name, section, #map },
+#define L7_PROG(name, section, entry, map, whole) { #name, section, #map },
 #include "l7/progs.def"
 #undef L7_PROG
 };

@@ -19,7 +19,7 @@ const struct stat_desc l7_stat_desc[L7_STAT_MAX] = {
 };
 
 static const char *const prog_names[] = {
-#define L7_PROG(name, section, entry, map) #name,
+#define L7_PROG(name, section, entry, map, whole) #name,
 #include "l7/progs.def"
 #undef L7_PROG
 };

@@ -13,7 +13,7 @@
 static const struct {
 	const char *name, *prog_array, *host;
 } chains[] = {
-#define L7_PROG(name, section, entry, map)
+#define L7_PROG(name, section, entry, map, whole)
 #define L7_TAIL(name, section, entry, prog_array, host) { #name, #prog_array, #host },
 #include "l7/progs.def"
 #undef L7_TAIL
