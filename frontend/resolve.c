@@ -967,41 +967,6 @@ void l7_resolve(struct l7_module *m, const char *const *include_dirs, int ninclu
 	}
 }
 
-/* How many copies of an atom the C library's ERE compiler may make: the product of every
- * repetition's factor ('+' 2, {n} n, {n,} n+1, {n,m} m), a bound for nested and sequential
- * ones alike (sequential ones are over-counted; context patterns have a few). */
-static unsigned long long context_copies(const char *p)
-{
-	unsigned long long f = 1;
-
-	for (; *p && f <= L7_CONTEXT_MAX_COPIES; p++) {
-		if (*p == '\\' && p[1]) {
-			p++;
-		} else if (*p == '[') {   /* a bracket expression: ']' first is a member */
-			p++;
-			if (*p == '^')
-				p++;
-			if (*p == ']')
-				p++;
-			while (*p && *p != ']')
-				p++;
-			if (!*p)
-				break;
-		} else if (*p == '+') {
-			f *= 2;
-		} else if (*p == '{') {
-			char *e;
-			unsigned long n = strtoul(p + 1, &e, 10), m = n + 1;
-			if (*e == ',' && e[1] != '}')
-				m = strtoul(e + 1, &e, 10);
-			else if (*e == '}')
-				m = n;
-			f *= m ? (m < 100000 ? m : 100000) : 1;
-		}
-	}
-	return f;
-}
-
 /* The shape of the pattern's repetitions ('*', '+', '?', '{n,m}'), which glibc's ERE compiler
  * takes time exponential and quadratic in (found by reliability.fuzz_frontend):
  * - depth: a repetition of an atom or group that holds one counts one more than it ('.*+' is
@@ -1009,19 +974,22 @@ static unsigned long long context_copies(const char *p)
  * - loops: the parts that may match nothing ('*', '?', and the optional copies of '+' and
  *   '{n,m}'), counted once glibc has copied what repeats (X+ is X X*, X{n,m} is m copies): its
  *   time grows with their cube ('(a*|b*|c*){85}', 255, took 0.6 s; '{300}' and '(a?|b?){2000}'
- *   ran for more than 20 s). */
-struct rep_shape { int depth; unsigned long long loops; };
+ *   ran for more than 20 s);
+ * - copies: how many copies of an atom it may make, the product of every repetition's factor
+ *   ('+' 2, {n} n, {n,} n+1, {n,m} m), a bound for nested and sequential ones alike
+ *   (sequential ones are over-counted; context patterns have a few): memory (48 '+' ran out). */
+struct rep_shape { int depth; unsigned long long loops, copies; };
 
 static struct rep_shape context_reps(const char *p)
 {
-	struct rep_shape frame[L7_CONTEXT_MAX_GROUPS + 1] = { { 0, 0 } }, atom = { 0, 0 }, worst = { 0, 0 };
+	struct rep_shape frame[L7_CONTEXT_MAX_GROUPS + 1] = { { 0, 0, 0 } }, atom = { 0, 0, 0 }, worst = { 0, 0, 1 };
 	int top = 0;
 	for (; *p; p++) {
 		unsigned long long copies = 1, optional = 1;
 		switch (*p) {
 		case '\\':
 			p += p[1] != 0;
-			atom = (struct rep_shape){ 0, 0 };
+			atom = (struct rep_shape){ 0, 0, 0 };
 			continue;
 		case '[':   /* a bracket expression: ']' first is a member */
 			p += p[1] == '^';
@@ -1029,13 +997,13 @@ static struct rep_shape context_reps(const char *p)
 			while (p[1] && p[1] != ']')
 				p++;
 			p += p[1] != 0;
-			atom = (struct rep_shape){ 0, 0 };
+			atom = (struct rep_shape){ 0, 0, 0 };
 			continue;
 		case '(':
 			if (top == L7_CONTEXT_MAX_GROUPS)
-				return (struct rep_shape){ INT_MAX, 0 };
-			frame[++top] = (struct rep_shape){ 0, 0 };
-			atom = (struct rep_shape){ 0, 0 };
+				return (struct rep_shape){ INT_MAX, 0, 0 };
+			frame[++top] = (struct rep_shape){ 0, 0, 0 };
+			atom = (struct rep_shape){ 0, 0, 0 };
 			continue;
 		case ')':   /* the group is an atom with what it holds, already counted in its parent */
 			if (!top)
@@ -1060,10 +1028,12 @@ static struct rep_shape context_reps(const char *p)
 		case '*': case '?': break;
 		case '+': copies = 2; break;
 		default:
-			atom = (struct rep_shape){ 0, 0 };
+			atom = (struct rep_shape){ 0, 0, 0 };
 			continue;
 		}
 		/* a repetition of atom: what it held is counted `copies` times now, not once */
+		worst.copies = worst.copies * copies > L7_CONTEXT_MAX_COPIES ? L7_CONTEXT_MAX_COPIES + 1ull
+									    : worst.copies * copies;
 		unsigned long long was = atom.loops;
 		atom.depth++;
 		atom.loops = atom.loops * copies + optional;
@@ -1094,7 +1064,7 @@ int l7_context_regcomp(struct re_pattern_buffer *re, const char *pattern, char *
 			 "and '{0,n}', copied by '+' and '{n,m}' around them); repeat fewer of them", L7_CONTEXT_MAX_LOOPS);
 		return -1;
 	}
-	if (context_copies(pattern) > L7_CONTEXT_MAX_COPIES) {
+	if (r.copies > L7_CONTEXT_MAX_COPIES) {
 		snprintf(why, whylen, "its repetitions ('+', '{n,m}') would expand to more than %d copies; "
 			 "write it with '*' or fewer repetitions", L7_CONTEXT_MAX_COPIES);
 		return -1;
