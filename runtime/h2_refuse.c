@@ -69,7 +69,7 @@ static void answer(struct h2_refuser *r, uint32_t s, h2_send_fn send, void *ctx)
 static int is_grpc(struct h2_refuser *r)
 {
 	r->d.mode = L7_HPACK_REQUEST;
-	r->d.conn = 0;   /* the client's table: unknown (our SETTINGS sets no size) */
+	r->d.conn = L7_H2_C_HP_UNKNOWN;   /* the client's table: not kept (our SETTINGS sets no size) */
 	l7_hpack_decode(&r->d, &r->req);
 	return !!(r->d.msg.flags & L7_H2_M_GRPC);
 }

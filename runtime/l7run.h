@@ -8,8 +8,8 @@
  * Layers, lowest first. A file includes only headers of its own layer or a lower one, and the
  * files of one mode never include another mode's header (tests/runtime/layers.py checks this
  * list against the #include lines):
- *   base:      base.h h2_refuse.h h2_frames.h
- *                                         base.c answer.c h2_refuse.c h2_frames.c
+ *   base:      base.h h2_refuse.h h2_frames.h h2_reenc.h
+ *                                         base.c answer.c h2_refuse.c h2_frames.c h2_reenc.c
  *   policy:    policy.h manifest.h probe.h
  *                                         manifest.c load.c jwt.c identities.c endpoints.c tables.c
  *                                         tails.c probe.c

@@ -14,6 +14,11 @@
  *                 and its response's :status counted for the upstream.
  *   windows       stream WINDOW_UPDATEs go with their stream; stream-0 ones are relayed to
  *                 the other hop (less the DATA of our own answers, which no backend saw).
+ *   HPACK         every request block goes through a copy of the client's dynamic table
+ *                 (h2_reenc.c: the kernel's decoder, built natively), so a block that
+ *                 refers to it (or came before it was known empty) reaches the backend
+ *                 re-encoded without it: each backend's table is one the client never
+ *                 wrote, and some of the client's blocks went elsewhere or nowhere.
  * One thread writes both ways, whole frames at a time, so frames never interleave. */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,6 +26,7 @@
 #include <sys/socket.h>
 #include "mesh.h"
 #include "h2_frames.h"
+#include "h2_reenc.h"
 #include "telemetry.h"
 #include "../stdlib/bpf/hpack.h"
 #include "l7/grpc.h"
@@ -75,13 +81,20 @@ struct mesh_h2 {
 	uint64_t own_data;         /* DATA bytes of our answers, not yet taken off a relayed update */
 	uint32_t settings, pings, resets;   /* the client's, for the flood bounds */
 	int gone;                  /* the client is being closed (its backends dropped) */
-	struct l7_hpack d;         /* native decoder: a response's :status, a block's gRPC-ness */
+	struct l7_hpack d;         /* native decoder: a response's :status */
 	struct l7_req req;
+	struct h2_reenc *re;       /* the client's request blocks: its table, re-encoding */
 };
 
 struct mesh_h2 *mesh_h2_new(void)
 {
-	return calloc(1, sizeof(struct mesh_h2));
+	struct mesh_h2 *h = calloc(1, sizeof(struct mesh_h2));
+
+	if (h && !(h->re = h2_reenc_new())) {
+		free(h);
+		h = NULL;
+	}
+	return h;
 }
 
 void mesh_h2_free(struct mesh_h2 *h)
@@ -91,6 +104,7 @@ void mesh_h2_free(struct mesh_h2 *h)
 	for (int i = 0; i < H2M_BACKENDS; i++)
 		free(h->be[i].in);
 	free(h->in);
+	h2_reenc_free(h->re);
 	free(h);
 }
 
@@ -155,36 +169,6 @@ static struct h2m_stream *stream_new(struct mesh_h2 *h, uint32_t id, int state)
 static void to_client(struct mesh_client *c, const void *p, size_t n)
 {
 	mesh_send_all(c->fd, p, n);
-}
-
-/* The content-length of the request whose header block is the frames f[0..end) (HEADERS and
- * its CONTINUATIONs), -1 if it has none or the native decoder cannot read it: a body that
- * does not match it makes the request malformed (RFC 9113 8.1.1), which the kernel, reading
- * heads only, cannot see. */
-static int64_t content_length(struct mesh_h2 *h, const uint8_t *f, size_t end)
-{
-	h->d.len = 0;
-	for (size_t at = 0; at + 9 <= end;) {
-		uint32_t len = be24(f + at), skip = 0, pad = 0;
-		if (f[at + 3] == L7_H2_HEADERS) {
-			if (f[at + 4] & L7_H2_F_PADDED && len) {
-				pad = f[at + 9];
-				skip = 1;
-			}
-			if (f[at + 4] & L7_H2_F_PRIORITY)
-				skip += 5;
-		}
-		if (skip + pad > len || h->d.len + len - skip - pad > L7_H2_BLOCK_MAX)
-			return -1;
-		memcpy(h->d.blk + h->d.len, f + at + 9 + skip, len - skip - pad);
-		h->d.len += len - skip - pad;
-		at += 9 + (size_t)len;
-	}
-	h->d.mode = L7_HPACK_REQUEST;
-	h->d.conn = 0;   /* a block the kernel decided has no dynamic reference */
-	if (l7_hpack_decode(&h->d, &h->req) < 0 || !(h->d.msg.flags & L7_H2_M_CL))
-		return -1;
-	return h->req.body_len;
 }
 
 /* A forwarded stream's body broke its content-length: refused on both hops. */
@@ -339,6 +323,8 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			fl = f[end + 4];
 			end += 9 + be24(f + end);
 		}
+		/* every block, whatever its fate, through the client's table as the kernel's went */
+		int need, drc = h2_reenc_frames_in(h->re, f, end, &need);
 		const struct l7_mesh_pass *r = decision_at(h, off + end);
 		if (!r || L7_MP_H2_STREAM(r->req) != sid) {
 			goaway(c, L7_H2_INTERNAL_ERROR);   /* never forwarded without the kernel's decision */
@@ -359,13 +345,29 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 				a.status = (h1 ? 505 : 502) | (r->status & L7_MP_H2_IS_GRPC);
 				stream_new(h, sid, S_DENIED);
 				answer(c, sid, &a, flags & L7_H2_F_END_STREAM);
+			} else if (drc < 0) {
+				/* the kernel decoded and forwarded what the same decoder here cannot:
+				 * never sent on undecided */
+				goaway(c, L7_H2_INTERNAL_ERROR);
+				return -1;
+			} else if (need && h->re->bad) {   /* too large re-encoded */
+				stream_new(h, sid, S_DENIED);
+				to_client(c, o, h2_rst(o, sid, L7_H2_REFUSED_STREAM));
 			} else {
 				struct h2m_stream *s = stream_new(h, sid, S_FWD);
 				s->be = (uint16_t)(b - h->be);
-				s->body_left = content_length(h, f, end);
+				/* a body that does not match it makes the request malformed (RFC 9113
+				 * 8.1.1), which the kernel, reading heads only, cannot see */
+				s->body_left = h->re->d.msg.flags & L7_H2_M_CL ? (int64_t)h->re->req.body_len : -1;
 				if (s->body_left > 0 && (flags & L7_H2_F_END_STREAM)) {
 					stream_new(h, sid, S_DENIED);   /* a length and no body */
 					to_client(c, o, h2_rst(o, sid, L7_H2_PROTOCOL_ERROR));
+				} else if (need) {
+					char *fr;
+					size_t fn = h2_reenc_frames(h->re, sid, flags & L7_H2_F_END_STREAM, &fr);
+					mesh_send_all(fd, fr, fn);
+					free(fr);
+					stat_bump(c->v->v.stats, L7_STAT_H2_REENCODED);
 				} else {
 					mesh_send_all(fd, (const char *)f, end);
 				}
@@ -400,6 +402,8 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 	case L7_H2_SETTINGS:
 		if (!(flags & L7_H2_F_ACK))
 			client_settings(c, pl, len);
+		else
+			h2_reenc_acked(h->re);   /* where the kernel's scan applies it too */
 		return 0;
 	case L7_H2_PING:
 		if (!(flags & L7_H2_F_ACK)) {
@@ -521,7 +525,7 @@ static void count_status(struct mesh_client *c, struct h2m_backend *b, const uin
 		h->d.len = len - skip - pad;
 		memcpy(h->d.blk, f + 9 + skip, h->d.len);
 		h->d.mode = L7_HPACK_RESPONSE;
-		h->d.conn = L7_H2_C_HP_ACKED;   /* we asked for a table of size 0 first */
+		h->d.conn = L7_H2_C_HP_ACKED | L7_H2_C_HP_UNKNOWN;   /* we asked for a table of size 0 first */
 		if (l7_hpack_decode(&h->d, &h->req) >= 0)
 			status = (int)h->d.msg.status;
 	}

@@ -257,8 +257,12 @@ static __always_inline int l7_h2_frame(struct l7_h2_conn *c, const __u8 *buf, __
 
 			f->value = l7_h2_be32(q) & 0x7fffffff;
 			f->value2 = q[4];
-			if (f->value == sid)   /* a stream cannot depend on itself (5.3.1) */
+			if (f->value == sid) {   /* a stream cannot depend on itself (5.3.1) */
+				/* its block is not decoded: what it inserts is not in the table */
+				if (!(c->flags & L7_H2_C_HP_ZERO))
+					c->flags |= L7_H2_C_HP_UNKNOWN;
 				return L7_H2_STREAM_ERR(L7_H2_PROTOCOL_ERROR);
+			}
 		}
 		/* clients open odd streams (5.1.1), and with push off a server has no even
 		 * ones to send on; a new stream's id is above every earlier one */
@@ -286,14 +290,8 @@ static __always_inline int l7_h2_frame(struct l7_h2_conn *c, const __u8 *buf, __
 		break;
 	case L7_H2_SETTINGS:
 		if (fl & L7_H2_F_ACK) {
-			/* the peer now encodes within our SETTINGS_HEADER_TABLE_SIZE 0 (6.5.3); a
-			 * table it had not already shrunk must be shrunk by the next block (4.2) */
-			if (c->flags & L7_H2_C_HP_PENDING) {
-				c->flags &= ~L7_H2_C_HP_PENDING;
-				c->flags |= L7_H2_C_HP_ACKED;
-				if (!(c->flags & L7_H2_C_HP_ZERO))
-					c->flags |= L7_H2_C_HP_UPDATE;
-			}
+			/* the peer now encodes within our SETTINGS_HEADER_TABLE_SIZE 0 (6.5.3) */
+			c->flags = l7_hpack_acked(c->flags);
 		} else {
 			struct l7_h2_set_ctx x = { .buf = buf, .off = at + 9, .n = len / 6, .rc = 0,
 						   .table = ~0u };

@@ -19,12 +19,26 @@
  *          L7_H2_SLOW(reason)     the kernel cannot decide the block (enum l7_h2_slow)
  *       d->msg.at is the block offset of the representation the result is about.
  *
- * What the kernel decodes: the static table, literals (with or without indexing: what a literal
- * inserts is read only by a later dynamic reference), integers of up to L7_HPACK_INT_BYTES
- * continuation bytes, raw and Huffman strings. Any reference to the dynamic table while it may
- * hold entries is L7_H2_SLOW: the block means something only a full decoder knows. l7run
- * advertises SETTINGS_HEADER_TABLE_SIZE 0; after the ACK (and the size update to 0 it makes
- * due), or after a size update to 0, the table is empty and a dynamic reference is an error.
+ * What the kernel decodes: the static table, the dynamic table (d->tab, RFC 7541 2.3.2, 4:
+ * literals with incremental indexing insert, size updates and inserts evict, indexed fields and
+ * indexed names read it), literals, integers of up to L7_HPACK_INT_BYTES continuation bytes,
+ * raw and Huffman strings. A reference past the table is a COMPRESSION_ERROR. l7run advertises
+ * SETTINGS_HEADER_TABLE_SIZE 0; after the ACK (and the size update to 0 it makes due), or
+ * after a size update to 0, the table is empty, and stays so. A caller that keeps no table
+ * (or a decode that stopped before the block's end, and so missed its inserts) has
+ * L7_H2_C_HP_UNKNOWN: a dynamic reference is then L7_H2_SLOW(DYNAMIC).
+ *
+ * The table: entries in d->tab.e (newest at head - 1), their names and values in a ring of
+ * L7_HPACK_TABLE_RING bytes in insertion order. A string from the table is read as a raw
+ * string is read from the block (the same steps, the same checks: a value a malformed block
+ * inserted is malformed again where it is referenced). An inserted field's decoded bytes are
+ * written after the newest entry as each chunk is decoded, before the evictions its insert
+ * makes: they overwrite only entries that insert evicts (what stays and the new entry are at
+ * most max - 32 bytes together, the ring is max bytes or more), and writes of a name copied
+ * from an entry trail its reads. Bytes past max - 32 are not written: such an entry empties
+ * the table (4.4). Native callers may define L7_HPACK_HOOK_FIELD(d, req) (before including
+ * this file) to see each field complete, st describing where its parts are
+ * (runtime/h2_reenc.c re-encodes blocks with it).
  *
  * Checks (message modes): field names are lowercase tokens (uppercase, ':' inside, CTL, SP
  * are malformed), values hold no NUL/CR/LF and do not start or end with SP/HTAB; no
@@ -60,6 +74,14 @@
 #else
 #define L7_GLOBAL_FN static inline
 #endif
+
+#ifndef L7_HPACK_HOOK_FIELD
+#define L7_HPACK_HOOK_FIELD(d, req) ((void)0)
+#elif defined(__bpf__)
+#error "L7_HPACK_HOOK_FIELD is for native builds"
+#endif
+#define L7_HT_RING_MASK (L7_HPACK_TABLE_RING - 1)
+#define L7_HT_ENT_MASK (L7_HPACK_TABLE_ENTRIES - 1)
 
 /* ---- the static table, padded for whole-word copies ---------------------------------- */
 #define L7__HS_NAME(i, n, v)  [i] = n,
@@ -145,6 +167,117 @@ static __always_inline __u32 l7_hpack_int(const __u8 *p, __u32 mask, __u32 avail
 			return k + 1;
 		}
 	}
+	return 0;
+}
+
+/* Copy n bytes (n <= N, a constant) between two map values in BPF (the kernel's probe read:
+ * the verifier checks dst for N bytes), natively memcpy. */
+static __always_inline void l7_hpack_copy(__u8 *dst, const __u8 *src, __u32 n, const __u32 N)
+{
+	l7_barrier_var(n);
+	if (n > N)
+		return;
+#ifdef __bpf__
+	bpf_probe_read_kernel(dst, n, src);
+#else
+	memcpy(dst, src, n);
+#endif
+}
+
+/* The state an encoder acknowledging our SETTINGS_HEADER_TABLE_SIZE 0 leaves (RFC 9113
+ * 6.5.3): it encodes within 0 from now on, and a table it had not shrunk already must be
+ * shrunk by its next block (RFC 7541 4.2). The frame parser (h2.h) and l7run's copy of the
+ * client's table (runtime/mesh_h2.c) apply it at the same frame. */
+static __always_inline __u32 l7_hpack_acked(__u32 conn)
+{
+	if (conn & L7_H2_C_HP_PENDING) {
+		conn &= ~L7_H2_C_HP_PENDING;
+		conn |= L7_H2_C_HP_ACKED;
+		if (!(conn & L7_H2_C_HP_ZERO))
+			conn |= L7_H2_C_HP_UPDATE;
+	}
+	return conn;
+}
+
+/* Evict the oldest entries until the table's size is `room` or less (4.3, 4.4). */
+L7_GLOBAL_FN int l7g_hpack_evict(struct l7_hpack *d, __u32 room)
+{
+	struct l7_hpack_table *t;
+	__u32 i;
+
+	if (!d)
+		return 0;
+	t = &d->tab;
+	for (i = 0; i < L7_HPACK_TABLE_ENTRIES; i++) {
+		const struct l7_hpack_entry *e;
+
+		if (t->size <= room || !t->count)
+			break;
+		e = &t->e[(t->head - t->count) & L7_HT_ENT_MASK];
+		t->size -= e->nlen + e->vlen + L7_HPACK_ENTRY_OVERHEAD;
+		t->count--;
+		d->msg.flags |= L7_H2_M_TABLE;
+	}
+	if (!t->count)
+		t->size = 0;
+	return 0;
+}
+
+/* The chunk the decoder just wrote, req->buf[off, off + n) (n <= 2 * L7_HPACK_CHUNK), is the
+ * next part of the entry being inserted: into the ring after what came before (wrapping),
+ * unless the entry has outgrown the table (then it is never inserted, 4.4). */
+L7_GLOBAL_FN int l7g_hpack_ring_put(struct l7_hpack *d, const struct l7_req *req, __u32 off, __u32 n)
+{
+	struct l7_hpack_st *st;
+	const __u8 *src;
+	__u32 w, n1, lim;
+
+	if (!d || !req || n > 2 * L7_HPACK_CHUNK)
+		return 0;
+	st = &d->st;
+	lim = d->tab.max > L7_HPACK_ENTRY_OVERHEAD ? d->tab.max - L7_HPACK_ENTRY_OVERHEAD : 0;
+	if (st->ins_n + n <= lim && st->ins_n < L7_HPACK_TABLE_RING) {
+		src = req->buf + l7_mask(off, L7_MAX_HEAD - 1);
+		w = (st->ins_start + st->ins_n) & L7_HT_RING_MASK;
+		n1 = L7_HPACK_TABLE_RING - w;
+		if (n1 > n)
+			n1 = n;
+		l7_hpack_copy(d->tab.ring + l7_mask(w, L7_HT_RING_MASK), src, n1, 2 * L7_HPACK_CHUNK);
+		l7_hpack_copy(d->tab.ring, src + (n1 & (2 * L7_HPACK_CHUNK - 1)), n - n1,
+			      2 * L7_HPACK_CHUNK);
+	}
+	st->ins_n += n;
+	return 0;
+}
+
+/* The field whose name (st->ins_nlen bytes) and value (vlen bytes) were written from
+ * st->ins_start is complete: make it the newest entry (4.4). */
+L7_GLOBAL_FN int l7g_hpack_insert(struct l7_hpack *d, __u32 vlen)
+{
+	struct l7_hpack_table *t;
+	struct l7_hpack_entry *e;
+	__u32 nlen, size;
+
+	if (!d)
+		return 0;
+	t = &d->tab;
+	nlen = d->st.ins_nlen;
+	size = nlen + vlen + L7_HPACK_ENTRY_OVERHEAD;
+	d->msg.flags |= L7_H2_M_TABLE;
+	if (nlen > L7_HPACK_TABLE_RING || vlen > L7_HPACK_TABLE_RING || size > t->max) {
+		t->count = 0;   /* larger than the table: it empties it */
+		t->size = 0;
+		return 0;
+	}
+	l7g_hpack_evict(d, t->max - size);
+	e = &t->e[t->head & L7_HT_ENT_MASK];
+	e->off = (__u16)(d->st.ins_start & L7_HT_RING_MASK);
+	e->nlen = (__u16)nlen;
+	e->vlen = (__u16)vlen;
+	t->head++;
+	t->count++;
+	t->size += size;
+	t->wpos = (d->st.ins_start + nlen + vlen) & L7_HT_RING_MASK;
 	return 0;
 }
 
@@ -277,6 +410,7 @@ static __always_inline int l7_hpack_str_begin(struct l7_hpack *d, __u32 step, __
 		return -1;   /* truncated: the string runs past the block */
 	st->huff = p[0] >> 7;
 	d->msg.n_huff += st->huff;
+	st->src = 0;
 	st->pos += k;
 	st->send = st->pos + len;
 	st->step = step;
@@ -285,6 +419,23 @@ static __always_inline int l7_hpack_str_begin(struct l7_hpack *d, __u32 step, __
 	st->first = 0x100;
 	l7_huff_init(&st->h);
 	return 0;
+}
+
+/* Start a string of the dynamic table: ring[off, off + len) (wrapping), decoded bytes. */
+static __always_inline void l7_hpack_tstr_begin(struct l7_hpack *d, __u32 step, __u32 off, __u32 len,
+						__u32 keep)
+{
+	struct l7_hpack_st *st = &d->st;
+
+	st->src = 1;
+	st->huff = 0;
+	st->tpos = off;
+	st->tsend = off + len;
+	st->step = step;
+	st->keep = step == L7_HS_NAME ? len <= L7_MAX_NAME : keep;
+	st->sstart = st->o;
+	st->first = 0x100;
+	l7_huff_init(&st->h);
 }
 
 /* Parse digits [p, p + n) (n <= 10, all checked): the value, or -1 (not all digits / empty),
@@ -504,6 +655,12 @@ static __always_inline int l7_hpack_name_end(struct l7_hpack *d, struct l7_req *
 	    l7_hpack_fail(d, L7_H2_MALFORMED))
 		return 1;
 	st->o = st->sstart;   /* the value overwrites the name */
+	st->ins_nlen = n;
+	if (st->dyn & L7_HPACK_DYN_VALUE) {
+		l7_hpack_tstr_begin(d, L7_HS_VALUE, st->vt_off, st->vt_len, kind != L7_HK_NONE || st->want);
+		return 0;
+	}
+	st->vstart = st->pos;
 	if (l7_hpack_str_begin(d, L7_HS_VALUE, kind != L7_HK_NONE || st->want))
 		return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
 	return 0;
@@ -513,11 +670,25 @@ static __always_inline int l7_hpack_name_end(struct l7_hpack *d, struct l7_req *
 static __always_inline int l7_hpack_str(struct l7_hpack *d, struct l7_req *req)
 {
 	struct l7_hpack_st *st = &d->st;
-	__u32 left = st->send - st->pos, n = left > L7_HPACK_CHUNK ? L7_HPACK_CHUNK : left;
-	__u32 before = st->h.n;
-	const __u8 *in = d->blk + l7_mask(st->pos, L7_H2_BLOCK_MAX - 1);
+	__u32 left, n, before = st->h.n;
+	const __u8 *in;
 	__u8 *out;
 
+	/* (what is live across a chunk's decoding is kept to what it was before the table: the
+	 * step's stack is part of the deepest call chain, and at its limit) */
+	if (st->src) {   /* from the table's ring: a chunk stops at its end, the next starts at 0 */
+		__u32 w = st->tpos & L7_HT_RING_MASK;
+
+		left = st->tsend - st->tpos;
+		n = left > L7_HPACK_CHUNK ? L7_HPACK_CHUNK : left;
+		if (n > L7_HPACK_TABLE_RING - w)
+			n = L7_HPACK_TABLE_RING - w;
+		in = d->tab.ring + l7_mask(w, L7_HT_RING_MASK);
+	} else {
+		left = st->send - st->pos;
+		n = left > L7_HPACK_CHUNK ? L7_HPACK_CHUNK : left;
+		in = d->blk + l7_mask(st->pos, L7_H2_BLOCK_MAX - 1);
+	}
 	if (n) {
 		__u32 o;
 
@@ -542,16 +713,27 @@ static __always_inline int l7_hpack_str(struct l7_hpack *d, struct l7_req *req)
 		}
 		if (st->first == 0x100 && o)
 			st->first = out[0];
-		st->pos += n;
+		if (st->ins)
+			l7g_hpack_ring_put(d, req, st->o, o);
 		/* kept: the output grows; else the next chunk writes over this one */
 		st->o = st->keep ? st->sstart + st->h.n : st->sstart;
-		if (st->pos < st->send)
-			return 0;
+		if (st->src) {
+			st->tpos += n;
+			if (st->tpos < st->tsend)
+				return 0;
+		} else {
+			st->pos += n;
+			if (st->pos < st->send)
+				return 0;
+		}
 	}
 	if (st->huff && l7_huff_end(&st->h))
 		return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
 	if (st->step == L7_HS_NAME)
 		return l7_hpack_name_end(d, req);
+	if (st->ins)
+		l7g_hpack_insert(d, st->h.n);
+	L7_HPACK_HOOK_FIELD(d, req);
 	return l7g_hpack_field(d, req);
 }
 
@@ -572,10 +754,12 @@ static __always_inline int l7_hpack_rep(struct l7_hpack *d, struct l7_req *req)
 		    idx > ((d->conn & L7_H2_C_HP_ACKED) ? 0 : L7_HPACK_TABLE_DEFAULT))
 			return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
 		d->conn &= ~(L7_H2_C_HP_UPDATE | L7_H2_C_HP_ZERO);
-		if (idx == 0)
-			d->conn |= L7_H2_C_HP_ZERO;
-		d->msg.flags |= L7_H2_M_UPDATE;
+		if (idx == 0)   /* the table is empty: known again if it was not */
+			d->conn = (d->conn | L7_H2_C_HP_ZERO) & ~L7_H2_C_HP_UNKNOWN;
+		d->msg.flags |= L7_H2_M_UPDATE | L7_H2_M_TABLE;
 		d->msg.table_size = idx;
+		d->tab.max = idx;
+		l7g_hpack_evict(d, idx);
 		st->pos += k;
 		return 0;
 	}
@@ -593,17 +777,33 @@ static __always_inline int l7_hpack_rep(struct l7_hpack *d, struct l7_req *req)
 	}
 	if (!k || (rep == L7_HPACK_R_INDEXED && idx == 0))
 		return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
-	if (idx > L7_HPACK_STATIC)   /* the dynamic table: empty if its size is 0, else unknown */
-		return l7_hpack_fail(d, (d->conn & L7_H2_C_HP_ZERO) ? L7_HPACK_COMPRESSION :
-							      L7_H2_SLOW(L7_H2_SLOW_DYNAMIC));
-	/* A literal with incremental indexing decodes whatever the table holds: it names a static
-	 * entry or a literal. What it inserts is only ever read by a later dynamic reference,
-	 * which is the slow path (or an error) above, so a block without one means the same to
-	 * every decoder and may go on verbatim. curl and nghttp send their first request with such
-	 * literals before our SETTINGS is acknowledged: refusing them refused every first request. */
 	st->pos += k;
 	st->rep = rep;
 	st->sstart = st->o;
+	st->dyn = 0;
+	/* a literal with incremental indexing inserts what it decodes (unless the table is not
+	 * kept: then only a later dynamic reference reads it, and that is the slow path) */
+	st->ins = rep == L7_HPACK_R_INCREMENTAL && !(d->conn & L7_H2_C_HP_UNKNOWN);
+	st->ins_start = d->tab.wpos & L7_HT_RING_MASK;
+	st->ins_n = 0;
+	if (idx > L7_HPACK_STATIC) {   /* the dynamic table: newest first (2.3.3) */
+		const struct l7_hpack_entry *e;
+
+		if (d->conn & L7_H2_C_HP_UNKNOWN)
+			return l7_hpack_fail(d, L7_H2_SLOW(L7_H2_SLOW_DYNAMIC));
+		if (idx - L7_HPACK_STATIC - 1 >= d->tab.count)
+			return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
+		e = &d->tab.e[(d->tab.head - (idx - L7_HPACK_STATIC)) & L7_HT_ENT_MASK];
+		d->msg.flags |= L7_H2_M_DYNAMIC;
+		st->dyn = L7_HPACK_DYN_NAME | (rep == L7_HPACK_R_INDEXED ? L7_HPACK_DYN_VALUE : 0);
+		st->vt_off = e->off + e->nlen;
+		st->vt_len = e->vlen;
+		/* the name as this field has it: the new entry's copy when it is inserted (the
+		 * writes may overwrite the entry it came from), else the entry's */
+		st->nt_off = st->ins ? st->ins_start : e->off;
+		l7_hpack_tstr_begin(d, L7_HS_NAME, e->off, e->nlen, 1);
+		return 0;
+	}
 	if (idx == 0) {   /* literal name */
 		if (l7_hpack_str_begin(d, L7_HS_NAME, 1))
 			return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
@@ -620,7 +820,11 @@ static __always_inline int l7_hpack_rep(struct l7_hpack *d, struct l7_req *req)
 	kw = l7g_hpack_classify(req, st->o, l7_hpack_snlen[idx]);
 	st->kind = kw & 0xff;
 	st->want = kw >> 8;
+	st->ins_nlen = l7_hpack_snlen[idx];
+	if (st->ins)
+		l7g_hpack_ring_put(d, req, st->o, st->ins_nlen);
 	if (rep != L7_HPACK_R_INDEXED) {
+		st->vstart = st->pos;
 		if (l7_hpack_str_begin(d, L7_HS_VALUE, st->kind != L7_HK_NONE || st->want))
 			return l7_hpack_fail(d, L7_HPACK_COMPRESSION);
 		return 0;
@@ -632,6 +836,7 @@ static __always_inline int l7_hpack_rep(struct l7_hpack *d, struct l7_req *req)
 	st->h.cls = 0;
 	st->h.q = ~0u;
 	st->first = st->h.last = 'x';
+	L7_HPACK_HOOK_FIELD(d, req);
 	return l7g_hpack_field(d, req);
 }
 
@@ -772,11 +977,23 @@ static __always_inline int l7_hpack_decode(struct l7_hpack *d, struct l7_req *re
 	req->n_wline = 0;
 	req->method_s.off = req->method_s.len = 0;
 	req->target = req->path = req->query = req->host = req->method_s;
+	if (d->conn & L7_H2_C_HP_ZERO) {   /* a table of size 0 is empty */
+		d->tab.init = 1;
+		d->tab.max = d->tab.size = d->tab.count = 0;
+	} else if (!d->tab.init) {         /* the initial table (4.2, RFC 9113 6.5.2) */
+		d->tab.init = 1;
+		d->tab.max = L7_HPACK_TABLE_DEFAULT;
+		d->tab.size = d->tab.count = d->tab.head = d->tab.wpos = 0;
+	}
+	if (d->len <= L7_H2_BLOCK_MAX)
+		l7_loop(L7_HPACK_MAX_STEPS, l7_hpack_cb, &x);
+	/* stopped before the block's end: what the rest inserts is not in the table */
+	if (!d->st.done && !(d->conn & L7_H2_C_HP_ZERO))
+		d->conn |= L7_H2_C_HP_UNKNOWN;
 	if (d->len > L7_H2_BLOCK_MAX) {
 		rc = L7_H2_SLOW(L7_H2_SLOW_BLOCK_SIZE);
 		goto out;
 	}
-	l7_loop(L7_HPACK_MAX_STEPS, l7_hpack_cb, &x);
 	rc = d->st.rc;
 	if (rc && rc != L7_H2_MALFORMED)
 		goto out;

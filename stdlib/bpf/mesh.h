@@ -154,8 +154,10 @@ static __always_inline void l7_mesh_closed(const struct l7_mesh_key *k)
 	if (c->role == L7_MR_CLIENT) {
 		l7_mesh_release(c, k, 1);
 		bpf_map_delete_elem(&l7_mesh_hold, k);   /* a head it never finished */
-		if (c->flags & L7_MC_H2)
+		if (c->flags & L7_MC_H2) {
 			bpf_map_delete_elem(&l7_mesh_h2c, k);
+			bpf_map_delete_elem(&l7_mesh_h2tab, k);
+		}
 	} else if (c->role == L7_MR_BACKEND || c->role == L7_MR_RT_POOL || c->role == L7_MR_RT_REMOTE) {
 		/* the pool connection is gone: l7run refills the slot (it also sees the EOF) */
 		struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);

@@ -45,6 +45,40 @@ __attribute__((noinline)) int l7g_mesh_h2_policy(struct l7_req *req, struct l7_d
 	return 0;
 }
 
+/* The client's dynamic table (RFC 7541 2.3.2) is kept in l7_mesh_h2tab while it may hold
+ * entries: from the connection's first block until a size update to 0 empties it (our
+ * SETTINGS_HEADER_TABLE_SIZE 0 acknowledged makes one due: RFC 7541 4.2), so the blocks that
+ * nghttp and h2load send before our SETTINGS reach them, which refer to what the first one
+ * inserted, are decided like any other. The decoder works on its copy in d (per CPU): in
+ * before the block, back after it when the block changed it. No entry and none lost: the
+ * initial table. */
+static __always_inline void l7_mesh_h2_tab_in(const struct l7_mesh_key *k, struct l7_mesh_h2 *st,
+					      struct l7_hpack *d)
+{
+	struct l7_hpack_table *t;
+
+	if (st->c.flags & (L7_H2_C_HP_ZERO | L7_H2_C_HP_UNKNOWN))
+		return;   /* empty (the decoder resets its copy), or not kept */
+	t = bpf_map_lookup_elem(&l7_mesh_h2tab, k);
+	if (!t || bpf_probe_read_kernel(&d->tab, sizeof(d->tab), t))
+		d->tab.init = 0;
+}
+
+/* (nothing of the block is kept on the stack across the decode: this program's frame is part
+ * of the deepest call chain, which is at the kernel's 512 bytes) */
+static __always_inline void l7_mesh_h2_tab_out(const struct l7_mesh_key *k, struct l7_mesh_h2 *st,
+					       struct l7_hpack *d)
+{
+	if (st->c.flags & (L7_H2_C_HP_ZERO | L7_H2_C_HP_UNKNOWN)) {
+		/* emptied by a size update, or lost by a decode that stopped: nothing to keep */
+		if ((d->msg.flags & (L7_H2_M_UPDATE | L7_H2_M_TABLE)) || !d->st.done)
+			bpf_map_delete_elem(&l7_mesh_h2tab, k);
+	} else if ((d->msg.flags & L7_H2_M_TABLE) &&
+		   bpf_map_update_elem(&l7_mesh_h2tab, k, &d->tab, BPF_ANY)) {
+		st->c.flags |= L7_H2_C_HP_UNKNOWN;   /* no room: references are refused, as before */
+	}
+}
+
 /* Decide the stream whose header block the scan completed: the record's status and slot. */
 static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struct l7_mesh_key *k,
 					     struct l7_mesh_h2 *st, struct l7_hpack *d,
@@ -54,13 +88,15 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 	/* the decision in map memory (the split path's, unused by an unsplit policy): on the
 	 * stack it put the larger policies past 512 bytes */
 	struct l7_chain *ch = bpf_map_lookup_elem(&l7_chain, &zero);
+	l7_mesh_h2_tab_in(k, st, d);
 	int rc = l7_h2_decode(&st->c, d, req, L7_HPACK_REQUEST);
+	l7_mesh_h2_tab_out(k, st, d);
 
 	l7_mesh_stat(L7_STAT_REQUESTS);
 	if (rc < 0) {
 		l7_mesh_stat(L7_STAT_BAD_REQUEST);
-		/* the slow path (a dynamic reference, too many fields) has no decoder here yet:
-		 * the stream is refused, unprocessed, and the client may retry it */
+		/* the slow path (a reference to a table not kept, too many fields) has no
+		 * decoder here: the stream is refused, unprocessed, and the client may retry it */
 		return (-rc) & L7_H2_R_SLOW ? L7_H2_STREAM_ERR(L7_H2_REFUSED_STREAM) : rc;
 	}
 	if (!ch)

@@ -18,6 +18,7 @@
 #include "corpus.h"
 #include "kobj.h"
 #include "bpf/h2_kern.h"
+#include "h2_reenc.h"
 
 #ifndef H2_VECTORS
 #define H2_VECTORS "h2vectors"
@@ -346,9 +347,11 @@ static void run_blocks(const struct h2_ops *B)
 		memset(hd.blk, 0xa5, sizeof hd.blk);
 		bl = hex(tsv_get(&t, r, 4), hd.blk, L7_H2_BLOCK_MAX + 64);
 		cr_assert_geq(bl, 0, "%s", tsv_get(&t, r, 1));
-		/* conn -1: the state the previous block of the same sequence left */
-		if (c >= 0 || strcmp(seq, tsv_get(&t, r, 0)))
+		/* conn -1: the state (and the table) the previous block of the same sequence left */
+		if (c >= 0 || strcmp(seq, tsv_get(&t, r, 0))) {
 			conn = c >= 0 ? (__u32)c : 0;
+			memset(&hd.tab, 0, sizeof hd.tab);
+		}
 		snprintf(seq, sizeof seq, "%s", tsv_get(&t, r, 0));
 		hd.len = (__u32)bl;
 		hd.mode = (__u32)atoi(tsv_get(&t, r, 2));
@@ -366,6 +369,99 @@ static void run_blocks(const struct h2_ops *B)
 	}
 	printf("%s hpack: %d header blocks (RFC 7541 Appendix C, Python hpack, hostile), %d differ\n",
 	       B->name, n, fails);
+	fflush(stdout);
+	tsv_free(&t);
+}
+
+/* l7run's re-encoding (runtime/h2_reenc.c) of every block of blocks.tsv, the table kept as
+ * run_blocks keeps it: the result is what hpack.h says of the block, and what it re-encodes
+ * decodes, by a decoder that keeps no table, to the same fields (their names, values,
+ * never-indexed marks and count: the summary, but the size update it drops) using only
+ * static indexes and literals that do not index. */
+static struct h2_reenc *re;
+static struct l7_hpack rd;
+static struct l7_req rreq;
+
+/* 1 if the block holds only indexed static fields and literals without indexing or never
+ * indexed with a static or literal name */
+static int table_free(const __u8 *b, size_t n)
+{
+	for (size_t p = 0; p < n;) {
+		__u32 v = 0, k, len;
+
+		if (b[p] & 0x80) {
+			k = l7_hpack_int(b + p, 0x7f, (__u32)(n - p), &v);
+			if (!k || v > L7_HPACK_STATIC)
+				return 0;
+			p += k;
+			continue;
+		}
+		if ((b[p] & 0xe0) == 0x20 || (b[p] & 0x40))
+			return 0;   /* a size update, a literal that indexes */
+		k = l7_hpack_int(b + p, 0x0f, (__u32)(n - p), &v);
+		if (!k || v > L7_HPACK_STATIC)
+			return 0;
+		p += k;
+		for (int s = v ? 1 : 0; s < 2; s++) {
+			k = l7_hpack_int(b + p, 0x7f, (__u32)(n - p), &len);
+			if (!k)
+				return 0;
+			p += k + len;
+		}
+	}
+	return 1;
+}
+
+static void run_reenc(void)
+{
+	struct tsv t;
+	char got[65536], want[65536], seq[64] = "";
+	static __u8 blk[L7_H2_BLOCK_MAX + 64];
+	int n = 0, redone = 0;
+
+	load("blocks.tsv", &t);
+	if (!re)
+		re = h2_reenc_new();
+	cr_assert(re);
+	for (int r = 0; r < t.nrows; r++) {
+		long c = atol(tsv_get(&t, r, 3));
+		long bl = hex(tsv_get(&t, r, 4), blk, sizeof blk);
+		int need, rc;
+		char *u;
+
+		if (c >= 0 || strcmp(seq, tsv_get(&t, r, 0))) {
+			re->conn = c >= 0 ? (__u32)c : 0;
+			memset(&re->d.tab, 0, sizeof re->d.tab);
+		}
+		snprintf(seq, sizeof seq, "%s", tsv_get(&t, r, 0));
+		memset(&re->req, 0x5a, sizeof re->req);
+		rc = h2_reenc_block(re, blk, (size_t)bl, (__u32)atoi(tsv_get(&t, r, 2)), &need);
+		cr_assert_eq(rc, re->d.msg.rc);
+		h2_summary(&re->d, &re->req, got);
+		cr_assert_str_eq(got, tsv_get(&t, r, 5), "%s: decoded with the hook", tsv_get(&t, r, 1));
+		if (rc)
+			continue;
+		cr_assert(!re->bad, "%s: re-encoded", tsv_get(&t, r, 1));
+		cr_assert(table_free(re->out, re->len), "%s: the re-encoded block uses no table",
+			  tsv_get(&t, r, 1));
+		memcpy(rd.blk, re->out, re->len);
+		rd.len = (__u32)re->len;
+		rd.mode = re->d.mode;
+		rd.conn = L7_H2_C_HP_UNKNOWN;   /* any table reference would fail it */
+		memset(&rreq, 0x5a, sizeof rreq);
+		cr_assert_eq(l7_hpack_decode(&rd, &rreq), 0, "%s: the re-encoded block decodes",
+			     tsv_get(&t, r, 1));
+		h2_summary(&rd, &rreq, got);
+		snprintf(want, sizeof want, "%s", tsv_get(&t, r, 5));
+		if ((u = strstr(want, " update=")))   /* dropped: the backend's table is not the client's */
+			memmove(u, strchr(u + 1, ' '), strlen(strchr(u + 1, ' ')) + 1);
+		cr_assert_str_eq(got, want, "%s: re-encoded, decoded without a table",
+				 tsv_get(&t, r, 1));
+		redone += need;
+		n++;
+	}
+	printf("native reenc: %d blocks re-encoded and decoded without a table to the same fields "
+	       "(%d needed it)\n", n, redone);
 	fflush(stdout);
 	tsv_free(&t);
 }
@@ -389,6 +485,7 @@ static void transcript(const struct h2_ops *B, int client, __u8 **chunks, size_t
 
 	l7_h2_conn_init(&c, (client ? L7_H2_C_CLIENT : 0) | L7_H2_C_HP_PENDING);
 	c.stop = 0;   /* only header blocks and errors */
+	memset(&sd.tab, 0, sizeof sd.tab);   /* the connection's table: initial */
 	memset(&ev, 0, sizeof ev);
 	memset(sbuf, 0, sizeof sbuf);
 	memset(&sreq, 0x5a, sizeof sreq);
@@ -616,6 +713,7 @@ static void run_events(const struct h2_ops *B)
 /* ---- the tests ----------------------------------------------------------------------------- */
 Test(native, huffman) { run_huffman(&native_ops); }
 Test(native, hpack_blocks) { run_blocks(&native_ops); }
+Test(native, reenc) { run_reenc(); }
 Test(native, frame_streams) { run_streams(&native_ops); }
 Test(native, scan_events) { run_events(&native_ops); }
 

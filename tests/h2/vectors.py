@@ -35,7 +35,7 @@ PSEUDO = [":method", ":scheme", ":authority", ":path", ":status", ":protocol"]
 METHODS = {"GET": 1, "HEAD": 2, "POST": 3, "PUT": 4, "DELETE": 5, "CONNECT": 6, "OPTIONS": 7,
            "TRACE": 8, "PATCH": 9}
 # l7/h2.h connection bits
-HP_PENDING, HP_ACKED, HP_ZERO, HP_UPDATE = 1 << 8, 1 << 9, 1 << 10, 1 << 11
+HP_PENDING, HP_ACKED, HP_ZERO, HP_UPDATE, HP_UNKNOWN = 1 << 8, 1 << 9, 1 << 10, 1 << 11, 1 << 12
 FIELDS, REQUEST, RESPONSE, TRAILERS = 0, 1, 2, 3
 MODE = {"fields": FIELDS, "request": REQUEST, "response": RESPONSE, "trailers": TRAILERS}
 
@@ -208,7 +208,7 @@ def huff_cases(rng):
 # ---- blocks.tsv -----------------------------------------------------------------------------
 def rfc_rows(datadir):
     """tests/h2/data/rfc7541_c.tsv: the Appendix C examples as the RFC prints them."""
-    rows = []
+    rows, later = [], []
     decs = {}
     for line in open(os.path.join(datadir, "rfc7541_c.tsv")):
         if line.startswith("#") or not line.strip() or line.startswith("seq\t"):
@@ -226,14 +226,25 @@ def rfc_rows(datadir):
         fields = [(n.encode(), v.encode(), isinstance(g, NeverIndexedHeaderTuple))
                   for (n, v), g in zip(hl, got)]
         m = MODE[mode]
-        # nothing acknowledged: slow where the example first touches the dynamic table
-        rows.append((seq + "-fresh", name + ", fresh", m, 0, blk,
-                     summary(fields, m) if slow == "-" else slow))
+        # nothing acknowledged, the table kept: the examples of one seq in a row, as the RFC
+        # has them (C.5 and C.6 with the 256-byte table it says, set by a size update in
+        # front of the first block: entries are evicted as the RFC shows, and a later
+        # reference reads the entry that is left)
+        first = seq + "-fresh" not in [r[0] for r in rows]
+        upd, fblk = None, blk
+        if first and seq in ("c5", "c6"):
+            fblk, upd = update(256) + blk, 256
+        # (a sequence's rows in a row: the C side carries the table from one to the next)
+        rows.append((seq + "-fresh", name + ", fresh", m, 0 if first else -1, fblk,
+                     summary(fields, m, upd)))
+        # `slow`: what a decoder that keeps no table returns
+        later.append((seq + "-unknown", name + ", no table kept", m, HP_UNKNOWN, blk,
+                      summary(fields, m) if slow == "-" else slow))
         # a table of size 0: the first block of each example decodes, later ones index
         # entries a size-0 table cannot hold
-        rows.append((seq + "-zero", name + ", size 0", m, HP_ACKED | HP_ZERO, blk,
+        later.append((seq + "-zero", name + ", size 0", m, HP_ACKED | HP_ZERO, blk,
                      summary(fields, m) if zero == "ok" else zero))
-    return rows
+    return rows + later
 
 
 def gen_request(rng, i):
@@ -285,19 +296,25 @@ def gen_rows(rng):
                 conn = 0 if i == 0 else -1   # -1: what the previous row left
                 rows.append((seq, "%s #%d" % (seq, i), REQUEST, conn, blk,
                              summary(fields, REQUEST, 0 if i == 0 else None)))
-        # the same requests with the default table (4096), as a decoder that knows nothing of
-        # the table sees each: slow at the first reference to an entry an earlier block (or
-        # this one) inserted, exactly where Python's encoder put it; decoded without one
+        # the same requests with the default table (4096), one encoder for the sequence: the
+        # decoder keeps the table (40 requests insert far more than 4,096 bytes: entries are
+        # evicted, the ring wraps, names of entries are referenced with new values), and,
+        # as a decoder that keeps none sees each block, slow at the first reference to an
+        # entry an earlier block (or this one) inserted, exactly where Python's encoder put it
         e = Encoder()
         d = Decoder()
-        for i in range(8):
+        unknown = []
+        for i in range(40):
             h = gen_request(rng, i)
             blk = e.encode(h, huffman=huff)
             fields = [(h[0], h[1], isinstance(h, NeverIndexedHeaderTuple))
                       for h in d.decode(blk, raw=True)]
+            rows.append(("gen-dyn-%d" % huff, "dynamic table #%d" % i, REQUEST,
+                         0 if i == 0 else -1, blk, summary(fields, REQUEST)))
             dyn = first_dynamic(blk)
-            rows.append(("gen-dyn-%d-%d" % (huff, i), "dynamic table #%d" % i, REQUEST, 0, blk,
-                         "%s@%d" % dyn if dyn else summary(fields, REQUEST)))
+            unknown.append(("gen-dyn-unknown-%d-%d" % (huff, i), "no table kept #%d" % i, REQUEST,
+                         HP_UNKNOWN, blk, "%s@%d" % dyn if dyn else summary(fields, REQUEST)))
+        rows.extend(unknown)
     # responses and trailers
     for huff in (False, True):
         e = Encoder()
@@ -397,9 +414,13 @@ def hostile_rows():
     bad("index 0 (2.3.3, 6.1)", REQ + [idx(0)], C, 4)
     bad("dynamic index, empty table", REQ + [idx(62)], C, 4)
     bad("dynamic name index, empty table", REQ + [lit("without", 62, "x")], C, 4)
-    bad("dynamic index, table unknown", REQ + [idx(62)], "slow:DYNAMIC", 4, conn=0)
-    # what a literal with indexing inserts only a later dynamic reference reads (slow above)
-    ok_req("indexing, table unknown", REQ + [lit("inc", 58, "x")], conn=0)
+    bad("dynamic index, table unknown", REQ + [idx(62)], "slow:DYNAMIC", 4, conn=HP_UNKNOWN)
+    bad("dynamic index, initial table", REQ + [idx(62)], C, 4, conn=0)
+    bad("dynamic name index, initial table", REQ + [lit("without", 62, "x")], C, 4, conn=0)
+    # a table not kept: what a literal with indexing inserts only a later dynamic reference
+    # reads (slow above)
+    ok_req("indexing, table unknown", REQ + [lit("inc", 58, "x")], conn=HP_UNKNOWN)
+    ok_req("indexing, initial table", REQ + [lit("inc", 58, "x")], conn=0)
     ok_req("indexing, table size 0 pending", REQ + [lit("inc", 58, "x")], conn=HP_PENDING)
     ok_req("indexing, table size 0", REQ + [lit("inc", 58, "x")])
     ok_req("indexing after an update to 0", [update(0)] + REQ + [lit("inc", 58, "x")], conn=0,
@@ -411,6 +432,9 @@ def hostile_rows():
     bad("size update 1 after our 0 is acked", [update(1)] + REQ, C, 0, conn=HP_ACKED)
     bad("size update due, not sent (4.2)", REQ, C, 0, conn=HP_ACKED | HP_UPDATE)
     bad("size update due, empty block", [], C, conn=HP_ACKED | HP_UPDATE, at=0)
+    bad("size update above 4096, table unknown", [update(4097)] + REQ, C, 0, conn=HP_UNKNOWN)
+    bad("size update to 0: an unknown table is known (empty)", [update(0)] + REQ + [idx(62)], C, 5,
+        conn=HP_UNKNOWN)
     ok_req("size update due, sent", [update(0)] + REQ, conn=HP_ACKED | HP_UPDATE, update=0)
     # Huffman (5.2)
     bad("huffman EOS in a value", REQ + [b"\x00" + hstr("x-a") + bytes([0x80 | 4]) +
@@ -515,6 +539,96 @@ def hostile_rows():
                                    idx(19), idx(58), idx(24)])
     ok_req("fields mode: anything goes", [lit("without", "X-Up", "a\r\n"), idx(8), idx(2)],
            mode=FIELDS)
+    rows.extend(table_rows(REQ))
+    return rows
+
+
+def table_rows(REQ):
+    """Blocks that use the dynamic table, in sequences (one table: conn -1 carries the state
+    the previous row left), with what the RFC says of each: the fields from Python's decoder
+    (which keeps the table), or the error."""
+    rows = []
+    C = "conn:COMPRESSION_ERROR"
+
+    def seq(name, blocks, conn=0):
+        d = Decoder()
+        d.max_header_list_size = 1 << 30
+        for i, (what, reps, expect) in enumerate(blocks):
+            b, offs = block(*reps)
+            if expect is None:
+                fields = [(h[0], h[1], isinstance(h, NeverIndexedHeaderTuple))
+                          for h in d.decode(b, raw=True)]
+                upd = d.header_table_size if b and b[0] & 0xe0 == 0x20 else None
+                s = summary(fields, REQUEST, upd)
+            else:
+                s = "%s@%d" % (expect[0], offs[expect[1]])
+            rows.append(("table-" + name, "%s: %s" % (name, what), REQUEST,
+                         conn if i == 0 else -1, b, s))
+
+    # an entry read in the block that inserted it, and from later blocks; its name with a
+    # new value (itself inserted), never indexed with the entry's name
+    seq("insert", [
+        ("insert, read", REQ + [lit("inc", "x-a", "one"), idx(62)], None),
+        ("read later", REQ + [idx(62)], None),
+        ("name with a new value", REQ + [lit("inc", 62, "two"), idx(62), idx(63)], None),
+        ("never indexed, the entry's name", REQ + [lit("never", 63, "three"), idx(63)], None),
+        ("past the table", REQ + [idx(64)], (C, 4)),
+    ])
+    # :path from the table: what an earlier block inserted decides this one
+    seq("path", [
+        ("path inserted", [idx(2), idx(6), lit("inc", 4, "/admin/users"),
+                           lit("without", 1, "example.com")], None),
+        ("path referenced", [idx(2), idx(6), idx(62), lit("without", 1, "example.com")], None),
+    ])
+    # Huffman-coded names and values inserted, then read
+    seq("huffman", [
+        ("insert", REQ + [lit("inc", "x-huffman-name", "a value that is Huffman coded", True)],
+         None),
+        ("read", REQ + [idx(62), lit("inc", 62, "another one, coded too", True), idx(62)], None),
+    ])
+    # eviction (4.4): a table of 100 bytes holds one 52-byte entry; the second evicts the
+    # first, so index 63 is past the table
+    e1, e2 = lit("inc", "aaaaaaaaaa", "bbbbbbbbbb"), lit("inc", "cccccccccc", "dddddddddd")
+    # (an error ends a sequence: the connection ends with it)
+    seq("evict", [
+        ("two entries, room for one", [update(100)] + REQ + [e1, e2, idx(62)], None),
+        ("the newer one is there", REQ + [idx(62)], None),
+        ("the older one is gone", REQ + [idx(63)], (C, 4)),
+    ])
+    # an entry larger than the table empties it (4.4)
+    seq("too-large", [
+        ("one entry", [update(64)] + REQ + [lit("inc", "aaaaaaaaaaaaaa", "bbbbbbbbbbbbbb")],
+         None),
+        ("larger than the table", REQ + [lit("inc", "x", "y" * 40)], None),
+        ("nothing left", REQ + [idx(62)], (C, 4)),
+    ])
+    # a size update evicts (4.3) and a later one may raise the size again up to the limit
+    three = REQ + [lit("inc", "x-1", "a" * 20), lit("inc", "x-2", "b" * 20),
+                   lit("inc", "x-3", "c" * 20)]
+    seq("shrink", [
+        ("three entries", three, None),
+        ("shrunk to two: the oldest went", [update(120)] + REQ + [idx(64)], (C, 5)),
+    ])
+    seq("resize", [
+        ("three entries", three, None),
+        ("shrunk to two", [update(120)] + REQ + [idx(62), idx(63)], None),
+        ("emptied, raised", [update(0), update(4096)] + REQ + [lit("inc", "x-4", "d")], None),
+        ("one entry again", REQ + [idx(62)], None),
+        ("only one", REQ + [idx(63)], (C, 4)),
+    ])
+    # the ring wraps: entries of 1,000-byte values, 60 of them through a 4,096-byte table
+    big = []
+    for i in range(20):
+        v = ("%02d" % i) * 500
+        big.append(("entry %d" % i, REQ + [lit("inc", "x-big-%d" % (i % 3), v), idx(62)] +
+                    ([idx(63), idx(64)] if i >= 2 else []), None))
+    seq("wrap", big)
+    # an entry of the largest size that fits (4,096 - 32 bytes of name and value), read
+    seq("largest", [
+        ("4064 bytes", REQ + [lit("inc", "x-l", "v" * 4061), idx(62)], None),
+        ("one byte more empties it", REQ + [lit("inc", "x-l", "v" * 4062)], None),
+        ("empty", REQ + [idx(62)], (C, 4)),
+    ])
     return rows
 
 
@@ -611,16 +725,18 @@ class Oracle:
                 continue
             first = False
             assert not self.upd
+            # a dynamic reference: the decoder keeps the table (Python's decodes it), which
+            # is empty once its size is 0
             if b & 0x80:
                 i, k = rint(blk, p, 7)
-                if i > 61:
-                    return ("slow:DYNAMIC", p)
+                if i > 61 and self.zero:
+                    return ("conn:COMPRESSION_ERROR", p)
                 p += k
                 continue
             inc = bool(b & 0x40)
             i, k = rint(blk, p, 6 if inc else 4)
-            if i > 61:
-                return ("slow:DYNAMIC", p)
+            if i > 61 and self.zero:
+                return ("conn:COMPRESSION_ERROR", p)
             p += k
             if i == 0:
                 p += skip_str(blk, p)

@@ -26,6 +26,10 @@
 #define L7_HPACK_CHUNK    16     /* input bytes of a string one decoder step handles */
 #define L7_HPACK_STATIC   61     /* entries of the static table (RFC 7541 Appendix A) */
 #define L7_HPACK_TABLE_DEFAULT 4096 /* SETTINGS_HEADER_TABLE_SIZE until ours is acknowledged */
+#define L7_HPACK_ENTRY_OVERHEAD 32 /* an entry's size is its name and value bytes + 32 (4.1) */
+#define L7_HPACK_TABLE_RING 4096 /* bytes of the tracked table's names and values: its entries'
+                                  * sizes are at most L7_HPACK_TABLE_DEFAULT, so fewer; power of 2 */
+#define L7_HPACK_TABLE_ENTRIES 128 /* entries of the tracked table (each 32 bytes at least) */
 #define L7_H2_MAX_AUTH    255    /* bytes of :authority / Host compared with each other */
 
 /* ---- frame types (RFC 9113 6): X(NAME, value) -------------------------------------------- */
@@ -88,7 +92,7 @@ enum l7_h2_setting {
 
 /* Why a block or frame went to the slow path: X(NAME, value) */
 #define L7_H2_SLOW_REASONS(X)                                                                 \
-	X(DYNAMIC, 1)      /* a reference to the dynamic table (its contents are not tracked) */ \
+	X(DYNAMIC, 1)      /* a reference to the dynamic table while its contents are unknown */ \
 	X(BLOCK_SIZE, 3)   /* header block larger than L7_H2_BLOCK_MAX */                       \
 	X(CONT_FLOOD, 4)   /* more than L7_H2_MAX_CONT CONTINUATION frames */                   \
 	X(OUT_SIZE, 5)     /* decoded fields the policy keeps overflow the request buffer */   \
@@ -113,7 +117,12 @@ enum l7_h2_slow {
 #define L7_H2_C_HP_ACKED   (1u << 9)  /* ... acknowledged: table size updates above 0 are errors */
 #define L7_H2_C_HP_ZERO    (1u << 10) /* the encoder's table has size 0 now: it is empty */
 #define L7_H2_C_HP_UPDATE  (1u << 11) /* the next block must start with a size update (4.2) */
-#define L7_H2_C_HPACK      (L7_H2_C_HP_PENDING | L7_H2_C_HP_ACKED | L7_H2_C_HP_ZERO | L7_H2_C_HP_UPDATE)
+#define L7_H2_C_HP_UNKNOWN (1u << 12) /* the decoder does not hold the encoder's table (it keeps
+                                       * none, or lost track: a block not decoded to its end):
+                                       * a dynamic reference is the slow path, until a size
+                                       * update to 0 empties the table */
+#define L7_H2_C_HPACK      (L7_H2_C_HP_PENDING | L7_H2_C_HP_ACKED | L7_H2_C_HP_ZERO | L7_H2_C_HP_UPDATE | \
+			    L7_H2_C_HP_UNKNOWN)
 
 struct l7_h2_conn {
 	__u32 flags;           /* L7_H2_C_* */
@@ -197,6 +206,11 @@ enum l7_h2_pseudo {
 #define L7_H2_M_REGULAR     (1u << 5)  /* a regular field was seen (pseudo-headers must precede) */
 #define L7_H2_M_CONNECT     (1u << 6)  /* :method CONNECT */
 #define L7_H2_M_UPDATE      (1u << 7)  /* the block began with a dynamic table size update */
+#define L7_H2_M_DYNAMIC     (1u << 8)  /* a field came from the dynamic table (by index, or its
+                                        * name): the block means this only to a decoder with
+                                        * the same table (an intermediary re-encodes it) */
+#define L7_H2_M_TABLE       (1u << 9)  /* the block changed the dynamic table (insert, evict,
+                                        * size): a copy of it kept elsewhere must be updated */
 
 /* What a decoded block says beyond struct l7_req (which holds the values the policy reads:
  * method, target/path/query, host = :authority, hdr[] of the wanted names, in req->buf). */
@@ -278,6 +292,42 @@ struct l7_hpack_st {
 	__s32 rc;              /* first result of the block (a malformed field lets decoding go on
 	                        * to find a compression error: a connection error comes first) */
 	struct l7_huff h;      /* the current string (raw strings use n, cls, q, last too) */
+	/* the dynamic table (struct l7_hpack_table) */
+	__u32 src;             /* the current string comes from the table's ring, not the block */
+	__u32 tpos;            /* ... its next ring byte (not wrapped: masked when read) */
+	__u32 tsend;           /* ... where it ends */
+	__u32 dyn;             /* L7_HPACK_DYN_*: what of the field comes from the table */
+	__u32 vt_off, vt_len;  /* the referenced entry's value in the ring (an indexed field) */
+	__u32 nt_off;          /* ring offset of the field's name when it came from the table
+	                        * (the new entry's copy of it when the field is inserted) */
+	__u32 ins;             /* the field is inserted (a literal with incremental indexing) */
+	__u32 ins_start;       /* ring offset of the new entry's first byte */
+	__u32 ins_n;           /* ... its bytes written so far (name, then value) */
+	__u32 ins_nlen;        /* ... of which its name */
+	__u32 vstart;          /* block offset of the field's value string (a literal) */
+};
+#define L7_HPACK_DYN_NAME  1   /* the name is the table entry's */
+#define L7_HPACK_DYN_VALUE 2   /* the value too (an indexed field) */
+
+/* The encoder's dynamic table as its decoder must keep it (RFC 7541 2.3.2, 4): entries
+ * newest first from index 62, evicted oldest first to stay within `max`. Names and values
+ * lie in a ring in insertion order, each entry's name then value, wrapping at its end. The
+ * all-zero value is the initial state (empty, max L7_HPACK_TABLE_DEFAULT). */
+struct l7_hpack_entry {
+	__u16 off;             /* ring offset of the name; the value follows it */
+	__u16 nlen, vlen;
+	__u16 pad_;
+};
+struct l7_hpack_table {
+	__u32 init;            /* max is set (0: the initial state) */
+	__u32 max;             /* the size in force (SETTINGS, then the last size update) */
+	__u32 size;            /* the entries' sizes (4.1) */
+	__u32 count;           /* entries */
+	__u32 head;            /* entries ever inserted: e[head % ENTRIES] is the next */
+	__u32 wpos;            /* ring offset where the next entry starts */
+	__u32 pad_[2];
+	struct l7_hpack_entry e[L7_HPACK_TABLE_ENTRIES];
+	__u8 ring[L7_HPACK_TABLE_RING + 64];   /* + slack for whole-word reads at a masked offset */
 };
 
 /* One direction's decoder: the block, the state, the results (a per-CPU map value). */
@@ -291,6 +341,9 @@ struct l7_hpack {
 	/* Twice the block: a fragment of up to L7_H2_BLOCK_MAX bytes copied in at a masked
 	 * offset is then in bounds for the verifier (l7_h2_scan checks the real limit). */
 	__u8 blk[2 * L7_H2_BLOCK_MAX + L7_BUF_SLACK];
+	/* in/out: the encoder's dynamic table, unless conn has L7_H2_C_HP_UNKNOWN (the kernel
+	 * keeps it per connection while it may hold entries: mesh_h2.h) */
+	struct l7_hpack_table tab;
 };
 
 #endif /* L7_H2_H */

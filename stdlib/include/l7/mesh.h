@@ -17,6 +17,7 @@
  *                  is counted, the response path reads it when response n is framed
  *   l7_mesh_hold   BPF only (the client's SK_MSG; sock_ops deletes it at close)
  *   l7_mesh_h2c    BPF only (the h2 program; sock_ops deletes it at close)
+ *   l7_mesh_h2tab  BPF only (the h2 program; deleted when the table empties, and at close)
  *
  * The map rows in l7/maps.def carry these sizes as numbers (that file is also read where
  * this header is not included); the asserts below keep them in step. */
@@ -277,7 +278,8 @@ _Static_assert(sizeof(struct l7_mesh_ctl) == L7_MESH_CTL_SIZE, "maps.def: l7_mes
 _Static_assert(sizeof(struct l7_mesh_rring) == L7_MESH_RRING_SIZE, "maps.def: l7_mesh_rmut value size");
 _Static_assert(sizeof(struct l7_mesh_hold) == L7_MESH_HOLD_SIZE, "maps.def: l7_mesh_hold value size");
 _Static_assert(sizeof(struct l7_mesh_h2) == 96, "maps.def: l7_mesh_h2c value size");
-_Static_assert(L7_H2_BUF + 64 == 32832 && sizeof(struct l7_hpack) == 33512, "maps.def: l7_h2_buf, l7_h2_dec value sizes");
+_Static_assert(L7_H2_BUF + 64 == 32832 && sizeof(struct l7_hpack) == 38776, "maps.def: l7_h2_buf, l7_h2_dec value sizes");
+_Static_assert(sizeof(struct l7_hpack_table) == 5216, "maps.def: l7_mesh_h2tab value size");
 
 /* Program and map names l7run looks up. */
 #define L7_MESH_PROG_SOCKOPS "l7_mesh_sockops_prog"
