@@ -1,10 +1,12 @@
 """HTTP/2 frames as the mesh tests write and read them by hand (RFC 9113 4.1): the preface,
 frame types, a frame, the frames of a byte string, a small request header block of literals,
-and the answers among frames (HPACK-decoded)."""
+HPACK representations that use the dynamic table, and the answers among frames (HPACK-decoded)."""
 import socket
 import struct
 
 import hpack
+import hpack.huffman
+import hpack.huffman_constants
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION = 0, 1, 3, 4, 6, 7, 8, 9
@@ -30,6 +32,45 @@ def block(path=b"/a", extra=()):
     for n, v in extra:
         b += bytes([0, len(n)]) + n + bytes([len(v)]) + v
     return b
+
+
+def hint(bits, first, v):
+    """an HPACK prefix integer (RFC 7541 5.1)"""
+    m = (1 << bits) - 1
+    if v < m:
+        return bytes([first | v])
+    out, v = [first | m], v - m
+    while v >= 128:
+        out.append(0x80 | (v & 0x7f))
+        v >>= 7
+    return bytes(out + [v])
+
+
+def hstr(s, huff=False):
+    """an HPACK string, raw or Huffman-coded (RFC 7541 5.2)"""
+    if huff:
+        s = hpack.huffman.HuffmanEncoder(hpack.huffman_constants.REQUEST_CODES,
+                                         hpack.huffman_constants.REQUEST_CODES_LENGTH).encode(s)
+        return hint(7, 0x80, len(s)) + s
+    return hint(7, 0, len(s)) + s
+
+
+def idx(i):
+    """an indexed field: 1-61 static, 62 on the dynamic table, newest first"""
+    return hint(7, 0x80, i)
+
+
+def lit_inc(name, value, huff=False):
+    """a literal with incremental indexing (inserted into the dynamic table): name a static
+    or dynamic index, or a string"""
+    if isinstance(name, int):
+        return hint(6, 0x40, name) + hstr(value, huff)
+    return hint(6, 0x40, 0) + hstr(name, huff) + hstr(value, huff)
+
+
+def update(size):
+    """a dynamic table size update (RFC 7541 6.3)"""
+    return hint(5, 0x20, size)
 
 
 def answers(fs):

@@ -4,9 +4,12 @@ HEADERS (issue 14; stdlib/bpf/mesh_h2.h, runtime/mesh_h2.c). Real clients and se
 --http2-prior-knowledge, nghttp (several URIs on one connection), h2load, a grpcio client, and
 raw frames; an h2c nghttpd and a grpcio server as the upstreams, in the cgroup. Allowed streams
 reach their upstream (and the answer comes back on their own stream), a denied one gets l7run's
-answer (403, or gRPC PERMISSION_DENIED trailers-only) while the connection's other streams go on,
-a block the kernel cannot decide is refused (RST_STREAM REFUSED_STREAM), never forwarded; the
-backend's log never shows a denied path; per-stream telemetry in l7run's metrics and stats.
+answer (403, or gRPC PERMISSION_DENIED trailers-only) while the connection's other streams go on;
+blocks that refer to the client's HPACK dynamic table (nghttp and h2load as they come, raw
+frames that insert with one stream and reference from another) are decided by what the table
+says, denies included, and reach the backend re-encoded; a reference past the table is a
+COMPRESSION_ERROR; the backend's log never shows a denied path; per-stream telemetry in l7run's
+metrics and stats.
 Needs root; never skips.
 
 usage: test_h2_mesh.py L7C L7RUN"""
@@ -26,7 +29,7 @@ from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
 from h2frames import (PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY, WINDOW_UPDATE, CONTINUATION,  # noqa: E402
-                      fr, frames, block, answers, read_until)
+                      fr, frames, block, answers, read_until, idx, lit_inc, update)
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
@@ -195,16 +198,23 @@ def t_nghttp():
 
 
 def t_nghttp_default():
-    """nghttp as it comes: its first stream decodes; the ones that refer to the dynamic table
-    entries the first one added (sent before our SETTINGS arrived) are refused, unprocessed
-    (RST_STREAM REFUSED_STREAM), never forwarded undecided; the connection goes on"""
-    urls = ["http://127.0.0.1:%d%s" % (SVC, p) for p in ("/a/hello.txt", "/a/n2", "/a/n3")]
+    """nghttp as it comes: its requests after the first go out before our SETTINGS arrive and
+    refer to the dynamic table entries the first one added; each is decided by what they say
+    (routed by path to a or b, /admin denied) and served, the backends reading them
+    re-encoded (h2_reencoded)"""
+    before = counters().get("h2_reencoded", 0)
+    urls = ["http://127.0.0.1:%d%s" % (SVC, p) for p in ("/a/hello.txt", "/a/n2", "/b/hello.txt", "/admin/n4", "/a/n5")]
     r = subprocess.run(["nghttp", "-nv", "-t", "5", *urls], capture_output=True, text=True, timeout=15)
-    check("recv (stream_id=13) :status: 200" in r.stdout, "the first stream served: %r" % r.stdout[-1500:])
-    check("/a/n2" not in backend_log("a") and "/a/n3" not in backend_log("a"),
-          "the undecided streams never reached the backend")
-    check(re.search(r"recv RST_STREAM frame <length=4, flags=0x00, stream_id=15>\s+\(error_code=REFUSED_STREAM",
-                    r.stdout), "stream 15 refused: %r" % r.stdout[-1500:])
+    st = re.findall(r"recv \(stream_id=(\d+)\) :status: (\d+)", r.stdout)
+    check(r.returncode == 0 and dict(st) == {"13": "200", "15": "404", "17": "200", "19": "403", "21": "404"},
+          "nghttp: 200 404 200(b) 403 404 on streams 13..21: %r\n%s" % (st, r.stdout[-1500:]))
+    sent, ours = (re.search(r"send HEADERS frame <[^>]*stream_id=15>", r.stdout),
+                  re.search(r"recv SETTINGS frame <length=\d+, flags=0x00", r.stdout))
+    check(sent and ours and sent.start() < ours.start(), "(nghttp sent stream 15 before our SETTINGS reached it)")
+    check("/a/n2" in backend_log("a") and "/a/n5" in backend_log("a") and "/b/hello.txt" in backend_log("b") and
+          "/a/n2" not in backend_log("b"), "each upstream saw its streams")
+    check("/admin/n4" not in backend_log("a") + backend_log("b"), "the denied one reached no backend")
+    check(counters().get("h2_reencoded", 0) >= before + 4, "re-encoded: %r" % counters())
 
 
 def h2load(*args):
@@ -216,15 +226,22 @@ def h2load(*args):
 
 
 def t_h2load():
-    """2,000 requests, 50 streams at a time on each of 2 connections (an encoder table of size
-    0): every one answered 200; as it comes, h2load's first 10 streams of a connection go out
-    before our SETTINGS, its 2nd-10th referring to the first one's table entries: those are
-    refused (REFUSED_STREAM, never forwarded) and every other one is served"""
+    """2,000 requests, 50 streams at a time on each of 2 connections, with an encoder table of
+    size 0 and as h2load comes (its first 50 streams of a connection go out before our
+    SETTINGS, the 2nd-50th referring to the first one's table entries): every one answered
+    200, the two paths each by its own upstream"""
     ok, failed, c2xx, out = h2load("-n", "2000", "-c", "2", "-m", "50", "--encoder-header-table-size=0",
                                    "http://127.0.0.1:%d/a/hello.txt" % SVC)
     check(ok == 2000 and c2xx == 2000, "h2load, table size 0: %r" % out[-700:])
-    ok, failed, c2xx, out = h2load("-n", "200", "-c", "2", "-m", "10", "http://127.0.0.1:%d/a/hello.txt" % SVC)
-    check(failed <= 2 * 9 and ok == c2xx == 200 - failed, "h2load as it comes: only first-batch streams refused: %r" % out[-700:])
+    na, nb = backend_log("a").count(":path: /a/hello.txt"), backend_log("b").count(":path: /b/hello.txt")
+    before = counters().get("h2_reencoded", 0)
+    ok, failed, c2xx, out = h2load("-n", "2000", "-c", "2", "-m", "50", "http://127.0.0.1:%d/a/hello.txt" % SVC,
+                                   "http://127.0.0.1:%d/b/hello.txt" % SVC)
+    check(ok == 2000 and failed == 0 and c2xx == 2000, "h2load as it comes: %r" % out[-700:])
+    da = backend_log("a").count(":path: /a/hello.txt") - na
+    db = backend_log("b").count(":path: /b/hello.txt") - nb
+    check(da == 1000 and db == 1000, "1,000 streams to each upstream: a %d, b %d" % (da, db))
+    check(counters().get("h2_reencoded", 0) - before >= 2 * 49, "the streams before our SETTINGS re-encoded: %r" % counters())
 
 
 def t_streams_1000():
@@ -288,35 +305,76 @@ def t_raw_streams():
     check("/admin" not in log and "secret-body" not in log, "nothing of a denied stream reached the backend")
 
 
-def t_raw_dynamic():
-    """before our SETTINGS are acknowledged a block may refer to the dynamic table, whose
-    contents the kernel does not track: that stream is refused (REFUSED_STREAM: unprocessed,
-    RFC 9113 8.7), the others go on; once acknowledged (the table known empty), such a reference
-    is a COMPRESSION_ERROR of the connection (RFC 7541 2.3.3)"""
+def h2_conn(payload, want, ack=True):
+    """a raw connection: the preface, SETTINGS (and the ACK of ours if ack), payload; the frames
+    until every stream in want has ended or the connection closes (5 s)"""
     s = socket.create_connection(("127.0.0.1", SVC), 5)
     s.settimeout(5)
-    lit = bytes([0x44, 8]) + b"/a/dyn-x"   # :path with incremental indexing: dynamic entry 62
-    s.sendall(PREFACE + fr(SETTINGS, 0, 0) +
-              fr(HEADERS, 5, 1, bytes([0x82, 0x86, 0x01, 1]) + b"x" + lit) +
-              fr(HEADERS, 5, 3, bytes([0x82, 0x86, 0x01, 1]) + b"x" + bytes([0xbe])) +   # index 62
-              fr(HEADERS, 5, 5, block(b"/a/hello.txt")))
-    got, t0 = b"", time.time()
-    while time.time() - t0 < 5 and len([f for f in frames(got) if f[0] in (HEADERS, DATA, RST_STREAM) and
-                                        (f[1] & 1 or f[0] == RST_STREAM)]) < 3:
-        d = s.recv(65536)
-        if not d:
-            break
-        got += d
+    s.sendall(PREFACE + fr(SETTINGS, 0, 0) + (fr(SETTINGS, 1, 0) if ack else b"") + payload)
+    got = read_until(s, done=lambda g: set(want) <= {sid for t, fl, sid, _ in frames(g)
+                                                        if (t in (HEADERS, DATA) and fl & 1) or t == RST_STREAM})
+    return s, got
+
+
+def t_raw_dynamic():
+    """before our SETTINGS are acknowledged a block may refer to the client's dynamic table:
+    the kernel keeps it, so what a referenced entry says decides the stream, whichever stream
+    inserted it (a denied one's inserts count too), and the backend gets the block re-encoded
+    (its own table never held the entry: a block passed on as it came would be a decoding
+    error there); once acknowledged (the table known empty), such a reference is a
+    COMPRESSION_ERROR of the connection (RFC 7541 2.3.3)"""
+    G = bytes([0x82, 0x86, 0x01, 1]) + b"x"   # GET http :authority x
+    s, got = h2_conn(
+        fr(HEADERS, 5, 1, G + lit_inc(4, b"/a/dyn-x")) +            # allowed; inserts 62 = :path /a/dyn-x
+        fr(HEADERS, 5, 3, G + idx(62)) +                            # /a/dyn-x again, from the table
+        fr(HEADERS, 5, 5, G + lit_inc(4, b"/admin/secret")) +       # denied; still inserts it (62)
+        fr(HEADERS, 5, 7, G + idx(62)) +                            # /admin/secret from the table: denied
+        fr(HEADERS, 5, 9, G + idx(63)) +                            # /a/dyn-x, now 63
+        fr(HEADERS, 5, 11, G + lit_inc(4, b"/b/hello.txt", True)) +  # Huffman, inserted: routed to b
+        fr(HEADERS, 5, 13, G + idx(62)) +                           # /b/hello.txt from the table: b
+        fr(HEADERS, 5, 15, G + lit_inc(b":path", b"/a/nv") + idx(65)),  # :path twice: malformed
+        [1, 3, 5, 7, 9, 11, 13, 15], ack=False)
     a = answers(frames(got))
-    check(a.get(1, [{}])[0].get(":status") == "404", "stream 1 (an incremental literal) decided, forwarded: %r" % a.get(1))
-    check(a.get(3, [{}, b"", None])[2] == REFUSED_STREAM, "stream 3 (dynamic reference) refused: %r" % a.get(3))
-    check(a.get(5, [{}])[0].get(":status") == "200", "stream 5 served: %r" % a.get(5))
-    s.sendall(fr(SETTINGS, 1, 0) + fr(HEADERS, 5, 7, bytes([0x20, 0x82, 0x86, 0xbe])))
+    st = {sid: a.get(sid, [{}])[0].get(":status") for sid in (1, 3, 5, 7, 9, 11, 13)}
+    check(st == {1: "404", 3: "404", 5: "403", 7: "403", 9: "404", 11: "200", 13: "200"},
+          "each stream decided by what the table says: %r" % st)
+    check(a[13][1] == b"hello from b\n", "stream 13 (its path only in the table) routed to b: %r" % a[13])
+    check(a.get(15, [{}, b"", None])[2] == PROTOCOL_ERROR, "stream 15 (:path inserted, then :path 65) malformed: %r" % a.get(15))
+    log = backend_log("a")
+    check(log.count("/a/dyn-x") == 3 and "/admin" not in log + backend_log("b"),
+          "a saw /a/dyn-x three times (decoded as the client meant), nothing of /admin reached a backend")
+    s.sendall(fr(SETTINGS, 1, 0) + fr(HEADERS, 5, 17, update(0) + G + idx(62)))
     got = read_until(s, got)
     s.close()
     g = [f for f in frames(got) if f[0] == GOAWAY]
-    check(g and struct.unpack(">II", g[-1][3][:8])[1] == 9, "after the ACK: GOAWAY COMPRESSION_ERROR: %r" % g)
-    check("dyn-x" in backend_log("a") and backend_log("a").count("dyn-x") == 1, "only stream 1 of them reached a")
+    check(g and struct.unpack(">II", g[-1][3][:8])[1] == COMPRESSION_ERROR, "after the ACK: GOAWAY COMPRESSION_ERROR: %r" % g)
+
+
+def t_raw_table_edges():
+    """the table's edges on the wire: entries evicted by a later insert (a 100-byte table
+    holds one of these), a size update that empties it, a reference past it (each a
+    COMPRESSION_ERROR), and the table of one connection not another's"""
+    G = bytes([0x82, 0x86, 0x01, 1]) + b"x"
+    s, got = h2_conn(fr(HEADERS, 5, 1, update(100) + G + lit_inc(4, b"/a/e1-" + b"1" * 20)) +
+                     fr(HEADERS, 5, 3, G + lit_inc(4, b"/b/e2-" + b"2" * 20)) +   # evicts e1
+                     fr(HEADERS, 5, 5, G + idx(62)) +
+                     fr(HEADERS, 5, 7, G + idx(63)), [1, 3, 5], ack=False)
+    got = read_until(s, got)
+    s.close()
+    a, fs = answers(frames(got)), frames(got)
+    check(a.get(5, [{}])[0].get(":status") == "404" and "/b/e2-" in backend_log("b"), "62 is e2, on b: %r" % a.get(5))
+    g = [struct.unpack(">II", p[:8]) for t, _, _, p in fs if t == GOAWAY]
+    check(g == [(5, COMPRESSION_ERROR)], "63 (e1, evicted) is past the table: %r" % g)
+    check(backend_log("a").count("/a/e1-") == 1, "e1 forwarded once, never read from the table")
+    for name, payload in (("size update 0 empties it", fr(HEADERS, 5, 1, G + lit_inc(4, b"/a/u0")) +
+                           fr(HEADERS, 5, 3, update(0) + G + idx(62))),
+                          ("past the table", fr(HEADERS, 5, 1, G + lit_inc(4, b"/a/p1")) + fr(HEADERS, 5, 3, G + idx(63))),
+                          ("another connection's entry", fr(HEADERS, 5, 1, G + idx(62)))):
+        s, got = h2_conn(payload, [1], ack=False)
+        got = read_until(s, got)
+        s.close()
+        g = [struct.unpack(">II", p[:8])[1] for t, _, _, p in frames(got) if t == GOAWAY]
+        check(g == [COMPRESSION_ERROR], "%s: GOAWAY COMPRESSION_ERROR: %r" % (name, frames(got)[-3:]))
 
 
 def lit(n, v):
@@ -446,7 +504,7 @@ def t_http1_still():
 
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
-          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("hostile", t_hostile), ("telemetry", t_telemetry),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("raw_table_edges", t_raw_table_edges), ("hostile", t_hostile), ("telemetry", t_telemetry),
           ("http1", t_http1_still), ("backend_lost", t_backend_lost)]
 
 
