@@ -243,7 +243,7 @@ L7_GLOBAL_FN int l7g_hpack_ring_put(struct l7_hpack *d, const struct l7_req *req
 		if (n1 > n)
 			n1 = n;
 		l7_hpack_copy(d->tab.ring + l7_mask(w, L7_HT_RING_MASK), src, n1, 2 * L7_HPACK_CHUNK);
-		l7_hpack_copy(d->tab.ring, src + (n1 & (2 * L7_HPACK_CHUNK - 1)), n - n1,
+		l7_hpack_copy(d->tab.ring, src + (n1 & (4 * L7_HPACK_CHUNK - 1)), n - n1,
 			      2 * L7_HPACK_CHUNK);
 	}
 	st->ins_n += n;
