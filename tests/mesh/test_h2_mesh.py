@@ -352,8 +352,8 @@ def t_raw_dynamic():
 
 def t_raw_table_edges():
     """the table's edges on the wire: entries evicted by a later insert (a 100-byte table
-    holds one of these), a size update that empties it, a reference past it (each a
-    COMPRESSION_ERROR), and the table of one connection not another's"""
+    holds one of these), a size update that empties it, a reference past it, a size update
+    past the limit (each a COMPRESSION_ERROR), and the table of one connection not another's"""
     G = bytes([0x82, 0x86, 0x01, 1]) + b"x"
     s, got = h2_conn(fr(HEADERS, 5, 1, update(100) + G + lit_inc(4, b"/a/e1-" + b"1" * 20)) +
                      fr(HEADERS, 5, 3, G + lit_inc(4, b"/b/e2-" + b"2" * 20)) +   # evicts e1
@@ -369,6 +369,7 @@ def t_raw_table_edges():
     for name, payload in (("size update 0 empties it", fr(HEADERS, 5, 1, G + lit_inc(4, b"/a/u0")) +
                            fr(HEADERS, 5, 3, update(0) + G + idx(62))),
                           ("past the table", fr(HEADERS, 5, 1, G + lit_inc(4, b"/a/p1")) + fr(HEADERS, 5, 3, G + idx(63))),
+                          ("a size update above 4,096", fr(HEADERS, 5, 1, update(4097) + G + lit_inc(4, b"/a/u1"))),
                           ("another connection's entry", fr(HEADERS, 5, 1, G + idx(62)))):
         s, got = h2_conn(payload, [1], ack=False)
         got = read_until(s, got)
