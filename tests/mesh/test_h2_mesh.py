@@ -332,16 +332,23 @@ def t_raw_dynamic():
         fr(HEADERS, 5, 9, G + idx(63)) +                            # /a/dyn-x, now 63
         fr(HEADERS, 5, 11, G + lit_inc(4, b"/b/hello.txt", True)) +  # Huffman, inserted: routed to b
         fr(HEADERS, 5, 13, G + idx(62)) +                           # /b/hello.txt from the table: b
-        fr(HEADERS, 5, 15, G + lit_inc(b":path", b"/a/nv") + idx(65)),  # :path twice: malformed
-        [1, 3, 5, 7, 9, 11, 13, 15], ack=False)
+        fr(HEADERS, 5, 15, G + lit_inc(b":path", b"/a/nv") + idx(65)) +  # :path twice: malformed
+        # an allowed path, and :path /admin/m inserted as a second one: malformed, refused,
+        # and what it inserted is the client's table all the same
+        fr(HEADERS, 5, 17, G + bytes([0x04, 5]) + b"/a/ok" + lit_inc(4, b"/admin/m")) +
+        fr(HEADERS, 5, 19, G + idx(62)),                            # /admin/m from the table: denied
+        [1, 3, 5, 7, 9, 11, 13, 15, 17, 19], ack=False)
     a = answers(frames(got))
     st = {sid: a.get(sid, [{}])[0].get(":status") for sid in (1, 3, 5, 7, 9, 11, 13)}
     check(st == {1: "404", 3: "404", 5: "403", 7: "403", 9: "404", 11: "200", 13: "200"},
           "each stream decided by what the table says: %r" % st)
     check(a[13][1] == b"hello from b\n", "stream 13 (its path only in the table) routed to b: %r" % a[13])
     check(a.get(15, [{}, b"", None])[2] == PROTOCOL_ERROR, "stream 15 (:path inserted, then :path 65) malformed: %r" % a.get(15))
+    check(a.get(17, [{}, b"", None])[2] == PROTOCOL_ERROR and a.get(19, [{}])[0].get(":status") == "403",
+          "stream 17 (/a/ok and an inserted :path /admin/m) malformed, stream 19 (62: /admin/m) denied: %r %r" %
+          (a.get(17), a.get(19)))
     log = backend_log("a")
-    check(log.count("/a/dyn-x") == 3 and "/admin" not in log + backend_log("b"),
+    check(log.count("/a/dyn-x") == 3 and "/admin" not in log + backend_log("b") and "/a/ok" not in log,
           "a saw /a/dyn-x three times (decoded as the client meant), nothing of /admin reached a backend")
     s.sendall(fr(SETTINGS, 1, 0) + fr(HEADERS, 5, 17, update(0) + G + idx(62)))
     got = read_until(s, got)
