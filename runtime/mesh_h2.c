@@ -365,9 +365,14 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 				} else if (need) {
 					char *fr;
 					size_t fn = h2_reenc_frames(h->re, sid, flags & L7_H2_F_END_STREAM, &fr);
-					mesh_send_all(fd, fr, fn);
+					if (fn) {
+						mesh_send_all(fd, fr, fn);
+						stat_bump(c->v->v.stats, L7_STAT_H2_REENCODED);
+					} else {   /* no memory: refused, unprocessed, rather than left hanging */
+						stream_new(h, sid, S_DENIED);
+						to_client(c, o, h2_rst(o, sid, L7_H2_REFUSED_STREAM));
+					}
 					free(fr);
-					stat_bump(c->v->v.stats, L7_STAT_H2_REENCODED);
 				} else {
 					mesh_send_all(fd, (const char *)f, end);
 				}
