@@ -15,7 +15,9 @@ cited next to each hostile case for the error it must give. The summary format (
 the one test_h2.c prints (h2_summary); both escape bytes the same way.
 
 usage: vectors.py OUTDIR DATADIR
+       vectors.py --check-reenc OUTDIR   (after test_h2 native/reenc wrote OUTDIR/reenc.tsv)
 """
+import json
 import os
 import random
 import sys
@@ -623,6 +625,16 @@ def table_rows(REQ):
         big.append(("entry %d" % i, REQ + [lit("inc", "x-big-%d" % (i % 3), v), idx(62)] +
                     ([idx(63), idx(64)] if i >= 2 else []), None))
     seq("wrap", big)
+    # an entry's name copied into a new entry over the entry itself: one entry of 4,032
+    # bytes leaves 64 free, so the copy's writes run 64 bytes behind its reads (and over the
+    # entry: a re-encoder that read the name from there would read it shifted); the value
+    # is upper case, so a name that took any of its bytes would be malformed
+    seq("overlap", [
+        ("one entry of 4,032 bytes", REQ + [lit("inc", "abcdefghijklmnopqrstuvwxy" * 80, "V" * 2000)], None),
+        ("its name with a new value, inserted", REQ + [lit("inc", 62, "v"), idx(62)], None),
+        ("read again", REQ + [idx(62)], None),
+        ("the first one went", REQ + [idx(63)], (C, 4)),
+    ])
     # an entry of the largest size that fits (4,096 - 32 bytes of name and value), read
     seq("largest", [
         ("4064 bytes", REQ + [lit("inc", "x-l", "v" * 4061), idx(62)], None),
@@ -944,7 +956,51 @@ def timing_blocks(datadir):
     return out
 
 
+def block_fields(blocks):
+    """Every field (name, value, never indexed) of each block of blocks.tsv, by Python's
+    decoder, which keeps the table from one row of a sequence to the next as the C side does
+    (conn -1); None where it cannot decode the block (then its table is reset)."""
+    out, d, prev = [], None, None
+    for seq, name, mode, conn, blk, expect in blocks:
+        if conn != -1 or seq != prev or d is None:
+            d = Decoder()
+            d.max_header_list_size = 1 << 30
+        prev = seq
+        try:
+            out.append([(h[0], h[1], isinstance(h, NeverIndexedHeaderTuple)) for h in d.decode(blk, raw=True)])
+        except Exception:
+            out.append(None)
+            d = None
+    return out
+
+
+def check_reenc(outdir):
+    """test_h2's native/reenc wrote reenc.tsv: l7run's re-encoding (runtime/h2_reenc.c) of
+    every block the C decoder accepts. Each must decode, by Python's decoder with a table of
+    its own that it never touches, to every field of the block as the client meant it: names,
+    values and never-indexed marks, in order (the C summary shows only the wanted ones)."""
+    fields = {}
+    for line in open(os.path.join(outdir, "fields.tsv")):
+        i, js = line.rstrip("\n").split("\t")
+        fields[int(i)] = js
+    n = bad = 0
+    for line in open(os.path.join(outdir, "reenc.tsv")):
+        i, name, hexs = line.rstrip("\n").split("\t")
+        d = Decoder()
+        d.max_header_list_size = 1 << 30
+        got = json.dumps([[h[0].hex(), h[1].hex(), isinstance(h, NeverIndexedHeaderTuple)]
+                          for h in d.decode(bytes.fromhex(hexs), raw=True)])
+        n += 1
+        if got != fields.get(int(i)) or len(d.header_table.dynamic_entries) != 0:
+            bad += 1
+            print("FAIL %s: re-encoded %s\n  want %s" % (name, got[:300], fields.get(int(i), "?")[:300]))
+    print("reenc: %d re-encoded blocks decoded by Python's decoder to the client's fields, %d differ" % (n, bad))
+    return 1 if bad or n < 100 else 0
+
+
 def main():
+    if sys.argv[1] == "--check-reenc":
+        return check_reenc(sys.argv[2])
     outdir, datadir = sys.argv[1], sys.argv[2]
     rng = random.Random(7541)
     os.makedirs(outdir, exist_ok=True)
@@ -959,6 +1015,10 @@ def main():
         for seq, name, mode, conn, blk, expect in blocks:
             f.write("%s\t%s\t%d\t%d\t%s\t%s\n" % (seq, name, mode, conn, blk.hex() or "-",
                                                   expect))
+    with open(os.path.join(outdir, "fields.tsv"), "w") as f:   # row (from 0) -> its fields
+        for i, fl in enumerate(block_fields(blocks)):
+            if fl is not None:
+                f.write("%d\t%s\n" % (i, json.dumps([[n.hex(), v.hex(), never] for n, v, never in fl])))
     with open(os.path.join(outdir, "streams.tsv"), "w") as f:
         f.write("name\tdir\tsource\texpect\n")
         for name, d, src, expect in capture_rows(datadir) + hostile_streams():
@@ -977,4 +1037,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())
