@@ -32,6 +32,8 @@ struct cg {
 	/* globals that must survive optimisation although nothing references them */
 	LLVMValueRef *used;
 	int nused;
+	/* the machinery functions compiled at build time (fixed.c); NULL: none */
+	struct cg_fixed *fixed;
 };
 
 /* debuginfo.c */
@@ -53,6 +55,25 @@ int cg_is_program(const struct cg *g, const char *name);
  * CODEGEN_CHUNK_PREFIX<k> (BPF subprograms when there are several: each is optimised, and
  * verified, on its own) */
 void cg_policy(struct cg *g);
+
+/* fixed.c: the machinery functions no policy symbol reaches, compiled at build time. Build
+ * time: cg_fixed_before_link, cg_fixed_note_bitcode per bitcode before it is linked, then
+ * cg_fixed_plan; per fixed unit, in a module of its own, cg_fixed_unit into the bundle. Compile time: cg_fixed_stub before -O2, cg_fixed_join after the backend. */
+void cg_fixed_before_link(struct cg *g);
+void cg_fixed_note_bitcode(struct cg *g, LLVMModuleRef lib);
+struct cg_fixed_plan;
+int cg_fixed_plan(struct cg *g, struct cg_fixed_plan **out);
+int cg_fixed_plan_units(const struct cg_fixed_plan *pl);
+int cg_fixed_open(struct cg_fixed_plan *pl, const char *path);
+int cg_fixed_unit(struct cg *g, struct cg_fixed_plan *pl, int k);
+int cg_fixed_close(struct cg_fixed_plan *pl, const char *path, int rc);
+int cg_fixed_stub(struct cg *g, const unsigned char *bundle, size_t size);
+int cg_fixed_join(struct cg *g, char **obj, size_t *n);
+void cg_fixed_free(struct cg *g);
+
+/* module.c: g->mod through -O2; through the backend into an object (malloc'd) */
+int cg_optimise(struct cg *g);
+int cg_backend_object(struct cg *g, char **obj, size_t *n);
 
 /* helpers */
 LLVMValueRef cg_const_global(struct cg *g, const char *name, LLVMValueRef init, int internal);

@@ -5,9 +5,11 @@
  *   3. policy      l7_policy_decide(): the rules as control flow, with .l7 line info
  *   4. programs    one wrapper per entry of l7/progs.def, calling the machinery (and, for a
  *                  split host program, one per decide program of its tail-call chain)
- *   5. link        the stdlib bitcode (machinery + comparisons), internalise, inline
+ *   5. link        the stdlib bitcode (machinery + comparisons), internalise, inline; the
+ *                  machinery functions no policy symbol reaches become declarations (fixed.c)
  *   6. optimise    LLVM's -O1/-O2 pipeline for BPF CPU v3
- *   7. emit        LLVM IR text, BPF assembly or the ELF object
+ *   7. emit        LLVM IR text, BPF assembly or the ELF object, joined to the fixed
+ *                  functions' objects (compiled at build time) by libbpf's static linker
  */
 #ifndef L7_CODEGEN_H
 #define L7_CODEGEN_H
@@ -61,6 +63,13 @@ struct codegen_opts {
 	const struct codegen_split *split;   /* NULL: nothing split */
 	struct l7_diags *diags;     /* errors in the policy, at its .l7 lines (NULL: to stderr) */
 	struct l7_timers *timers;   /* NULL: not timed (l7c --time) */
+	/* the machinery functions no policy symbol reaches (codegen/fixed.c): NULL, or the bundle
+	 * made at build time (l7c embeds it), joined to the object instead of compiled again; used
+	 * for objects at -O2 only, the other outputs run the full pipeline */
+	const unsigned char *fixed;
+	size_t fixed_size;
+	/* build time: write the bundle of fixed functions to this path instead of an object */
+	const char *fixed_out;
 };
 
 /* Returns 0 on success; on failure says why (a policy past the data plane's tables through

@@ -106,6 +106,8 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
 		return -1;
 	}
 	strip_variables(lib);
+	if (g->fixed)
+		cg_fixed_note_bitcode(g, lib);
 	LLVMSetDataLayout(lib, LLVMGetDataLayoutStr(g->mod));
 	if (LLVMLinkModules2(g->mod, lib)) {
 		fprintf(stderr, "l7c: error: linking '%s' failed\n", name);
@@ -158,7 +160,9 @@ static int internalise(struct cg *g)
 			missing++;
 			continue;
 		}
-		if (sec && (!strcmp(sec, ".maps") || !strcmp(sec, "license") || !strcmp(sec, L7_MANIFEST_SECTION)))
+		/* the license and the manifest are found by their sections, and stay local: libbpf's
+		 * static linker wants BTF for every global symbol (fixed.c) */
+		if (sec && !strcmp(sec, ".maps"))
 			continue;
 		if (!strncmp(LLVMGetValueName(v), "llvm.", 5))
 			continue;
@@ -243,8 +247,19 @@ static int drop_other_mode(struct cg *g)
 	return run_passes(g, "globaldce", "dropping the other mode's programs");
 }
 
+/* Every function nounwind, as clang makes BPF functions: without it the backend writes an
+ * .eh_frame (with relocations libbpf's static linker refuses) that nothing reads. */
+static void mark_nounwind(struct cg *g)
+{
+	unsigned kind = LLVMGetEnumAttributeKindForName("nounwind", 8);
+	for (LLVMValueRef f = LLVMGetFirstFunction(g->mod); f; f = LLVMGetNextFunction(f))
+		if (!LLVMIsDeclaration(f))
+			LLVMAddAttributeAtIndex(f, LLVMAttributeFunctionIndex, LLVMCreateEnumAttribute(g->ctx, kind, 0));
+}
+
 static int optimise(struct cg *g, int level)
 {
+	mark_nounwind(g);
 	return run_passes(g, level >= 2 ? "default<O2>" : "default<O1>", "optimisation");
 }
 
@@ -295,6 +310,36 @@ static int write_out(const struct codegen_opts *o, const char *data, size_t n)
 	return rc;
 }
 
+static int backend(struct cg *g, LLVMCodeGenFileType type, char **out, size_t *n)
+{
+	LLVMMemoryBufferRef buf;
+	char *err = NULL;
+	backend_failed = 0;
+	LLVMInstallFatalErrorHandler(on_fatal);
+	int failed = LLVMTargetMachineEmitToMemoryBuffer(g->tm, g->mod, type, &err, &buf);
+	LLVMResetFatalErrorHandler();
+	if (failed || backend_failed) {
+		fprintf(stderr, "l7c: error: BPF code generation failed%s%s\n", err ? ": " : "", err ? err : "");
+		LLVMDisposeMessage(err);
+		return -1;
+	}
+	*n = LLVMGetBufferSize(buf);
+	*out = malloc(*n + 1);
+	memcpy(*out, LLVMGetBufferStart(buf), *n);
+	LLVMDisposeMemoryBuffer(buf);
+	return 0;
+}
+
+int cg_optimise(struct cg *g)
+{
+	return optimise(g, 2);
+}
+
+int cg_backend_object(struct cg *g, char **obj, size_t *n)
+{
+	return backend(g, LLVMObjectFile, obj, n);
+}
+
 static int emit(struct cg *g, const struct codegen_opts *o)
 {
 	if (o->output == CG_EMIT_LLVM) {
@@ -303,24 +348,23 @@ static int emit(struct cg *g, const struct codegen_opts *o)
 		LLVMDisposeMessage(s);
 		return rc;
 	}
-	LLVMMemoryBufferRef buf;
-	char *err = NULL;
-	backend_failed = 0;
-	LLVMInstallFatalErrorHandler(on_fatal);
-	int failed = LLVMTargetMachineEmitToMemoryBuffer(g->tm, g->mod, o->output == CG_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile,
-							 &err, &buf);
-	LLVMResetFatalErrorHandler();
-	if (failed || backend_failed) {
-		fprintf(stderr, "l7c: error: BPF code generation failed%s%s\n", err ? ": " : "", err ? err : "");
-		LLVMDisposeMessage(err);
+	char *out;
+	size_t n;
+	if (backend(g, o->output == CG_EMIT_ASM ? LLVMAssemblyFile : LLVMObjectFile, &out, &n) ||
+	    (g->fixed && cg_fixed_join(g, &out, &n)))
 		return -1;
-	}
-	int rc = write_out(o, LLVMGetBufferStart(buf), LLVMGetBufferSize(buf));
-	LLVMDisposeMemoryBuffer(buf);
+	int rc = write_out(o, out, n);
+	free(out);
 	return rc;
 }
 
-int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
+/* Build time (o->fixed_out): what to do with the linked module instead of compiling it. */
+struct fixed_job {
+	struct cg_fixed_plan *plan;
+	int unit;   /* -1: make the plan */
+};
+
+static int build(const struct ir_program *p, const struct codegen_opts *o, struct fixed_job *job)
 {
 	static const struct codegen_split none = { 0 };
 	struct l7_diags to_stderr = { .out = stderr };
@@ -354,8 +398,16 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	LLVMDIBuilderFinalize(g.di);
 	t = l7_timers_add(o->timers, L7_T_CODEGEN, t);
 
+	if (job && job->unit < 0)
+		cg_fixed_before_link(&g);
 	if (link_bitcode(&g, "policy.bc", l7_policy_bc, l7_policy_bc_size) ||
-	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size) || internalise(&g))
+	    link_bitcode(&g, "dataplane.bc", l7_dataplane_bc, l7_dataplane_bc_size))
+		goto out;
+	if (job) {
+		rc = job->unit < 0 ? cg_fixed_plan(&g, &job->plan) : cg_fixed_unit(&g, job->plan, job->unit);
+		goto out;
+	}
+	if (internalise(&g))
 		goto out;
 	add_used(&g);
 
@@ -367,7 +419,12 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	}
 	LLVMDisposeMessage(msg);
 	t = l7_timers_add(o->timers, L7_T_LINK, t);
-	if (drop_other_mode(&g) || optimise(&g, o->opt_level) || inline_chunks(&g))
+	if (drop_other_mode(&g))
+		goto out;
+	if (o->fixed && o->output == CG_EMIT_OBJ && o->opt_level >= 2 &&
+	    (cg_fixed_stub(&g, o->fixed, o->fixed_size) || run_passes(&g, "globaldce", "dropping the fixed functions")))
+		goto out;
+	if (optimise(&g, o->opt_level) || inline_chunks(&g))
 		goto out;
 	attribute_comparisons_to_policy(&g);
 	t = l7_timers_add(o->timers, L7_T_OPTIMISE, t);
@@ -376,6 +433,7 @@ int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
 	l7_timers_add(o->timers, L7_T_EMIT, t);
 	rc = 0;
 out:
+	cg_fixed_free(&g);
 	free(g.used);
 	free(g.lb_tab);
 	if (g.di)
@@ -386,4 +444,24 @@ out:
 		LLVMDisposeTargetMachine(g.tm);
 	LLVMContextDispose(g.ctx);
 	return rc;
+}
+
+/* The bundle of fixed functions (fixed.c): the plan from one linked module, then each unit in
+ * a module of its own. */
+static int fixed_bundle(const struct ir_program *p, const struct codegen_opts *o)
+{
+	struct fixed_job job = { .unit = -1 };
+	if (build(p, o, &job))
+		return -1;
+	int rc = cg_fixed_open(job.plan, o->fixed_out);
+	for (int k = 0; !rc && k < cg_fixed_plan_units(job.plan); k++) {
+		job.unit = k;
+		rc = build(p, o, &job);
+	}
+	return cg_fixed_close(job.plan, o->fixed_out, rc);
+}
+
+int codegen_emit(const struct ir_program *p, const struct codegen_opts *o)
+{
+	return o->fixed_out ? fixed_bundle(p, o) : build(p, o, NULL);
 }

@@ -677,7 +677,7 @@ int explain(const struct ir_program *p, const struct explain_opts *o)
 	memset(&r, 0, sizeof(r));
 	r.p = p;
 	r.budget = o->budget;
-	int rc = split_build(p, o->opt_level, o->budget, (enum split_mode)o->split, CG_MODE_BOTH, &r.sb, o->timers);
+	int rc = split_build(p, o->opt_level, o->budget, (enum split_mode)o->split, CG_MODE_BOTH, o->full_machinery, &r.sb, o->timers);
 	if (rc) {
 		report_free(&r);
 		return rc;

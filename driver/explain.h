@@ -18,6 +18,7 @@ struct explain_opts {
 	int split;               /* enum split_mode (split.h) */
 	const char *out_path;    /* also write the object explained there (NULL: don't) */
 	struct l7_timers *timers;   /* NULL: not timed (l7c --time) */
+	int full_machinery;      /* l7c --machinery=full (split_build) */
 };
 
 /* Prints the report to stdout. Returns 0; 1 when the policy cannot fit the kernel's limits or

@@ -77,6 +77,9 @@ static const struct opt {
 	{ "mode", 'M', required_argument, "--mode=MODE",
 	  "both (default): the programs of both l7run modes; gateway or mesh:\nonly that mode's (compiles in about half "
 	  "the time; l7run in the\nother mode refuses the object)" },
+	{ "machinery", 'm', required_argument, "--machinery=HOW",
+	  "prebuilt (default): the machinery functions no policy constant\nreaches come compiled with l7c and are "
+	  "joined to the object; full:\nevery function through -O2 and the backend (slower, the same code)" },
 	{ "eval", 'E', required_argument, "--eval=REQUEST",
 	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision" },
 	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
@@ -258,10 +261,10 @@ static int write_file(const char *path, const char *data, size_t n)
 /* The object (or assembly, or LLVM IR), with the programs the budget model finds too big for
  * the verifier split into tail-call chains (split.c). */
 static int compile(const struct ir_program *ir, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
-		   enum emit emit, const char *path, struct l7_diags *d, struct l7_timers *timers)
+		   int full, enum emit emit, const char *path, struct l7_diags *d, struct l7_timers *timers)
 {
 	struct split_build sb;
-	int rc = split_build(ir, opt_level, budget, mode, progs, &sb, timers);
+	int rc = split_build(ir, opt_level, budget, mode, progs, full, &sb, timers);
 	for (int i = 0; !rc && i < sb.nwarnings; i++)
 		fprintf(stderr, "l7c: warning: %s: %s (l7c --explain --verify shows the kernel's numbers)\n",
 			ir->source_path, sb.warnings[i]);
@@ -393,6 +396,13 @@ int main(int argc, char **argv)
 			}
 			fprintf(stderr, "l7c: error: --mode=%s: expected both, gateway or mesh\n", optarg);
 			return 2;
+		case 'm':
+			if (!strcmp(optarg, "prebuilt") || !strcmp(optarg, "full")) {
+				ex.full_machinery = optarg[0] == 'f';
+				break;
+			}
+			fprintf(stderr, "l7c: error: --machinery=%s: expected prebuilt or full\n", optarg);
+			return 2;
 		case 'c': color = !strcmp(optarg, "always") ? 1 : !strcmp(optarg, "never") ? 0 : -1; break;
 		case 'V': printf("l7c %s (LLVM 19, BPF CPU v3)\n", L7C_VERSION); return 0;
 		case 'h': usage(stdout); return 0;
@@ -441,7 +451,7 @@ int main(int argc, char **argv)
 		/* printed by the pipeline, after lowering and after each pass */
 	} else {
 		char *def = NULL;
-		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, progs, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
+		rc = compile(ir, opt_level, ex.budget, (enum split_mode)ex.split, progs, ex.full_machinery, emit, out ? out : emit == EMIT_OBJ ? (def = default_output(input)) : "-",
 			     &d, tm);
 		free(def);
 	}

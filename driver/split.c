@@ -296,8 +296,12 @@ static void note_over(struct split_build *sb, long budget)
 	}
 }
 
+/* The machinery functions no policy reaches, compiled when l7c was built (driver/CMakeLists.txt). */
+extern const unsigned char l7_fixed_bundle[];
+extern const size_t l7_fixed_bundle_size;
+
 int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
-		struct split_build *sb, struct l7_timers *timers)
+		int full, struct split_build *sb, struct l7_timers *timers)
 {
 	memset(sb, 0, sizeof(*sb));
 	sb->plan.mode = progs;
@@ -354,7 +358,8 @@ int split_build(const struct ir_program *p, int opt_level, long budget, enum spl
 		nlines += *c == '\n';
 	for (int round = 0;; round++) {
 		struct codegen_opts co = { .opt_level = opt_level, .output = CG_EMIT_OBJ, .out_buf = &sb->obj,
-					   .out_len = &sb->obj_len, .split = &sb->plan, .timers = timers };
+					   .out_len = &sb->obj_len, .split = &sb->plan, .timers = timers,
+					   .fixed = full ? NULL : l7_fixed_bundle, .fixed_size = l7_fixed_bundle_size };
 		if (timers)
 			timers->rounds++;
 		if (codegen_emit(p, &co)) {

@@ -27,12 +27,13 @@ enum split_mode {
 };
 
 /* Compiles p into an object of the programs of `progs` (l7c --mode), splitting what the budget
- * model finds over `budget` processed instructions. Returns 0, 1 when the policy cannot fit
+ * model finds over `budget` processed instructions; with `full`, the machinery functions no
+ * policy reaches are compiled again instead of joined from l7c's build (l7c --machinery=full). Returns 0, 1 when the policy cannot fit
  * (the message is printed), 2 when code generation failed. timers: NULL, or where the rounds'
  * stages add up (l7c --time). */
 struct l7_timers;
 int split_build(const struct ir_program *p, int opt_level, long budget, enum split_mode mode, enum codegen_mode progs,
-		struct split_build *sb, struct l7_timers *timers);
+		int full, struct split_build *sb, struct l7_timers *timers);
 void split_build_free(struct split_build *sb);
 
 /* Why program f, `used` processed instructions (the kernel's count, else the estimate), is over
