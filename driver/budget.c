@@ -346,7 +346,20 @@ static void decode(struct budget *b, struct budget_func *bf, struct fn_code *cc,
 	/* the machinery's signature: which of its source lines the function holds, whatever the
 	 * policy made of their registers and how often an unrolled loop repeats them */
 	qsort(mlines, (size_t)nm, sizeof(uint64_t), cmp_u64);
-	bf->csig = l7_fnv1a(l7_fnv1a(L7_FNV_BASIS, bf->name, strlen(bf->name)), f->insns, sizeof(f->insns[0]) * (size_t)f->n);
+	/* the code's signature: its instructions less the immediates a relocation fills (a call's
+	 * or a function's offset in .text, a datum's in .rodata), which depend on where the linker
+	 * put things, not on the code: an object joined from prebuilt machinery functions
+	 * (codegen/fixed.c) lays them out differently from the full pipeline's */
+	struct bpf_insn *code = malloc(sizeof(*code) * (size_t)(f->n + 1));
+	memcpy(code, f->insns, sizeof(*code) * (size_t)f->n);
+	for (int i = 0; i < f->n; i++)
+		if (bpfobj_relocated(o, f, i)) {
+			code[i].imm = 0;
+			if (code[i].code == (BPF_LD | BPF_IMM | BPF_DW) && i + 1 < f->n)
+				code[i + 1].imm = 0;
+		}
+	bf->csig = l7_fnv1a(l7_fnv1a(L7_FNV_BASIS, bf->name, strlen(bf->name)), code, sizeof(code[0]) * (size_t)f->n);
+	free(code);
 	bf->msig = l7_fnv1a(L7_FNV_BASIS, bf->name, calib_kind_len(bf->name));
 	for (int i = 0; i < nm; i++)
 		if (i == 0 || mlines[i] != mlines[i - 1])

@@ -32,7 +32,7 @@ struct budget_func {
 	long paths_estimate;             /* this function's own walk */
 	long policy_walk;                /* the part of it on the .l7 file's lines */
 	uint64_t msig;                   /* the machinery's source lines it holds (budget.c decode) */
-	uint64_t csig;                   /* its instructions, as the object holds them */
+	uint64_t csig;                   /* its instructions, less the immediates relocations fill */
 	uint64_t chain_code;             /* csig of it and all it reaches: the program as the kernel
 	                                  * loads it (a calibration's exact key) */
 	uint64_t chain_sig;              /* msig of it and all it reaches: the machinery's

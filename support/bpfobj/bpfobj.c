@@ -206,6 +206,13 @@ static const char *fn_at(const struct bpfobj *o, int sec, unsigned long off)
 	return NULL;
 }
 
+int bpfobj_relocated(const struct bpfobj *o, const struct bpfobj_fn *f, int i)
+{
+	const struct priv *p = o->priv;
+	struct rel key = { f->sec, f->off + (unsigned long)i * sizeof(struct bpf_insn), 0 };
+	return bsearch(&key, p->rels, (size_t)p->nrels, sizeof(*p->rels), cmp_rel) != NULL;
+}
+
 const char *bpfobj_reloc(const struct bpfobj *o, const struct bpfobj_fn *f, int i)
 {
 	const struct priv *p = o->priv;

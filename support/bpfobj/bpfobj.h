@@ -28,6 +28,8 @@ void bpfobj_close(struct bpfobj *o);
 /* The symbol the instruction at slot i of f refers to through a relocation (a map, a
  * callback's address, a called subprogram), or NULL. */
 const char *bpfobj_reloc(const struct bpfobj *o, const struct bpfobj_fn *f, int i);
+/* Whether a relocation fills instruction i of f (named or not: a datum in .rodata is not). */
+int bpfobj_relocated(const struct bpfobj *o, const struct bpfobj_fn *f, int i);
 
 /* The source line of slot i of f (line info, 0 if none) and its file's base name. */
 unsigned bpfobj_line(const struct bpfobj *o, const struct bpfobj_fn *f, int i, const char **file);
