@@ -29,7 +29,8 @@
  * (its attributes: memory effects, nocapture, ...): a global function that calls a global
  * function is fixed only if its callee is, it is compiled with its callees' bodies (stripped
  * before the backend), and the declarations that replace a fixed global function in a policy's
- * module carry the attributes -O2 inferred for it at build time.
+ * module carry the attributes -O2 inferred for it at build time. (On today's examples the
+ * callers' code is the same without those attributes; compiler.fixed would see a difference.)
  *
  * Bundle format: "L7FIXED1", u32 count, then per unit: u16 name length, name, u16 number of
  * references, each a u16 length and a name, u16 number of attributes, each u32 index (0 the
