@@ -393,6 +393,7 @@ static __always_inline int l7_mesh_hold_head(struct sk_msg_md *msg, struct l7_me
 	if (!hd)   /* no room (l7_mesh_hold is full): fail closed */
 		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
 	hd->len = size;
+	c->flags |= L7_MC_HELD;
 	return l7_mesh_to_l7run(msg, c, k, L7_MP_DISCARD, size, 0, 0, c->req_seq);
 }
 
@@ -474,8 +475,11 @@ static __always_inline int l7_mesh_request(struct sk_msg_md *msg, struct l7_mesh
 		return l7_mesh_to_own_end(msg, k);
 	if (!req || size == 0)
 		return l7_mesh_to_own_end(msg, k);
-	if (l7g_mesh_unhold(msg, k))
-		return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
+	if (c->flags & L7_MC_HELD) {
+		c->flags &= ~L7_MC_HELD;
+		if (l7g_mesh_unhold(msg, k))
+			return l7_mesh_to_l7run(msg, c, k, L7_MP_CLOSE, 0, 503, 0, c->req_seq++);
+	}
 	/* HTTP/2 (mesh_h2.h); if the tail call returns, the parser below refuses the bytes */
 	if (c->flags & L7_MC_H2)
 		bpf_tail_call(msg, &l7_mesh_h2_tail, L7_MESH_H2_TAIL);

@@ -117,6 +117,8 @@ struct l7_mesh_conn {
 			   * (= L7_REQ_CLOSE << 2: set from the request flags without a branch) */
 #define L7_MC_H2     16u  /* the connection began with the HTTP/2 preface: every write goes to
 			   * the h2 program (stdlib/bpf/mesh_h2.h), for the connection's life */
+#define L7_MC_HELD   32u  /* the start of a head waits in l7_mesh_hold: only then does the next
+			   * write look there (a hash lookup every request otherwise) */
 
 /* Bytes the data plane may queue in a client's socket that it has not read (responses are
  * redirected into its receive queue, which has no backpressure of its own). Past this the
