@@ -6,7 +6,7 @@ HZ=$(getconf CLK_TCK)
 
 # wrk_point NAME URL [WRK ARGS...]: wrk from the cgroup; req/s, p50, p99, the whole machine's
 # busy CPU per request and the non-2xx count, appended to $T/results ("NAME rps p50 p99 cpu_us
-# non2xx") and printed.
+# non2xx") and printed; WRK_REQS gets the number of requests (for per-request costs).
 wrk_point() {
 	local name=$1 url=$2 b0 b1 out rps p50 p99 reqs cpu_us non2xx
 	shift 2
@@ -19,6 +19,7 @@ wrk_point() {
 	p99=$(echo "$out" | awk '$1=="99%"{print $2}')
 	non2xx=$(echo "$out" | awk '/Non-2xx/{print $4}')
 	cpu_us=$(awk -v b="$((b1 - b0))" -v hz="$HZ" -v r="$reqs" 'BEGIN{printf "%.2f", b / hz * 1e6 / r}')
+	WRK_REQS=$reqs
 	echo "$name $rps $p50 $p99 $cpu_us ${non2xx:-0}" >> "$T/results"
 	printf "%-8s %10s req/s  p50 %-8s p99 %-8s cpu/req %6s us  non-2xx %s\n" "$name" "$rps" "$p50" "$p99" "$cpu_us" "${non2xx:-0}"
 }
