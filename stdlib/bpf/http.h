@@ -499,28 +499,35 @@ static __always_inline int l7_http_field(struct l7_req *r, __u32 vs, __u32 ve)
 	 * two stop masks rather than loops: a data-dependent loop exit multiplies the paths the
 	 * verifier has to walk through everything after it. */
 	n = ve - vs;
-	m = L7_HTTP_WINDOW(r, vs, L7H_R_NWS, L7_HTTP_TRIM) | (1ULL << L7_HTTP_TRIM);
-	i = l7_ctz64(m) & 63;                   /* leading OWS */
-	if (i >= n) {
-		if (n > L7_HTTP_TRIM)
-			return -L7_E_UNSUPPORTED;
-		ve = vs;                        /* all OWS: empty value */
-	} else if (i >= L7_HTTP_TRIM) {
-		return -L7_E_UNSUPPORTED;       /* >= TRIM bytes of leading OWS */
+	__u8 b0 = l7_http_at(r, vs), b1 = l7_http_at(r, vs + 1), bl = l7_http_at(r, ve - 1);
+	if (n && !L7__WS(bl) && (!L7__WS(b0) || !L7__WS(b1))) {
+		/* "name: value", at most one OWS byte before the value and none after: what the
+		 * two stop masks below would find, without their ~70 instructions each */
+		vs += L7__WS(b0);
 	} else {
-		vs += i;
-		n -= i;
-		/* Window of TRIM bytes ending at ve (or starting at 0); only bits of
-		 * [vs, ve) count; the last non-OWS byte ends the value. */
-		__u32 st = ve > L7_HTTP_TRIM ? ve - L7_HTTP_TRIM : 0;
+		m = L7_HTTP_WINDOW(r, vs, L7H_R_NWS, L7_HTTP_TRIM) | (1ULL << L7_HTTP_TRIM);
+		i = l7_ctz64(m) & 63;                   /* leading OWS */
+		if (i >= n) {
+			if (n > L7_HTTP_TRIM)
+				return -L7_E_UNSUPPORTED;
+			ve = vs;                        /* all OWS: empty value */
+		} else if (i >= L7_HTTP_TRIM) {
+			return -L7_E_UNSUPPORTED;       /* >= TRIM bytes of leading OWS */
+		} else {
+			vs += i;
+			n -= i;
+			/* Window of TRIM bytes ending at ve (or starting at 0); only bits of
+			 * [vs, ve) count; the last non-OWS byte ends the value. */
+			__u32 st = ve > L7_HTTP_TRIM ? ve - L7_HTTP_TRIM : 0;
 
-		m = L7_HTTP_WINDOW(r, st, L7H_R_NWS, L7_HTTP_TRIM);
-		if (vs > st)
-			m &= ~0ULL << ((vs - st) & 63);
-		m &= (1ULL << ((ve - st) & 63)) - 1;
-		if (!m)
-			return -L7_E_UNSUPPORTED;       /* >= TRIM bytes of trailing OWS */
-		ve = st + (63 - (__u32)__builtin_clzll(m)) + 1;
+			m = L7_HTTP_WINDOW(r, st, L7H_R_NWS, L7_HTTP_TRIM);
+			if (vs > st)
+				m &= ~0ULL << ((vs - st) & 63);
+			m &= (1ULL << ((ve - st) & 63)) - 1;
+			if (!m)
+				return -L7_E_UNSUPPORTED;       /* >= TRIM bytes of trailing OWS */
+			ve = st + (63 - (__u32)__builtin_clzll(m)) + 1;
+		}
 	}
 	/* Forget how the trims went so the verifier can merge the paths. */
 	vs = l7_mask(vs, L7_MAX_HEAD - 1);
