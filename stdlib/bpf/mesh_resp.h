@@ -14,6 +14,8 @@
 struct l7_mesh_rscan {
 	__u32 pos, len, line, head_len, status, bad, chunked, first;
 	__u32 colon;          /* the current line's first ':' (0: none yet) */
+	__u32 wbase, wlen;    /* the last 64-byte window (wlen 0: none yet) and its masks of */
+	__u64 wnl, wco;       /* '\n' and ':' (bit j: byte wbase + j), for the lines after */
 	__u32 has_clen;
 	__u64 clen;           /* Content-Length, valid when has_clen; a chunk's size */
 	/* Field lines a response mutation cuts (names l7_rhdr_name[i], bits i of rmask), adjacent
@@ -140,7 +142,8 @@ static __always_inline void l7_rs_eol(struct l7_mesh_rscan *s, struct l7_req *r,
 /* One step of the head scan: from pos, 64 bytes at a time (eight words, each compared with
  * '\n' and ':' at once), to the next line end; the line's first ':' is noted on the way.
  * A line per bpf_loop call, not a byte (each call costs ~6.5 ns, platform.md): a 160-byte
- * nginx head took 160 calls, now its 7 lines. The buffer's slack keeps the window inside it. */
+ * nginx head took 160 calls, now its 7 lines, and 3 windows (a line that starts inside the
+ * last window reuses its masks). The buffer's slack keeps the window inside it. */
 L7_LOOP_CB(l7_rs_cb)
 {
 	struct l7_req *r = ((struct l7_mesh_rctx *)l7_ctx)->r;
@@ -149,25 +152,37 @@ L7_LOOP_CB(l7_rs_cb)
 
 	if (p >= s->len || p >= L7_RS_MAXHEAD)
 		return 1;
-	__u32 avail = s->len - p;
-	const __u8 *q = r->buf + l7_mask(p, L7_RS_MAXHEAD - 1);
-	__u64 nl = 0, co = 0;
-	L7_UNROLL
-	for (int i = 0; i < 8; i++) {
-		__u64 w = l7_ld64(q + 8 * i);
-		nl |= l7_rs_eq8(w, '\n') << (8 * i);
-		co |= l7_rs_eq8(w, ':') << (8 * i);
-	}
-	if (avail < 64) {
-		nl &= (1ULL << avail) - 1;
-		co &= (1ULL << avail) - 1;
+	__u64 nl, co;
+	__u32 off = p - s->wbase;   /* past the window when p is before it, too (unsigned) */
+	if (off < s->wlen) {
+		/* the window an earlier line was found in still covers p: its masks, from p */
+		nl = s->wnl >> (off & 63);
+		co = s->wco >> (off & 63);
+	} else {
+		__u32 avail = s->len - p;
+		const __u8 *q = r->buf + l7_mask(p, L7_RS_MAXHEAD - 1);
+		nl = co = 0;
+		L7_UNROLL
+		for (int i = 0; i < 8; i++) {
+			__u64 w = l7_ld64(q + 8 * i);
+			nl |= l7_rs_eq8(w, '\n') << (8 * i);
+			co |= l7_rs_eq8(w, ':') << (8 * i);
+		}
+		if (avail < 64) {
+			nl &= (1ULL << avail) - 1;
+			co &= (1ULL << avail) - 1;
+		}
+		s->wbase = p;
+		s->wlen = 64;
+		s->wnl = nl;
+		s->wco = co;
 	}
 	if (nl)
 		co &= (nl & -nl) - 1;   /* a ':' of this line, not the next */
 	if (co && !s->colon)
 		s->colon = p + l7_ctz64(co);
 	if (!nl) {
-		s->pos = p + 64;
+		s->pos = s->wbase + 64;   /* none up to the window's end */
 		return 0;
 	}
 	__u32 e = p + l7_ctz64(nl);
