@@ -283,7 +283,7 @@ int verify_object(struct report *r, const char *cgroup_root, const char *log_dir
 		}
 		if (type == BPF_TRACE_RAW_TP) {   /* as l7run --mesh: a raw tracepoint fd */
 			snprintf(g->attach_to, sizeof(g->attach_to), "tracepoint %.84s", strchr(progs[i].section, '/') + 1);
-			int l = bpf_raw_tracepoint_open(strchr(progs[i].section, '/') + 1, fd);
+			int l = bpf_raw_tracepoint_open(l7_raw_tp_name(progs[i].section), fd);
 			if (l < 0)
 				refused(r, g, errno, type, NULL);
 			else

@@ -29,6 +29,7 @@
 #include <arpa/inet.h>
 #include <sys/stat.h>
 #include <bpf/bpf.h>
+#include "l7/attach.h"
 #include "mesh.h"
 
 #define CGROUP2_ROOT "/sys/fs/cgroup/unified"
@@ -207,7 +208,7 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 		return -1;
 	}
 	/* before any socket is enrolled: a client's order needs every redirect into it counted */
-	v->redir_tp = bpf_raw_tracepoint_open(strchr(bpf_program__section_name(redir), '/') + 1, bpf_program__fd(redir));
+	v->redir_tp = bpf_raw_tracepoint_open(l7_raw_tp_name(bpf_program__section_name(redir)), bpf_program__fd(redir));
 	if (v->redir_tp < 0) {
 		snprintf(err, errlen, "attach %s to %s: %s", L7_MESH_PROG_REDIR, bpf_program__section_name(redir), strerror(errno));
 		return -1;

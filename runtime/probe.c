@@ -266,12 +266,21 @@ static int check_btf(char *why, size_t n)
 	return ok ? 0 : -1;
 }
 
-/* The mesh's l7_mesh_redir_prog, reduced to `return 0`, on the tracepoint it uses. */
+/* The mesh's l7_mesh_redir_prog, reduced to `return 0`, on the tracepoint it uses: a BTF-typed
+ * one (tp_btf, l7/progs.def), loaded against the kernel's btf_trace_sk_data_ready. */
 static int check_tp(char *why, size_t n)
 {
 	struct bpf_insn p[] = { MOV_IMM(BPF_REG_0, 0), EXIT() };
-	int prog = load(BPF_PROG_TYPE_RAW_TRACEPOINT, 0, p, 2);
-	int tp = prog < 0 ? -1 : bpf_raw_tracepoint_open("sk_data_ready", prog);
+	struct btf *btf = btf__load_vmlinux_btf();
+	int id = btf ? btf__find_by_name_kind(btf, "btf_trace_sk_data_ready", BTF_KIND_TYPEDEF) : -1;
+	btf__free(btf);
+	if (id < 0) {
+		snprintf(why, n, "the kernel's BTF has no sk_data_ready tracepoint");
+		return -1;
+	}
+	LIBBPF_OPTS(bpf_prog_load_opts, o, .expected_attach_type = BPF_TRACE_RAW_TP, .attach_btf_id = (__u32)id);
+	int prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, NULL, "GPL", p, 2, &o);
+	int tp = prog < 0 ? -1 : bpf_raw_tracepoint_open(NULL, prog);
 	if (tp < 0)
 		snprintf(why, n, "%s: %s", prog < 0 ? "load" : "attach to sk_data_ready", strerror(errno));
 	close_all((int[]){ tp, prog }, 2);

@@ -926,32 +926,30 @@ __attribute__((always_inline)) int l7_mesh_msg(struct sk_msg_md *msg)
 	return SK_PASS;
 }
 
-/* The sock:sk_data_ready tracepoint (raw, args[0]: the socket), which sock_def_readable hits
- * after the kernel has queued a redirect into a socket (bpf_tcp_ingress: queue, data_ready,
- * then the socket lock is released). For a client socket of this version (the same 4-tuple and
- * psock, so not a socket of another namespace or object) with a redirect on its way, count it
- * in redir_done. Every socket of the machine that gets data comes here; most find no entry.
- * A client socket gets no data but redirects (l7run's end sends through its SK_MSG too), and
- * the redir_done < redir_dec test keeps a stray wake-up from counting ahead. */
+/* The sock:sk_data_ready tracepoint (BTF-typed, args[0]: the socket), which sock_def_readable
+ * hits after the kernel has queued a redirect into a socket (bpf_tcp_ingress: queue,
+ * data_ready, then the socket lock is released). For a client socket of this version (the same
+ * 4-tuple and psock, so not a socket of another namespace or object) with a redirect on its
+ * way, count it in redir_done. Every socket of the machine that gets data comes here; most
+ * find no entry. A client socket gets no data but redirects (l7run's end sends through its
+ * SK_MSG too), and the redir_done < redir_dec test keeps a stray wake-up from counting ahead.
+ * tp_btf, not raw_tp: the verifier knows args[0] is a struct sock, so its fields are plain
+ * loads, where a raw tracepoint needed a bpf_probe_read_kernel call for each (three a run). */
 __attribute__((always_inline)) int l7_mesh_redir(void *ctx)
 {
 	struct sock___l7 *sk = (void *)((__u64 *)ctx)[0];
 	struct l7_mesh_key k;
-	__u64 ud = 0, addrs = 0;
-	__u32 ports = 0;
 
-	/* two reads, not four: it runs for every socket that gets data (~135-150 ns a run with
-	 * four, under load) */
-	if (!sk || bpf_core_read(&addrs, sizeof(addrs), &sk->__sk_common.skc_addrpair) ||
-	    bpf_core_read(&ports, sizeof(ports), &sk->__sk_common.skc_portpair))
+	if (!sk)
 		return 0;
+	__u64 addrs = sk->__sk_common.skc_addrpair;
+	__u32 ports = sk->__sk_common.skc_portpair;
 	k.lip = (__u32)(addrs >> 32);
 	k.rip = (__u32)addrs;
 	k.lport = ports >> 16;
 	k.rport = bpf_ntohs((__u16)ports);
 	struct l7_mesh_conn *c = bpf_map_lookup_elem(&l7_mesh_conns, &k);
-	if (!c || c->role != L7_MR_CLIENT || bpf_core_read(&ud, sizeof(ud), &sk->sk_user_data) ||
-	    c->psock != (ud & L7_SK_USER_DATA_PTRMASK))
+	if (!c || c->role != L7_MR_CLIENT || c->psock != ((__u64)sk->sk_user_data & L7_SK_USER_DATA_PTRMASK))
 		return 0;
 	/* queued under the client's socket lock, so one at a time per client */
 	__u64 done = *(volatile __u64 *)&c->redir_done;

@@ -29,9 +29,16 @@ static inline int l7_attach_type(const char *section)
 		return BPF_SK_MSG_VERDICT;
 	if (!strcmp(section, "sockops"))
 		return BPF_CGROUP_SOCK_OPS;
-	if (!strncmp(section, "raw_tp/", 7))
-		return BPF_TRACE_RAW_TP;   /* bpf_raw_tracepoint_open(the part after "raw_tp/") */
+	if (!strncmp(section, "raw_tp/", 7) || !strncmp(section, "tp_btf/", 7))
+		return BPF_TRACE_RAW_TP;   /* bpf_raw_tracepoint_open(l7_raw_tp_name(section)) */
 	return -1;
+}
+
+/* The tracepoint name bpf_raw_tracepoint_open wants for a BPF_TRACE_RAW_TP section: the part
+ * after "raw_tp/"; NULL for "tp_btf/", whose program was loaded against its tracepoint. */
+static inline const char *l7_raw_tp_name(const char *section)
+{
+	return strncmp(section, "raw_tp/", 7) ? NULL : section + 7;
 }
 
 /* Its name in messages: the part of the section after "sk_skb/", or the section. */
