@@ -167,6 +167,10 @@ L7_LOOP_CB(l7_rs_cb)
 			__u64 w = l7_ld64(q + 8 * i);
 			nl |= l7_rs_eq8(w, '\n') << (8 * i);
 			co |= l7_rs_eq8(w, ':') << (8 * i);
+			/* a word at a time: unrolled and interleaved, the words' values spilled
+			 * (160 bytes of stack, on top of the program's 400 in the deepest chain) */
+			l7_barrier_var(nl);
+			l7_barrier_var(co);
 		}
 		if (avail < 64) {
 			nl &= (1ULL << avail) - 1;
