@@ -37,13 +37,15 @@ L7_LOOP_CB(l7_stage_cb)
 {
 	struct l7_stage_ctx *x = l7_ctx;
 	__u32 i = (__u32)l7_idx, total = x->total;
-	__u16 off = 0, len = 0;
+	__u16 off, len;
 
 	if (i >= x->n || i >= L7_MAX_SET)
 		return 1;
 	__u32 m = x->set[i & (L7_MAX_SET - 1)] & (L7_MAX_MUT - 1);
-	bpf_probe_read_kernel(&off, sizeof(off), &l7_mut_off[m]);
-	bpf_probe_read_kernel(&len, sizeof(len), &l7_mut_len[m]);
+	/* plain loads from the object's constants (the index is masked); only the line's bytes,
+	 * of a length the verifier cannot bound, need the helper */
+	off = l7_mut_off[m];
+	len = l7_mut_len[m];
 	/* ir_lower bounds the lines of one message by L7_MAX_INSERT: never stops early */
 	if (len == 0 || total + len > L7_MAX_INSERT || off >= L7_MUT_BYTES) {
 		x->total = L7_MAX_INSERT + 1;   /* refused below: no partial set of lines */
