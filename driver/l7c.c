@@ -25,6 +25,7 @@
 #include "ir.h"
 #include "l7/abi.h"
 #include "l7/grpc.h"
+#include "l7/h2.h"
 #include "pipeline.h"
 #include "timers.h"
 
@@ -141,6 +142,17 @@ static char *default_output(const char *in)
 	return out;
 }
 
+/* An HTTP/2 error code's name (RFC 9113 7) */
+static const char *h2_error_name(unsigned code)
+{
+	switch (code) {
+#define H2_ERR_NAME(n, v) case v: return #n;
+	L7_H2_ERRORS(H2_ERR_NAME)
+#undef H2_ERR_NAME
+	default: return "?";
+	}
+}
+
 /* --eval: the decision the policy makes for one request, as the data plane would make it.
  * The request comes from `source` (network byte order) to `service` (NULL: the first); JWTs are
  * verified as the data plane does (its code, the policy's key files) at time `now`; rate
@@ -164,10 +176,32 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	size_t n = fread(bytes, 1, sizeof(bytes), f);
 	fclose(f);
 	static struct l7_req req;
-	int head = ir_parse_request(ir, &req, bytes, (unsigned)n);
+	/* a request line ending in HTTP/2: the stream an HTTP/2 client sends for it, decided as
+	 * mesh mode decides it (its header block through the kernel's HPACK decoder) */
+	static unsigned char blk[L7_H2_BLOCK_MAX + 1];
+	unsigned h2_head = 0, h2_flags = 0;
+	int h2_len = ir_h2_block(bytes, (unsigned)n, blk, sizeof(blk), &h2_head);
+	if (h2_len < 0) {
+		printf("verdict: refuse (no HTTP/2 header block of at most %d bytes: a line is no field, or too long)\n",
+		       L7_H2_BLOCK_MAX);
+		return 0;
+	}
+	int head = h2_len ? ir_parse_request_h2(ir, &req, blk, (unsigned)h2_len, &h2_flags)
+			  : ir_parse_request(ir, &req, bytes, (unsigned)n);
 	req.src_ip4 = source;
 	req.service = (unsigned)svc;
 	req.dst_port = ir->nservices ? ir->services[svc].endpoints[0].port : 80;
+	if (h2_len && head) {
+		unsigned code = (unsigned)-head & 0xff;
+		if ((unsigned)-head & L7_H2_R_SLOW)
+			printf("verdict: refuse stream REFUSED_STREAM (the kernel cannot decide this block: slow path %u)\n", code);
+		else
+			printf("verdict: refuse %s %s (%s)\n", (unsigned)-head & L7_H2_R_CONN ? "connection" : "stream",
+			       h2_error_name(code), (unsigned)-head & L7_H2_R_CONN ? "GOAWAY" : "RST_STREAM: malformed");
+		return 0;
+	}
+	if (h2_len)
+		head = (int)h2_head;
 	if (head <= 0) {
 		static const int status[] = { [L7_E_BAD] = 400, [L7_E_TOO_LARGE] = 431, [L7_E_UNSUPPORTED] = 501,
 					      [L7_E_URI_TOO_LONG] = 414 };
@@ -184,8 +218,13 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 		return fprintf(stderr, "l7c: error: %s\n", err), 2;
 	struct ir_decision d;
 	ir_eval_with(ir, &req, &env, &d);
-	printf("request: %.*s %.*s (head %d bytes)\n", req.method_s.len, (char *)req.buf + req.method_s.off,
-	       req.target.len, (char *)req.buf + req.target.off, head);
+	if (h2_len)
+		printf("request: %.*s %.*s (HTTP/2, header block %d bytes%s)\n", req.method_s.len,
+		       (char *)req.buf + req.method_s.off, req.target.len, (char *)req.buf + req.target.off, h2_len,
+		       h2_flags & L7_H2_M_GRPC ? ", a gRPC call" : "");
+	else
+		printf("request: %.*s %.*s (head %d bytes)\n", req.method_s.len, (char *)req.buf + req.method_s.off,
+		       req.target.len, (char *)req.buf + req.target.off, head);
 	for (int i = 0; i < ir->njwts; i++)   /* the tokens the rules looked at */
 		if (req.jwt_done >> i & 1)
 			printf("jwt %s: %s (at %lld)\n", ir->jwts[i].name, ir_jwt_why(env.ctx, i, &req), now);
@@ -203,6 +242,11 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	case IR_FALLBACK: printf("verdict: fallback %s\n", ir->upstreams[d.upstream].name); break;
 	default: printf("verdict: ?\n"); break;
 	}
+	/* what mesh mode does with such a stream, where it differs from the verdict (issue 14) */
+	if (h2_len && d.term == IR_FORWARD && (d.nset || d.del || d.nrset || d.rdel))
+		printf("http2: answered 501: header mutations of HTTP/2 requests are not applied yet\n");
+	else if (h2_len && d.term == IR_FALLBACK)
+		printf("http2: answered 502: the fallback path speaks HTTP/1.1\n");
 	if ((d.term != IR_DENY || d.no_endpoint) && ir->upstreams[d.upstream].nendpoints > 1) {
 		const struct ir_target *t = &ir->upstreams[d.upstream];
 		if (t->rt_kind != IR_RT_NONE) {
