@@ -19,11 +19,15 @@
  *                                     -), DELS: the header names whose lines the client's head
  *                                     loses (hex, comma-separated, or -)
  *                                     each followed by "#RULE" ("rbac", "default" or the rule id)
+ *                                     A record "h2 SERVICE SRC_IP DST_PORT HEXBYTES" is one
+ *                                     HTTP/2 stream, its request written as text (the version
+ *                                     HTTP/2, as for `l7c --eval`): decide_h2() says what it prints
  *
  * The policy is lowered and optimised exactly as l7c does. JWTs are verified as the data plane
  * does (ir_jwt_valid: its code, the policy's key files) at time EPOCH (default: now), as for
  * `l7c --eval --now=EPOCH`; rate limits count as not reached. */
 #include <arpa/inet.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@
 #include "http.h"   /* stdlib/bpf, built natively: the chunked-body framing of the data plane */
 #include "ir.h"
 #include "l7/abi.h"
+#include "l7/h2.h"
 #include "pipeline.h"
 
 static void hex(const char *s, size_t n)
@@ -167,6 +172,76 @@ static void rule_tag(const struct ir_program *p, const struct ir_decision *d)
 		printf(" #%d", d->rule->id);
 }
 
+/* The decision for one parsed request: "forward UP MUTS DELS [any=..] [rmut]",
+ * "fallback ...", "deny STATUS grpc=G", then " #RULE"; rmut: the response is mutated too. */
+static void decide(const struct ir_program *p, const struct ir_eval_env *env, struct l7_req *req)
+{
+	struct ir_decision d;
+	ir_eval_with(p, req, env, &d);
+	switch (d.term) {
+	case IR_FORWARD:
+	case IR_FALLBACK: {
+		const struct ir_target *t = &p->upstreams[d.upstream];
+		printf("%s %d ", d.term == IR_FORWARD ? "forward" : "fallback", d.slot < 0 ? t->slot : d.slot);
+		for (int i = 0; i < d.nset; i++)
+			printf("%s%d", i ? "," : "", d.set[i]);
+		if (!d.nset)
+			putchar('-');
+		putchar(' ');
+		for (int i = 0, any = 0; i < p->nheaders; i++)
+			if (d.del >> i & 1) {
+				if (any++)
+					putchar(',');
+				hex(p->headers[i], strlen(p->headers[i]));
+			}
+		if (!d.del)
+			putchar('-');
+		if (d.slot < 0)   /* round robin: whichever slot of the set has the turn */
+			for (int i = 0; i < t->nendpoints; i++)
+				printf("%s%d", i ? "," : " any=", t->slot + i);
+		if (d.nrset || d.rdel)
+			printf(" rmut");
+		break;
+	}
+	case IR_DENY: printf("deny %d grpc=%d", d.status, d.grpc); break;
+	default: printf("unknown %d", d.term); break;
+	}
+	rule_tag(p, &d);
+}
+
+/* One HTTP/2 request written as text (ir_h2_block): "h2 DECISION call=grpc|http block=HEX", DECISION
+ * as decide() prints it or "h2err stream|conn|refused CODE" (the decoder's refusal: RST_STREAM
+ * with CODE, GOAWAY with CODE, RST_STREAM REFUSED_STREAM for slow-path reason CODE), or
+ * "h2 bad" if the text is no HTTP/2 request of at most one frame's block. */
+static void decide_h2(const struct ir_program *p, const struct ir_eval_env *env, unsigned svc, unsigned src_be,
+		      unsigned port, const unsigned char *bytes, size_t len)
+{
+	static unsigned char blk[L7_H2_BLOCK_MAX];
+	static struct l7_req req;
+	unsigned head = 0, flags = 0;
+	int n = ir_h2_block(bytes, (unsigned)len, blk, sizeof(blk), &head);
+	if (n <= 0) {
+		printf("h2 bad\n");
+		fflush(stdout);
+		return;
+	}
+	int rc = ir_parse_request_h2(p, &req, blk, (unsigned)n, &flags);
+	printf("h2 ");
+	if (rc) {
+		unsigned r = (unsigned)-rc;
+		printf("h2err %s %u", r & L7_H2_R_SLOW ? "refused" : r & L7_H2_R_CONN ? "conn" : "stream", r & 0xff);
+	} else {
+		req.service = svc;
+		req.src_ip4 = src_be;
+		req.dst_port = port;
+		decide(p, env, &req);
+	}
+	printf(" call=%s block=", flags & L7_H2_M_GRPC ? "grpc" : "http");
+	hex((const char *)blk, (size_t)n);
+	putchar('\n');
+	fflush(stdout);
+}
+
 /* Every request of one stream, in order, until one is refused or incomplete. */
 static void decide_stream(const struct ir_program *p, const struct ir_eval_env *env, unsigned svc, unsigned src_be,
 			  unsigned port, const unsigned char *bytes, size_t len)
@@ -192,35 +267,7 @@ static void decide_stream(const struct ir_program *p, const struct ir_eval_env *
 		req.service = svc;
 		req.src_ip4 = src_be;
 		req.dst_port = port;
-		struct ir_decision d;
-		ir_eval_with(p, &req, env, &d);
-		switch (d.term) {
-		case IR_FORWARD:
-		case IR_FALLBACK: {
-			const struct ir_target *t = &p->upstreams[d.upstream];
-			printf("%s %d ", d.term == IR_FORWARD ? "forward" : "fallback", d.slot < 0 ? t->slot : d.slot);
-			for (int i = 0; i < d.nset; i++)
-				printf("%s%d", i ? "," : "", d.set[i]);
-			if (!d.nset)
-				putchar('-');
-			putchar(' ');
-			for (int i = 0, any = 0; i < p->nheaders; i++)
-				if (d.del >> i & 1) {
-					if (any++)
-						putchar(',');
-					hex(p->headers[i], strlen(p->headers[i]));
-				}
-			if (!d.del)
-				putchar('-');
-			if (d.slot < 0)   /* round robin: whichever slot of the set has the turn */
-				for (int i = 0; i < t->nendpoints; i++)
-					printf("%s%d", i ? "," : " any=", t->slot + i);
-			break;
-		}
-		case IR_DENY: printf("deny %d", d.status); break;
-		default: printf("unknown %d", d.term); break;
-		}
-		rule_tag(p, &d);
+		decide(p, env, &req);
 		printf(" @%zu", at);
 		if (req.flags & L7_REQ_UPGRADE) {   /* the rest is not HTTP */
 			printf(" ; body");
@@ -297,20 +344,24 @@ int main(int argc, char **argv)
 		unsigned svc, port;
 		char ip[64];
 		int off = 0;
-		if (sscanf(line, "%u %63s %u %n", &svc, ip, &port, &off) < 3 || !off) {
+		bool h2 = !strncmp(line, "h2 ", 3);   /* one HTTP/2 stream */
+		if (sscanf(line + (h2 ? 3 : 0), "%u %63s %u %n", &svc, ip, &port, &off) < 3 || !off) {
 			printf("error bad record\n");
 			fflush(stdout);
 			continue;
 		}
 		struct in_addr a;
 		inet_pton(AF_INET, ip, &a);
-		int n = unhex(line + off, bytes, sizeof(bytes));
+		int n = unhex(line + (h2 ? 3 : 0) + off, bytes, sizeof(bytes));
 		if (n < 0) {
 			printf("error bad hex\n");
 			fflush(stdout);
 			continue;
 		}
-		decide_stream(p, &env, svc, a.s_addr, port, bytes, (size_t)n);
+		if (h2)
+			decide_h2(p, &env, svc, a.s_addr, port, bytes, (size_t)n);
+		else
+			decide_stream(p, &env, svc, a.s_addr, port, bytes, (size_t)n);
 	}
 	ir_jwt_env_free(env.ctx);
 	l7_unit_free(&u);
