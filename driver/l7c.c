@@ -82,7 +82,8 @@ static const struct opt {
 	  "prebuilt (default): the machinery functions no policy constant\nreaches come compiled with l7c and are "
 	  "joined to the object; full:\nevery function through -O2 and the backend (slower, the same code)" },
 	{ "eval", 'E', required_argument, "--eval=REQUEST",
-	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision" },
+	  "decide one raw HTTP request (a file of wire bytes) with the\nreference evaluator and print the decision; a request line\n"
+	  "ending in HTTP/2: the stream an HTTP/2 client sends for it,\ndecided as mesh mode decides it" },
 	{ "eval-source", 'S', required_argument, "--eval-source=IP", "with --eval: the client's address (default 127.0.0.1)" },
 	{ "eval-service", 'Z', required_argument, "--eval-service=NAME",
 	  "with --eval: the service the client connected to (default the first)" },
