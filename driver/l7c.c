@@ -182,6 +182,10 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	static unsigned char blk[L7_H2_BLOCK_MAX + 1];
 	unsigned h2_head = 0, h2_flags = 0;
 	int h2_len = ir_h2_block(bytes, (unsigned)n, blk, sizeof(blk), &h2_head);
+	if (h2_len == -2) {
+		printf("verdict: incomplete (an HTTP/2 request line, and no end of the head in %zu bytes)\n", n);
+		return 0;
+	}
 	if (h2_len < 0) {
 		printf("verdict: refuse (no HTTP/2 header block of at most %d bytes: a line is no field, or too long)\n",
 		       L7_H2_BLOCK_MAX);

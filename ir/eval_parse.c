@@ -159,7 +159,7 @@ int ir_h2_block(const void *text, unsigned len, unsigned char *blk, unsigned cap
 		}
 	}
 	if (!body)
-		return 0;   /* no end of the head */
+		return -2;   /* no end of the head */
 	*head_len = (unsigned)(body - s);
 	struct h2_out w = { .o = blk, .cap = cap };
 	if (host && !explicit_auth && !connect)

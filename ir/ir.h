@@ -406,8 +406,8 @@ int ir_parse_request(const struct ir_program *p, struct l7_req *req, const void 
 /* HTTP/2 (mesh mode decides each stream at its header block). ir_h2_block: the header block an
  * HTTP/2 client sends for a request written as text, HTTP/1.1's form with the version HTTP/2
  * (eval_parse.c says how fields map), into blk (cap bytes); *head_len: the text's head.
- * Returns the block's length, 0 if the text is no complete HTTP/2 request head, -1 if a line
- * is no field or the block exceeds cap. ir_parse_request_h2: decodes a block with the data
+ * Returns the block's length, 0 if the text's request line is no HTTP/2 one, -1 if a line is
+ * no field or the block exceeds cap, -2 if the head does not end (no empty line). ir_parse_request_h2: decodes a block with the data
  * plane's decoder (stdlib/bpf/hpack.h, built natively) in the state mesh mode decides a
  * client's blocks in; *msg_flags: its L7_H2_M_* (L7_H2_M_GRPC: a gRPC call). Returns 0, or
  * the decoder's L7_H2_* result (l7/h2.h: a stream or connection error, or L7_H2_SLOW: the
