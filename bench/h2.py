@@ -15,8 +15,9 @@ the two services). h2load runs with --encoder-header-table-size=0 in every mode:
 mode the 2nd..Mth streams h2load sends before l7run's SETTINGS arrive refer to its dynamic
 table, which the kernel does not track (refused, REFUSED_STREAM; docs/architecture.md).
 
-Per point and mode: requests/s (h2load's, or calls / seconds), p50/p99 latency (h2load's
---log-file, the loop's own clock), and the CPU per request of the enforcing component: l7run's
+Per point and mode: answered requests/s (2xx responses, or calls that returned OK, per
+second; the others are counted as non-2xx), p50/p99 latency over all (h2load's --log-file, the
+loop's own clock), and the CPU per request of the enforcing component: l7run's
 threads (schedstat) plus the run time of its BPF programs (l7run --bpf-stats: run_time_ns), HAProxy's
 process, nginx's master and workers. Ratios to HAProxy and nginx from the same run.
 
@@ -253,15 +254,15 @@ def h2load(port, conns):
                 lat.append(int(w[2]))
                 if not w[1].startswith("2"):
                     codes[w[1]] = codes.get(w[1], 0) + 1
-    n = len(lat)
-    return {"reqs": n, "rps": n / DUR, "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "bad": sum(codes.values()),
+    n, bad = len(lat), sum(codes.values())
+    return {"reqs": n, "rps": (n - bad) / DUR, "p50": pct(lat, 0.5), "p99": pct(lat, 0.99), "bad": bad,
             "out": json.dumps(codes)}
 
 
 def grpc_load(port):
     r = client([PY, os.path.join(HERE, "h2_grpc.py"), "load", str(port), str(GPROCS), str(DUR), CALLS], DUR + 60)
     j = json.loads(r.stdout.strip().split("\n")[-1])
-    return {"reqs": j["calls"], "rps": j["calls"] / DUR, "p50": j["lat_us"][0], "p99": j["lat_us"][1],
+    return {"reqs": j["calls"], "rps": j["ok"] / DUR, "p50": j["lat_us"][0], "p99": j["lat_us"][1],
             "bad": j["calls"] - j["ok"], "out": json.dumps(j["codes"])}
 
 
@@ -270,7 +271,7 @@ def measure(m, point, conns):
     r = h2load(m.h2port, conns) if conns else grpc_load(m.gport)
     k1, b1 = m.cost()
     n = max(r["reqs"], 1)
-    r["proc_us"] = (k1 - k0) / 1e3 / n
+    r["proc_us"] = (k1 - k0) / 1e3 / n   # per request sent, answered or not
     r["bpf_us"] = (b1 - b0) / 1e3 / n
     r["cpu_us"] = r["proc_us"] + r["bpf_us"]
     return r
