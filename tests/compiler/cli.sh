@@ -116,6 +116,15 @@ check eval-grpc-form 0 "$l7c" --eval="$ev/grpc-malformed.http" --eval-source=127
 check eval-smuggle 0 "$l7c" --eval="$ev/cl-te.http" "$ex";               contains eval-smuggle '^verdict: refuse 400'
 check eval-incomplete 0 "$l7c" --eval="$ev/incomplete.http" "$ex";       contains eval-incomplete '^verdict: incomplete'
 check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
+# an HTTP/2 request (request line ending in HTTP/2): decided as mesh mode decides the stream
+check eval-h2 0 "$l7c" --eval="$ev/h2-api-get.http" "$ex"
+contains eval-h2 '^request: GET /api/users \(HTTP/2, header block [0-9]+ bytes\)$'; contains eval-h2-verdict '^verdict: forward api$'
+contains eval-h2-501 '^http2: answered 501: header mutations'
+check eval-h2-grpc 0 "$l7c" --eval="$ev/h2-grpc-cancel.http" --eval-source=127.0.3.7 "$src/examples/grpc.l7"
+contains eval-h2-grpc ', a gRPC call\)$'; contains eval-h2-grpc-status '^grpc-status: 7 PERMISSION_DENIED \(named by the rule\)$'
+check eval-h2-malformed 0 "$l7c" --eval="$ev/h2-connection.http" "$ex"
+contains eval-h2-malformed '^verdict: refuse stream PROTOCOL_ERROR'
+check eval-h2-incomplete 0 "$l7c" --eval="$ev/h2-incomplete.http" "$ex"; contains eval-h2-incomplete '^verdict: incomplete'
 # the service the request came to (the evaluator's default: the first)
 check eval-service 2 "$l7c" --eval="$ev/api-get.http" --eval-service=nope "$ex"; contains eval-service "no service .nope."
 lb=$src/examples/load_balance.l7   # the endpoint of a set (the kernel agrees: tests/balance)
