@@ -21,7 +21,7 @@ loop's own clock), and the CPU per request of the enforcing component: l7run's
 threads (schedstat) plus the run time of its BPF programs (l7run --bpf-stats: run_time_ns), HAProxy's
 process, nginx's master and workers. Ratios to HAProxy and nginx from the same run.
 
-Bounded: ROUNDS x 4 modes x 4 points x DUR seconds (default 3 x 3 s: about 3 minutes with the
+Bounded: ROUNDS x 4 modes x 4 points x DUR seconds (default 3 x 3 s: about 3.5 minutes with the
 start-ups); modes alternate within each round (the order rotating), medians over rounds.
 Loopback only; ports derive from our pid; every process started here is ended by its pid; the
 cgroup and pins are removed at exit. Needs root (mesh mode).
