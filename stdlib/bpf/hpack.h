@@ -977,6 +977,8 @@ static __always_inline int l7_hpack_decode(struct l7_hpack *d, struct l7_req *re
 	req->n_wline = 0;
 	req->method_s.off = req->method_s.len = 0;
 	req->target = req->path = req->query = req->host = req->method_s;
+	for (int i = 0; i < L7_MAX_WANTED; i++)   /* as http.h: absent wanted headers read "" */
+		req->hdr[i] = req->method_s;
 	if (d->conn & L7_H2_C_HP_ZERO) {   /* a table of size 0 is empty */
 		d->tab.init = 1;
 		d->tab.max = d->tab.size = d->tab.count = 0;
