@@ -114,6 +114,11 @@ static void h2_summary(const struct l7_hpack *d, const struct l7_req *req, char 
 		if (m->never & (1u << i))
 			o += sprintf(o, "!");
 	}
+	/* a wanted header the block lacks reads "" (the request buffer is a per-CPU map that every
+	 * stream shares: a value left by an earlier block would decide this one) */
+	for (int i = 0; i < L7_MAX_WANTED; i++)
+		if (!(req->hdr_present & (1u << i)) && req->hdr[i].len)
+			o += sprintf(o, " stale:%d", i);
 	o += sprintf(o, " n=%u never=%u", m->fields, m->n_never);
 	if (m->flags & L7_H2_M_GRPC)
 		o += sprintf(o, " grpc");
