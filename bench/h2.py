@@ -42,7 +42,9 @@ import time
 sys.dont_write_bytecode = True
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "common"))
 from perf import NCPU, bpf_progs, children, task_ns, wait_port  # noqa: E402
+import procs  # noqa: E402  (started processes ended by pid, the cgroup's join and removal)
 
 B = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(HERE), "build")
 L7C, L7RUN = os.path.join(B, "driver", "l7c"), os.path.join(B, "runtime", "l7run")
@@ -59,46 +61,25 @@ T = tempfile.mkdtemp(prefix="l7h2bench-")
 MODES = ["direct", "l7c", "haproxy", "nginx"]
 POINTS = [("h2 c1", 1), ("h2 c8", 8), ("h2 c64", 64), ("grpc", None)]
 CALLS = "/l7.bench.Echo/Unary,/l7.bench.Other/Unary"
-procs = []
 
 
 def start(argv, name, in_cg=False, out=None):
-    pre = (lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid())) if in_cg else None
     err = open(os.path.join(T, name + ".err"), "a")
-    p = subprocess.Popen(argv, stdout=out or subprocess.DEVNULL, stderr=err, preexec_fn=pre)
-    procs.append(p)
-    return p
+    return procs.start(argv, cgroup=CG if in_cg else None, stdout=out or subprocess.DEVNULL, stderr=err)
 
 
-def stop(p):
-    if p.poll() is None:
-        p.send_signal(signal.SIGTERM)
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if p in procs:
-        procs.remove(p)
+stop = procs.stop
 
 
 def client(argv, timeout):
     """A client in the cgroup (mesh mode serves only clients there; the others do not care)."""
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                          preexec_fn=lambda: open(os.path.join(CG, "cgroup.procs"), "w").write("%d\n" % os.getpid()))
+                          preexec_fn=lambda: procs.cgroup_join(CG))
 
 
 def cleanup():
-    for p in reversed(list(procs)):
-        stop(p)
-    for _ in range(50):
-        try:
-            os.rmdir(CG)
-            break
-        except FileNotFoundError:
-            break
-        except OSError:
-            time.sleep(0.1)
+    procs.stop_all()
+    procs.cgroup_remove(CG)
     shutil.rmtree(PIN, ignore_errors=True)
     shutil.rmtree(T, ignore_errors=True)
 
