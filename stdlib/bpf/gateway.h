@@ -13,8 +13,11 @@
  * tcp_bpf_sendmsg), and bpf_msg_push_data works there. l7run's own sends on pool sockets take
  * the same path, so one mechanism covers both.
  *
- * A client parser too big for the verifier is split (l7_split_gw, docs/architecture.md): after
- * parsing it tail-calls l7_gw_decide_prog, which decides and chooses the action.
+ * A client parser too big for the verifier is split (l7_split_gw, docs/architecture.md): the
+ * parser parses and frames the head, and its verdict tail-calls l7_gw_decide_prog, which
+ * decides and applies the action. The chain starts in the verdict, not the parser, because
+ * some kernel builds refuse to attach a stream parser that tail-calls (EINVAL; probe.def
+ * verdict_tail_call); a verdict that tail-calls attaches on every build seen.
  *
  * A client with no pool socket bound for the upstream of its request takes an idle one l7run
  * parked in l7_idle (l7g_claim): a new connection's first request is forwarded here, not by
@@ -100,10 +103,25 @@ static __always_inline void l7_msg_done(struct l7_conn *c, __u32 skb_len)
 	c->leftover = skb_len > end ? skb_len - end : 0;
 }
 
-static __always_inline struct l7_req *l7_load(struct __sk_buff *skb, __u32 start, __u32 avail, __u32 max)
+/* The per-CPU request scratch. A split parser leaves its parsed request there for its
+ * verdict's decide chain (l7_chain.owner says whose it is); anything else that writes the
+ * scratch in between (another socket's parser on this CPU) takes that ownership away, so the
+ * chain refuses instead of deciding on another request's bytes. Folds away unsplit. */
+static __always_inline struct l7_req *l7g_scratch(void)
 {
 	__u32 zero = 0;
-	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
+
+	if (l7_split_gw) {
+		struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
+		if (st)
+			st->owner[0] = 0;
+	}
+	return bpf_map_lookup_elem(&l7_scratch, &zero);
+}
+
+static __always_inline struct l7_req *l7_load(struct __sk_buff *skb, __u32 start, __u32 avail, __u32 max)
+{
+	struct l7_req *req = l7g_scratch();
 	__u32 n = avail < max ? avail : max;
 
 	if (!req || n == 0 || n > L7_MAX_HEAD)
@@ -432,16 +450,16 @@ static __always_inline void l7_client_decide(struct l7_conn *c, __u64 cookie, st
 }
 
 /* Fail closed: the rest of this client's stream is refused (l7run answers `status` and
- * closes), counted as `stat`. For a malformed request, and when a split program's chain is
- * broken. */
-static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 avail, __u32 status,
-					__u32 stat)
+ * closes), counted as `stat`; `len` bytes, the current message, go to l7run with the record.
+ * For a malformed request, and when a split program's chain is broken. */
+static __always_inline void l7_gw_refuse_rec(struct l7_conn *c, __u64 cookie, __u32 len, __u32 status,
+					     __u32 stat)
 {
 	struct l7_pass p;
 
 	__builtin_memset(&p, 0, sizeof(p));
 	p.kind = L7_PASS_BAD;
-	p.len = avail;
+	p.len = len;
 	p.status = status;
 	p.why = L7_WHY_BAD;
 	l7_pass_put(c, cookie, &p);
@@ -450,13 +468,21 @@ static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 a
 	c->act = L7_ACT_PASS;
 	l7_stat(stat);
 	l7g_log(cookie, L7_LOG_VW(L7_DENY, L7_WHY_BAD, L7_LOG_GATEWAY, status & 1023), 0, 0, 0);   /* a refusal's line */
+}
+
+/* The parser's refusal: the message is everything there is. */
+static __always_inline int l7_gw_refuse(struct l7_conn *c, __u64 cookie, __u32 avail, __u32 status,
+					__u32 stat)
+{
+	l7_gw_refuse_rec(c, cookie, avail, status, stat);
 	return l7_message(c, avail);
 }
 
-/* Split parser (l7_split_gw): hand the parsed request to decide program 0 of l7_tail_gw. A
- * tail call that returns found no program there: refuse, never forward unchecked. */
-static __always_inline int l7_gw_chain_start(struct __sk_buff *skb, struct l7_conn *c, __u64 cookie,
-					     struct l7_req *req, __u32 head, __u32 avail)
+/* Split parser (l7_split_gw): the parsed request stays in l7_scratch, the chain's state in
+ * l7_chain, owned by this socket and this message (its offset in the stream); the verdict
+ * tail-calls decide program 0 of l7_tail_gw (l7_gw_chain_run). */
+static __always_inline int l7_gw_chain_start(struct l7_conn *c, __u64 cookie, struct l7_req *req,
+					     __u32 head, __u32 avail)
 {
 	__u32 zero = 0;
 	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
@@ -465,39 +491,15 @@ static __always_inline int l7_gw_chain_start(struct __sk_buff *skb, struct l7_co
 		return l7_gw_refuse(c, cookie, avail, 503, L7_STAT_CHAIN_FAIL);
 	l7_client_prepare(c, req);
 	st->owner[0] = cookie;
-	st->owner[1] = 0;
+	st->owner[1] = c->rx_done;
 	st->seq = 0;
 	st->head = head;
 	st->avail = avail;
 	st->next_policy = 0;
 	st->flags = 0;
 	__builtin_memset(&st->d, 0, sizeof(st->d));
-	bpf_tail_call(skb, &l7_tail_gw, 0);
-	return l7_gw_refuse(c, cookie, avail, 503, L7_STAT_CHAIN_FAIL);
-}
-
-/* Decide program `chunk` of a split client parser (a stream parser too: it returns the message
- * length). It finds the connection again from the skb, the request in l7_scratch and what the
- * programs before it decided in l7_chain; runs its chunk of the rules; then either tail-calls
- * the next chunk or, decided, runs the action half. */
-L7_ENTRY int l7_gw_decide_prog(struct __sk_buff *skb, __u32 chunk)
-{
-	__u64 cookie = bpf_get_socket_cookie(skb);
-	struct l7_conn *c = bpf_map_lookup_elem(&l7_conns, &cookie);
-	__u32 zero = 0;
-	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
-	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
-
-	if (!c)
-		return skb->len;   /* as the parser does: not set up by l7run */
-	if (!req || !st || st->owner[0] != cookie || c->msg_start >= skb->len)
-		return l7_gw_refuse(c, cookie, skb->len - (c->msg_start < skb->len ? c->msg_start : 0), 503, L7_STAT_CHAIN_FAIL);
-	if (!l7_policy_step(req, st, chunk)) {
-		bpf_tail_call(skb, &l7_tail_gw, chunk + 1);
-		return l7_gw_refuse(c, cookie, st->avail, 503, L7_STAT_CHAIN_FAIL);
-	}
-	l7_client_act(c, cookie, req, &st->d);
-	return l7_message(c, st->head);
+	c->act = L7_ACT_CHAIN;
+	return l7_message(c, head);
 }
 
 L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
@@ -577,7 +579,7 @@ L7_ENTRY int l7_gw_client_parser(struct __sk_buff *skb)
 		return l7_gw_refuse(c, cookie, avail, l7_http_error_status(h), L7_STAT_BAD_REQUEST);
 	}
 	if (l7_split_gw)
-		return l7_gw_chain_start(skb, c, cookie, req, (__u32)h, avail);
+		return l7_gw_chain_start(c, cookie, req, (__u32)h, avail);
 	l7_client_decide(c, cookie, req);
 	return l7_message(c, (__u32)h);
 }
@@ -600,15 +602,9 @@ static __always_inline int l7_to_l7run(struct __sk_buff *skb, const struct l7_co
 	return SK_PASS;
 }
 
-L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
+/* What the client verdict does with a message whose action is chosen. */
+static __always_inline int l7_gw_client_apply(struct __sk_buff *skb, struct l7_conn *c, __u64 cookie)
 {
-	__u64 cookie = bpf_get_socket_cookie(skb);
-	struct l7_conn *c = bpf_map_lookup_elem(&l7_conns, &cookie);
-
-	if (!c)
-		return SK_PASS;
-	l7_msg_done(c, skb->len);
-	c->rx_done += c->msg_len;
 	if (c->act == L7_ACT_REDIRECT) {
 		__u64 t = c->target;
 		return bpf_sk_redirect_hash(skb, &l7_upstreams, &t, 0);
@@ -616,6 +612,58 @@ L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
 	if (c->act == L7_ACT_PASS)
 		return l7_to_l7run(skb, c, cookie);
 	return SK_DROP;
+}
+
+/* A split chain fails closed: the message goes to l7run with a refusal (503). */
+static __always_inline int l7_gw_chain_fail(struct __sk_buff *skb, struct l7_conn *c, __u64 cookie)
+{
+	l7_gw_refuse_rec(c, cookie, c->msg_len, 503, L7_STAT_CHAIN_FAIL);
+	return l7_to_l7run(skb, c, cookie);
+}
+
+/* Decide program `chunk` of a split client parser, tail-called from the client verdict (and
+ * so a stream verdict too: it returns the verdict). It finds the connection again from the
+ * skb, the request in l7_scratch and what the programs before it decided in l7_chain; runs its
+ * chunk of the rules; then either tail-calls the next chunk or, decided, acts and applies. */
+L7_ENTRY int l7_gw_decide_prog(struct __sk_buff *skb, __u32 chunk)
+{
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct l7_conn *c = bpf_map_lookup_elem(&l7_conns, &cookie);
+	__u32 zero = 0;
+	struct l7_req *req = bpf_map_lookup_elem(&l7_scratch, &zero);
+	struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
+
+	if (!c)
+		return SK_PASS;   /* as the verdict does: not set up by l7run */
+	if (!req || !st || st->owner[0] != cookie)
+		return l7_gw_chain_fail(skb, c, cookie);
+	if (!l7_policy_step(req, st, chunk)) {
+		bpf_tail_call(skb, &l7_tail_gw, chunk + 1);
+		return l7_gw_chain_fail(skb, c, cookie);
+	}
+	l7_client_act(c, cookie, req, &st->d);
+	return l7_gw_client_apply(skb, c, cookie);
+}
+
+L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
+{
+	__u64 cookie = bpf_get_socket_cookie(skb);
+	struct l7_conn *c = bpf_map_lookup_elem(&l7_conns, &cookie);
+
+	if (!c)
+		return SK_PASS;
+	__u64 at = c->rx_done;   /* where this message starts in the client's stream */
+	l7_msg_done(c, skb->len);
+	c->rx_done += c->msg_len;
+	if (l7_split_gw && c->act == L7_ACT_CHAIN) {
+		/* the parser's request, unless something else took the scratch since: refuse */
+		__u32 zero = 0;
+		struct l7_chain *st = bpf_map_lookup_elem(&l7_chain, &zero);
+		if (st && st->owner[0] == cookie && st->owner[1] == at)
+			bpf_tail_call(skb, &l7_tail_gw, 0);
+		return l7_gw_chain_fail(skb, c, cookie);
+	}
+	return l7_gw_client_apply(skb, c, cookie);
 }
 
 /* The response head of this message gets the mutations its request's rules chose: stage a
@@ -792,7 +840,6 @@ L7_ENTRY int l7_gw_upstream_verdict(struct __sk_buff *skb)
  * the bytes the edit added (negative: cut). */
 static __always_inline int l7_gw_upstream_edit(struct sk_msg_md *msg, __u64 *cookie, int *delta)
 {
-	__u32 zero = 0;
 	struct l7_txq *q = bpf_map_lookup_elem(&l7_txq, cookie);
 	__u32 size = msg->size;
 
@@ -801,7 +848,7 @@ static __always_inline int l7_gw_upstream_edit(struct sk_msg_md *msg, __u64 *coo
 	struct l7_tx_rec *r = &q->rec[q->ms_idx & (L7_TXQ_DEPTH - 1)];
 	__u32 pos = q->ms_pos;
 	if ((r->n_set || r->n_del) && pos <= r->ins_off) {
-		struct l7_req *scratch = bpf_map_lookup_elem(&l7_scratch, &zero);
+		struct l7_req *scratch = l7g_scratch();
 		if (!scratch)
 			return SK_DROP;
 		struct l7_edit *e = l7_edit_of(scratch);
@@ -853,7 +900,7 @@ L7_ENTRY int l7_gw_upstream_msg(struct sk_msg_md *msg)
  * half-edited head). */
 L7_ENTRY int l7_gw_client_msg(struct sk_msg_md *msg)
 {
-	__u32 zero = 0, size = msg->size;
+	__u32 size = msg->size;
 
 	if (!l7_resp_mut)
 		return SK_PASS;
@@ -878,7 +925,7 @@ L7_ENTRY int l7_gw_client_msg(struct sk_msg_md *msg)
 		if (r->bad)
 			return SK_DROP;
 		if (hend > pos && (r->n_set || r->n_del)) {
-			struct l7_req *scratch = bpf_map_lookup_elem(&l7_scratch, &zero);
+			struct l7_req *scratch = l7g_scratch();
 			if (!scratch)
 				return SK_DROP;
 			struct l7_edit *e = l7_edit_of(scratch);

@@ -240,7 +240,7 @@ contains explain-fallback 'rule 5 \(line 27\): Fallback\(\) at line 27'
 check explain-split 0 "$l7c" --explain --split=parse "$ex"
 contains explain-split-chain '^  l7_client_parser -> l7_gw_decide_0  \(1 tail call of 33\)$'
 contains explain-split-mesh '^  l7_mesh_msg_prog -> l7_mesh_decide_0  \(1 tail call of 33\)$'
-contains explain-split-tails '^l7_gw_decide_0 +sk_skb/stream_parser .* 1/33 '
+contains explain-split-tails '^l7_gw_decide_0 +sk_skb/stream_verdict .* 1/33 '
 contains explain-split-rule '^2 +17 +edge +l7_gw_decide_0'
 check explain-chain 0 "$l7c" --explain --budget=1000 "$ex"   # every decide program over: one rule each
 contains explain-chain '^  l7_client_parser -> l7_gw_decide_0 -> l7_gw_decide_1 -> .*tail calls of 33\)$'

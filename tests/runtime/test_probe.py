@@ -7,7 +7,7 @@ Checked:
   - a kernel that lacks a piece is named before anything serves (L7RUN_PROBE_FAIL makes the
     probe report it missing): a split object whose tail calls this kernel would not run is
     refused at start with the probe's name and advice, exit 1, no port opened — in gateway mode
-    (strp_tail_call) and mesh mode (msg_tail_call); the same policy unsplit still serves there;
+    (verdict_tail_call) and mesh mode (msg_tail_call); the same policy unsplit still serves there;
     a missing required piece (msg_ingress) refuses every mesh object; an optional one
     (btf_psock) is a warning and the object serves;
   - on this kernel, a split object (decide chain) attaches and answers in both modes.
@@ -117,7 +117,7 @@ def main():
 
     split = compile_policy("split", "--budget=1000")
     whole = compile_policy("whole")
-    for mode, probe in (("gateway", "strp_tail_call"), ("mesh", "msg_tail_call")):
+    for mode, probe in (("gateway", "verdict_tail_call"), ("mesh", "msg_tail_call")):
         rc, listening, log = run_start(mode, split, probe)
         check(rc == 1 and not listening, "%s: a split object is refused at start when %s is missing (exit %s)"
               % (mode, probe, rc))

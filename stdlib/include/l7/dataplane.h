@@ -116,6 +116,7 @@ enum l7_act {
 	L7_ACT_REDIRECT = 1, /* to socket `target` (pool socket for clients, client for upstreams) */
 	L7_ACT_PASS,         /* to l7run, with a record in l7_pass */
 	L7_ACT_DROP,
+	L7_ACT_CHAIN,        /* a split client parser's head: the verdict tail-calls the decide chain */
 };
 
 /* Per-socket state, keyed by socket cookie. */
