@@ -72,7 +72,7 @@ def stop(name):
             p.wait()
 
 
-def wait_port(port, timeout=5.0):
+def wait_port(port, timeout=30.0):   # l7run verifies its programs first: seconds on a loaded machine
     end = time.time() + timeout
     while time.time() < end:
         try:

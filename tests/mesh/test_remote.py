@@ -68,7 +68,7 @@ def start(name, argv, ns, cgroup=False, **kw):
     return named[name]
 
 
-def wait_port(host, port, timeout=5.0):
+def wait_port(host, port, timeout=30.0):   # l7run verifies its programs first: seconds on a loaded machine
     if not procs.wait_port(port, timeout, host):
         raise RuntimeError("%s:%d never opened" % (host, port))
 
