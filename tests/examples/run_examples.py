@@ -24,12 +24,13 @@ passed, failed = 0, 0
 
 
 def run_example(path, slot):
-    global passed, failed
+    """One run of an example's test lines on a fresh l7run: (passed, failed)."""
+    passed = failed = 0
     name = os.path.basename(path)
     text = open(path).read()
     tests = re.findall(r"^// test: (.*)$", text, re.M)
     if not tests:
-        return
+        return 0, 0
     ir = subprocess.run([L7C, "--emit=ir", "--passes=none", path], capture_output=True, text=True).stdout
     services = re.findall(r"^service (\d+) (\S+) ", ir, re.M)
     upstreams = re.findall(r"^(?:upstream|fallback) (\d+) (\S+) ", ir, re.M)
@@ -86,10 +87,24 @@ def run_example(path, slot):
         stop_all()
         shutil.rmtree(work, ignore_errors=True)
         shutil.rmtree(pin, ignore_errors=True)
+    return passed, failed
 
 
 for slot, f in enumerate(sorted(os.listdir(EXAMPLES))):
     if f.endswith(".l7"):
-        run_example(os.path.join(EXAMPLES, f), slot)
+        path = os.path.join(EXAMPLES, f)
+        # Token buckets refill in real time: on a loaded machine a slow batch sees a token come
+        # back and gets a 200 its line does not expect. Such an example runs again on a fresh
+        # l7run (fresh buckets), up to three times, as tests/runtime/test_limit.py does; a limit
+        # that is not enforced fails every attempt. The last attempt counts.
+        attempts = 3 if re.search(r"^TokenBucket ", open(path).read(), re.M) else 1
+        for attempt in range(attempts):
+            p, fl = run_example(path, slot)
+            if not fl:
+                break
+            if attempt + 1 < attempts:
+                print("RETRY %s: %d failure(s) on attempt %d, on a fresh l7run" % (f, fl, attempt + 1))
+        passed += p
+        failed += fl
 print("examples: %d passed, %d failed" % (passed, failed))
 sys.exit(1 if failed or not passed else 0)
