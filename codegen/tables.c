@@ -99,6 +99,11 @@ static struct l7_loc action_loc(const struct ir_program *p, int m)
 	return (struct l7_loc){ 0 };
 }
 
+/* What of the mutation tables a policy's lines may use: the last entry is the machinery's
+ * (L7_MUT_CLOSE, gateway mode's response to a request that closes). */
+#define L7_MUT_POLICY       L7_MUT_CLOSE
+#define L7_MUT_POLICY_BYTES (L7_MUT_BYTES - L7_CLOSE_LINE_LEN)
+
 /* The first mutation line past the tables' room, where a rule adds it (or a later one that
  * is still used: the passes may have removed every rule adding it). */
 static struct l7_loc mutation_loc(const struct ir_program *p, int n)
@@ -106,7 +111,7 @@ static struct l7_loc mutation_loc(const struct ir_program *p, int n)
 	size_t at = 0;
 	int first = n;
 	for (int i = 0; i < n && first == n; i++)
-		if (i >= L7_MAX_MUT || (at += p->mutations[i].line_len) > L7_MUT_BYTES)
+		if (i >= L7_MUT_POLICY || (at += p->mutations[i].line_len) > L7_MUT_POLICY_BYTES)
 			first = i;
 	for (int i = first; i < n; i++) {
 		struct l7_loc loc = action_loc(p, i);
@@ -125,10 +130,10 @@ static int mutations(struct cg *g)
 	size_t total = 0;
 	for (int i = 0; i < n; i++)
 		total += p->mutations[i].line_len;
-	if (n > L7_MAX_MUT || total > L7_MUT_BYTES) {
+	if (n > L7_MUT_POLICY || total > L7_MUT_POLICY_BYTES) {
 		struct l7_loc at = mutation_loc(p, n);
 		l7_diag(g->d, L7_ERROR, at, "%d distinct header mutations of %zu bytes; the data plane holds at most %d of %d bytes",
-			n, total, L7_MAX_MUT, L7_MUT_BYTES);
+			n, total, L7_MUT_POLICY, (int)L7_MUT_POLICY_BYTES);
 		if (at.src)
 			l7_hint(g->d, at, "this is the first that does not fit");
 		return -1;
@@ -138,7 +143,11 @@ static int mutations(struct cg *g)
 	size_t at = 0;
 	for (int i = 0; i < L7_MAX_MUT; i++) {
 		size_t len = i < n ? p->mutations[i].line_len : 0;
-		if (len)
+		if (i == L7_MUT_CLOSE)
+			at = L7_MUT_POLICY_BYTES, len = L7_CLOSE_LINE_LEN;
+		if (i == L7_MUT_CLOSE)
+			memcpy(bytes + at, L7_CLOSE_LINE, len);
+		else if (len)
 			memcpy(bytes + at, p->mutations[i].line, len);
 		offs[i] = LLVMConstInt(g->i16, at, 0);
 		lens[i] = LLVMConstInt(g->i16, len, 0);

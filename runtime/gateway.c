@@ -56,8 +56,6 @@ static int attach_programs(struct gw_version *v, char *err, size_t errlen)
 		const struct prog_desc *d = &l7_progs[i];
 		if (prog_is_mesh(d))
 			continue;   /* mesh-mode programs: not loaded in gateway mode */
-		if (!strcmp(d->name, "l7_client_msg") && !v->v.cfg.resp_mut)
-			continue;   /* not loaded: no rule edits responses (client sends stay plain TCP) */
 		struct bpf_program *p = bpf_object__find_program_by_name(v->v.obj, d->name);
 		int type = l7_attach_type(d->section);
 		int mfd = bpf_object__find_map_fd_by_name(v->v.obj, d->map);
@@ -95,8 +93,9 @@ static int gw_load(struct l7run *L, struct version *ver, char *err, size_t errle
 	    (v->map_txq = find_map(o, "l7_txq", err, errlen)) < 0 ||
 	    (v->map_txport = find_map(o, "l7_txport", err, errlen)) < 0 || find_map(o, "l7_stats", err, errlen) < 0)
 		return -1;
-	if (ver->cfg.resp_mut && ((v->map_rxq = find_map(o, "l7_rxq", err, errlen)) < 0 ||
-				  (v->map_rxport = find_map(o, "l7_rxport", err, errlen)) < 0))
+	/* response edits: a rule's, and "Connection: close" for a request that closes */
+	if ((v->map_rxq = find_map(o, "l7_rxq", err, errlen)) < 0 ||
+	    (v->map_rxport = find_map(o, "l7_rxport", err, errlen)) < 0)
 		return -1;
 	idle_map(v, bpf_object__find_map_fd_by_name(o, "l7_idle"));
 	return attach_programs(v, err, errlen);

@@ -14,7 +14,7 @@
 struct gw_version {
 	struct version v;        /* first: the core's */
 	int map_clients, map_upstreams, map_conns, map_ctl, map_pass, map_txq, map_txport;
-	int map_rxq, map_rxport; /* response edits (resp_mut); -1 otherwise */
+	int map_rxq, map_rxport; /* response edits: a rule's, and "Connection: close" */
 	int n_progs;
 	int prog_fd[8], prog_map[8], prog_type[8];
 	struct pool pool;        /* pool sockets: owner a struct client */

@@ -42,7 +42,7 @@ static int client_add(struct gateway *g, struct client *c)
 
 static void client_event(struct l7run *L, struct io *io, uint32_t ev);
 
-/* What the client's SK_MSG needs to edit responses (rules mutate them): its l7_rxq, and its
+/* What the client's SK_MSG needs to edit responses (a rule's, "Connection: close"): its l7_rxq, and its
  * 4-tuple -> cookie (SK_MSG programs cannot read a socket's cookie). Before the socket enters
  * l7_clients, so no byte is sent to it unseen. */
 static int rx_setup(struct client *c)
@@ -104,7 +104,7 @@ void gw_accept(struct l7run *L, int lfd, int service)
 		st.service = (uint32_t)service;
 		bpf_map_update_elem(ver->map_conns, &c->cookie, &st, BPF_ANY);
 		ctl_publish(c);
-		if (ver->v.cfg.resp_mut && rx_setup(c)) {
+		if (rx_setup(c)) {
 			vlog(L, "client response-edit state: %s", strerror(errno));
 			client_forget_maps(c);
 			close(fd);

@@ -416,6 +416,7 @@ int pool_send(struct pool_sock *ps, const char *buf, size_t len, const struct l7
 		r->rdel = rec->rdel;
 		memcpy(r->rset, rec->rset, sizeof r->rset);
 		r->no_body = !!(rec->flags & L7_PASSF_HEADM);
+		r->close = !!(rec->flags & L7_PASSF_RCLOSE);
 		q.sent++;
 		if (bpf_map_update_elem(v->map_txq, &ps->cookie, &q, BPF_EXIST))
 			return -1;

@@ -139,7 +139,7 @@ static void size_maps(struct bpf_object *obj, enum load_mode mode, const struct 
 			      !strcmp(n, "l7_txport") || !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") ||
 			      !strcmp(n, "l7_idle");
 		int other_mode = mode == LOAD_MESH ? gw_only : l7_map_is_mesh(n);
-		int resp = !strcmp(n, "l7_rxq") || !strcmp(n, "l7_rxport") || !strcmp(n, "l7_mesh_rmut");
+		int resp = !strcmp(n, "l7_mesh_rmut");   /* gateway mode's l7_rxq: every object (Connection: close) */
 		int unused = other_mode || (!jwt && !strcmp(n, "l7_jwt_cache")) || (!cfg->resp_mut && resp) ||
 			     (!buckets && !strcmp(n, "l7_buckets")) ||
 			     (!tables && (!strcmp(n, "l7_exact") || !strcmp(n, "l7_prefix") || !strcmp(n, "l7_entry_hits")));
@@ -181,9 +181,7 @@ struct bpf_object *open_policy(struct policy_env *env, const struct policy_file 
 		for (int i = 0; i < l7_n_progs; i++)
 			if (!strcmp(n, l7_progs[i].name))
 				mesh = prog_is_mesh(&l7_progs[i]);
-		/* the client sockets' SK_MSG edits responses: not loaded when no rule does */
-		int unused = !strcmp(n, "l7_client_msg") && !cfg->resp_mut;
-		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh && !unused);
+		bpf_program__set_autoload(p, mode == LOAD_MESH ? mesh : !mesh);
 	}
 	/* what this kernel lacks for such an object, named before the verifier or an attach fails */
 	int split = bpf_object__find_program_by_name(obj, mode == LOAD_MESH ? "l7_mesh_decide_0" : "l7_gw_decide_0") != NULL;

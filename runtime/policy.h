@@ -38,7 +38,7 @@ struct config {
 	int fallback;            /* upstream index, -1 = none */
 	struct idents *idents;   /* its caller identities (identities.c), NULL if none */
 	struct rtsets *rt;       /* its upstreams with run-time endpoints (endpoints.c), NULL if none */
-	int resp_mut;            /* rules mutate responses: client sockets get the SK_MSG that edits them */
+	int resp_mut;            /* rules mutate responses (mesh mode: l7_mesh_rmut) */
 };
 
 /* An object file read into memory once: its manifest and its programs are the same bytes. */

@@ -306,6 +306,98 @@ static __always_inline __u64 l7_kernel_bind(struct l7_conn *c, __u64 cookie, con
 
 #define L7_LAST_UP_UNKNOWN 0xffffu   /* l7_conn.last_up: an upstream only l7run knows */
 
+/* Connection and Keep-Alive are hop-by-hop (RFC 9110 7.6.1). The parser only flags a head with
+ * a Connection field (L7_REQ_CONNHDR: it is mesh mode's parser too, where recording the lines
+ * cost every SK_MSG program +3.3K processed instructions, +20K and more in l7_req.wline);
+ * gateway mode finds their lines again here, 8 bytes a bpf_loop step, and merges them with the
+ * policy's cuts. A head without a Connection field keeps a Keep-Alive line (it means nothing
+ * without one). */
+struct l7_hop_ctx {
+	struct l7_req *req;
+	__u32 end;    /* head_len */
+	__u32 open;   /* 1 + where a Connection / Keep-Alive line starts whose end is not seen yet */
+};
+
+L7_LOOP_CB(l7_hop_cb)
+{
+	struct l7_hop_ctx *x = l7_ctx;
+	struct l7_req *r = x->req;
+	__u32 pos = (__u32)l7_idx * 8;
+
+	if (pos >= x->end)
+		return 1;
+	L7_UNROLL
+	for (__u32 j = 0; j < 8; j++) {
+		__u32 p = pos + j;
+		if (p >= x->end)
+			return 1;
+		if (r->buf[l7_mask(p, L7_MAX_HEAD - 1)] != '\n')
+			continue;
+		if (x->open) {   /* this LF ends that line */
+			__u32 k = r->n_hop++ & (L7_MAX_SET - 1), ls = x->open - 1;
+			r->hop[k].off = (__u16)ls;
+			r->hop[k].len = (__u16)(p + 1 - ls);
+			x->open = 0;
+		}
+		const __u8 *q = r->buf + l7_mask(p + 1, L7_MAX_HEAD - 1);   /* the next line's name */
+		__u64 w0 = l7_lower8(l7_ld64(q)), w1 = l7_lower8(l7_ld64(q + 8)) & 0xffffff;
+		if ((w0 == L7_W8('c', 'o', 'n', 'n', 'e', 'c', 't', 'i') && w1 == L7_W8('o', 'n', ':', 0, 0, 0, 0, 0)) ||
+		    (w0 == L7_W8('k', 'e', 'e', 'p', '-', 'a', 'l', 'i') && w1 == L7_W8('v', 'e', ':', 0, 0, 0, 0, 0)))
+			x->open = p + 2;
+	}
+	return 0;
+}
+
+/* Merging req->pol and req->hop (ascending) into req->cut, one span per step; a span in both
+ * (the policy removes a Connection field it reads) is cut once. */
+L7_LOOP_CB(l7_merge_cb)
+{
+	struct l7_req *r = *(struct l7_req **)l7_ctx;
+	__u32 ia = r->m_pol, ib = r->m_hop, na = r->n_pol, nb = r->n_hop, k = r->n_cut;
+
+	if (ia >= na && ib >= nb)
+		return 1;
+	struct l7_span sa = r->pol[ia & (L7_MAX_SET - 1)], sb = r->hop[ib & (L7_MAX_SET - 1)], s = sb;
+	if (ib >= nb || (ia < na && sa.off <= sb.off)) {
+		s = sa;
+		r->m_pol = ia + 1;
+		if (ib < nb && sa.off == sb.off)
+			r->m_hop = ib + 1;
+	} else {
+		r->m_hop = ib + 1;
+	}
+	if (k >= L7_MAX_SET) {
+		r->n_cut = L7_MAX_SET + 1;   /* more than one edit cuts */
+		return 1;
+	}
+	r->cut[k & (L7_MAX_SET - 1)] = s;
+	r->n_cut = k + 1;
+	return 0;
+}
+
+/* The lines a gateway request's edit cuts, those of the headers the policy removes (`del`) and,
+ * with `hop`, its hop-by-hop ones, ascending, into req->cut: how many, or L7_CUT_REFUSED (more
+ * Connection / Keep-Alive lines than we keep, or more lines than one edit cuts): the pool
+ * socket's SK_MSG then drops the request, so it is never forwarded with them, and the client is
+ * closed. A global function, verified once, and no branch in l7_client_act on what it found:
+ * there each would multiply the paths through the policy the verifier walks (a 400 answered
+ * from there cost +37K processed instructions in the client parser of route.l7). */
+__attribute__((noinline)) int l7g_hop_cut(struct l7_req *req, __u32 del, __u32 hop)
+{
+	if (!req)
+		return L7_CUT_REFUSED;
+	struct l7_hop_ctx h = { .req = req, .end = req->head_len < L7_MAX_HEAD ? req->head_len : L7_MAX_HEAD };
+	req->n_hop = 0;
+	if (hop)
+		l7_loop(L7_MAX_HEAD / 8, l7_hop_cb, &h);
+	if (req->n_hop > L7_MAX_SET)
+		return L7_CUT_REFUSED;
+	req->n_pol = del ? l7_cut_lines(req, del, req->pol) : 0;
+	req->m_pol = req->m_hop = req->n_cut = 0;
+	l7_loop(2 * L7_MAX_SET, l7_merge_cb, &req);
+	return req->n_cut > L7_MAX_SET ? L7_CUT_REFUSED : (int)req->n_cut;
+}
+
 /* What the policy reads besides the head, before it runs. */
 static __always_inline void l7_client_prepare(struct l7_conn *c, struct l7_req *req)
 {
@@ -320,6 +412,15 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 {
 	struct l7_pass p;
 	__u32 why = 0;
+	/* Connection and Keep-Alive are hop-by-hop (RFC 9110 7.6.1): cut on the way to the backend,
+	 * with the policy's cuts, so that it keeps the pool connection for the next client; a
+	 * request that closes gets "Connection: close" on its response instead (HTTP/1.0 and
+	 * Upgrade requests go as they came). Bit arithmetic, not branches (l7g_hop_cut). */
+	__u32 f = req->flags, keep = ~((f / L7_REQ_HTTP10) | (f / L7_REQ_UPGRADE)) & 1;
+	__u32 hop = (f / L7_REQ_CONNHDR) & keep, rclose = (f / L7_REQ_CLOSE) & keep;
+	l7_barrier_var(hop);
+	l7_barrier_var(rclose);
+	__u32 ncut = (__u32)l7g_hop_cut(req, dp->del, hop);
 
 	__builtin_memset(&p, 0, sizeof(p));
 	if (req->flags & L7_REQ_CLOSE)
@@ -374,6 +475,8 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 			why = L7_WHY_ORDER;
 		if (!why && !q)
 			why = L7_WHY_POOL_MISS;
+		/* (a response to close needs no room: nothing after its request is processed, and the
+		 * L7_TXQ_DEPTH before it on this socket leave room in the L7_RXQ_DEPTH ring) */
 		if (!why && l7_resp_mut && (dp->n_rset || dp->rdel) && !l7_rx_room(cookie, target))
 			why = L7_WHY_ORDER;   /* l7run sends it once every response so far is delivered */
 		if (why == L7_WHY_ORDER)
@@ -387,9 +490,11 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 		r->n_set = dp->n_set < L7_MAX_SET ? dp->n_set : L7_MAX_SET;
 		r->no_body = req->method == L7_M_HEAD;
 		__builtin_memcpy(r->set, dp->set, L7_MAX_SET);
-		r->n_del = dp->del ? l7_cut_lines(req, dp->del, r->del) : 0;
+		r->n_del = (__u8)ncut;
+		__builtin_memcpy(r->del, req->cut, sizeof(r->del));
 		r->n_rset = dp->n_rset < L7_MAX_SET ? dp->n_rset : L7_MAX_SET;
 		r->rdel = (__u8)dp->rdel;
+		r->close = (__u8)rclose;
 		__builtin_memcpy(r->rset, dp->rset, L7_MAX_SET);
 		asm volatile("" ::: "memory");   /* the record before the count that publishes it */
 		q->sent += 1;
@@ -418,10 +523,12 @@ static __always_inline void l7_client_act(struct l7_conn *c, __u64 cookie, struc
 	p.flags = (c->body == L7_BODY_NONE ? L7_PASSF_LAST : 0) |
 		  (req->flags & L7_REQ_CLOSE ? L7_PASSF_CLOSE : 0) |
 		  (req->method == L7_M_HEAD ? L7_PASSF_HEADM : 0) |
-		  (req->flags & L7_REQ_CHUNKED ? L7_PASSF_CHUNK : 0);
+		  (req->flags & L7_REQ_CHUNKED ? L7_PASSF_CHUNK : 0) |
+		  rclose * L7_PASSF_RCLOSE;
 	p.n_set = dp->n_set < L7_MAX_SET ? dp->n_set : L7_MAX_SET;
 	__builtin_memcpy(p.set, dp->set, L7_MAX_SET);
-	p.n_del = dp->del ? l7_cut_lines(req, dp->del, p.del) : 0;
+	p.n_del = (__u8)ncut;
+	__builtin_memcpy(p.del, req->cut, sizeof(p.del));
 	p.n_rset = dp->n_rset < L7_MAX_SET ? dp->n_rset : L7_MAX_SET;
 	p.rdel = (__u8)dp->rdel;
 	__builtin_memcpy(p.rset, dp->rset, L7_MAX_SET);
@@ -671,7 +778,7 @@ L7_ENTRY int l7_gw_client_verdict(struct __sk_buff *skb)
  * starts in what the client is sent). bad: the head cannot be edited (unframeable, too many
  * lines to cut): the client's SK_MSG refuses it, which closes the client. */
 static __always_inline void l7_rx_stage(struct l7_conn *c, const struct l7_tx_rec *tr,
-					const struct l7_head_scan *sp, __u32 head_len, __u32 bad)
+					const struct l7_head_scan *sp, __u32 head_len, __u32 bad, __u32 close)
 {
 	__u64 peer = c->peer;
 	struct l7_rxq *rq = peer ? bpf_map_lookup_elem(&l7_rxq, &peer) : 0;
@@ -683,9 +790,12 @@ static __always_inline void l7_rx_stage(struct l7_conn *c, const struct l7_tx_re
 		return;
 	}
 	struct l7_rx_rec *x = &rq->rec[rq->wr & (L7_RXQ_DEPTH - 1)];
+	__u32 n = tr->n_rset < L7_MAX_SET ? tr->n_rset : L7_MAX_SET;
 	x->head_len = head_len;
-	x->n_set = tr->n_rset;
 	__builtin_memcpy(x->set, tr->rset, sizeof(x->set));
+	if (close && n < L7_MAX_SET)   /* (with 8 lines of the policy's: it closes all the same) */
+		x->set[n++ & (L7_MAX_SET - 1)] = L7_MUT_CLOSE;
+	x->n_set = (__u8)n;
 	x->n_del = (__u8)(sp->n_cut < L7_MAX_SET ? sp->n_cut : L7_MAX_SET);
 	__builtin_memcpy(x->del, sp->cut, sizeof(x->del));
 	x->bad = bad || sp->cut_over;
@@ -717,7 +827,7 @@ static __always_inline int l7_upstream_head(struct l7_conn *c, __u64 cookie, str
 		c->flags |= L7_CONN_NOREUSE;
 		c->body = L7_BODY_RAW;
 		if (rmut)
-			l7_rx_stage(c, tr, sp, 1, 1);
+			l7_rx_stage(c, tr, sp, 1, 1, 0);
 		return l7_message(c, avail);
 	}
 	__u32 no_body = tr ? tr->no_body : 0;
@@ -727,8 +837,10 @@ static __always_inline int l7_upstream_head(struct l7_conn *c, __u64 cookie, str
 	if (st < 100 || st >= 200)
 		c->log_status = st;   /* the final one: the access log's */
 
-	if (rmut && (st < 100 || st >= 200))   /* the final response, not an interim 1xx */
-		l7_rx_stage(c, tr, sp, (__u32)h, 0);
+	/* its request closes the connection: say so, as the backend was not asked to */
+	__u32 rclose = tr && tr->close && !s.close;
+	if ((rmut || rclose) && (st < 100 || st >= 200))   /* the final response, not an interim 1xx */
+		l7_rx_stage(c, tr, sp, (__u32)h, 0, rclose);
 
 	c->body = L7_BODY_NONE;
 	if (s.close)
@@ -801,7 +913,7 @@ L7_ENTRY int l7_gw_upstream_verdict(struct __sk_buff *skb)
 	 * so counting after `done` let an l7run answer overtake this response. */
 	struct l7_conn *cc = peer ? bpf_map_lookup_elem(&l7_conns, &peer) : 0;
 	__u64 before = cc ? __sync_fetch_and_add(&cc->resp_bytes, len) : 0;
-	if (l7_resp_mut && c->rx_staged) {
+	if (c->rx_staged) {
 		/* publish the staged edit of this head: it starts after every byte redirected to
 		 * the client before it and every byte l7run wrote to it (quiet when it does) */
 		struct l7_rxq *rq = bpf_map_lookup_elem(&l7_rxq, &peer);
@@ -849,8 +961,8 @@ static __always_inline int l7_gw_upstream_edit(struct sk_msg_md *msg, __u64 *coo
 	__u32 pos = q->ms_pos;
 	if ((r->n_set || r->n_del) && pos <= r->ins_off) {
 		struct l7_req *scratch = l7g_scratch();
-		if (!scratch)
-			return SK_DROP;
+		if (!scratch || r->n_del > L7_MAX_SET)
+			return SK_DROP;   /* L7_CUT_REFUSED: never forwarded with the lines it could not cut */
 		struct l7_edit *e = l7_edit_of(scratch);
 		e->ins = r->ins_off;
 		e->n_set = r->n_set;
@@ -893,17 +1005,15 @@ L7_ENTRY int l7_gw_upstream_msg(struct sk_msg_md *msg)
 	return v;
 }
 
-/* SK_MSG on client sockets (attached only when a rule mutates responses): every byte sent to
- * a client passes here, counted in l7_rxq.pos as it was before any edit; a response head with
- * a record published for it gets its edit. A failed edit, or a head that cannot be edited,
+/* SK_MSG on client sockets: every byte sent to a client passes here, counted in l7_rxq.pos as
+ * it was before any edit; a response head with a record published for it gets its edit (a
+ * rule's mutations, or "Connection: close" for a request that closes). A failed edit, or a head that cannot be edited,
  * drops the message: the send fails, the error closes the client (never an unedited or
  * half-edited head). */
 L7_ENTRY int l7_gw_client_msg(struct sk_msg_md *msg)
 {
 	__u32 size = msg->size;
 
-	if (!l7_resp_mut)
-		return SK_PASS;
 	struct l7_rx_key k = { .rip = msg->remote_ip4, .rport = bpf_ntohl(msg->remote_port), .lport = msg->local_port };
 	__u64 *cookie = bpf_map_lookup_elem(&l7_rxport, &k);
 	if (!cookie)

@@ -579,6 +579,7 @@ static __always_inline int l7_http_field(struct l7_req *r, __u32 vs, __u32 ve)
 			return -L7_E_BAD;
 		break;
 	case L7H_K_CONN:
+		r->flags |= L7_REQ_CONNHDR;   /* the only trace of it: the parser is mesh mode's too */
 		return l7_http_connection(r, vs, n);
 	case L7H_K_UPG:
 		r->flags |= L7H_F_UPGHDR;

@@ -59,6 +59,7 @@ struct l7_span {
 #define L7_REQ_HTTP10      (1u << 2)
 #define L7_REQ_UPGRADE     (1u << 3)  /* Upgrade / CONNECT: the rest is not HTTP */
 #define L7_REQ_EXPECT      (1u << 4)  /* Expect: 100-continue */
+#define L7_REQ_CONNHDR     (1u << 6)  /* has a Connection field (gateway mode cuts it: l7g_hop_cut) */
 #define L7_REQ_HTTP2       (1u << 5)  /* came as an HTTP/2 stream (the HPACK decoder sets it; the
                                        * HTTP/1 parser never does: its flags start at 0) */
 
@@ -109,6 +110,15 @@ struct l7_req {
 	struct l7_span claim[L7_MAX_CLAIMS]; /* claim values (JSON string contents) in jwt_json */
 	__u8 buf[L7_MAX_HEAD + L7_BUF_SLACK];
 	__u8 jwt_json[L7_JWT_JSON + L7_BUF_SLACK]; /* claim values (unescaped) of the checked tokens */
+	/* Gateway mode (l7g_hop_cut, after the parser: last, so nothing before moves): the
+	 * Connection and Keep-Alive lines, n_hop of them, the first L7_MAX_SET in hop[]; and the
+	 * lines one request's edit cuts, those and the policy's, ascending */
+	__u32 n_hop;
+	struct l7_span hop[L7_MAX_SET];
+	struct l7_span cut[L7_MAX_SET];
+	struct l7_span pol[L7_MAX_SET];   /* the policy's cuts, merged with hop[] into cut[] */
+	__u32 n_pol, m_pol, m_hop, n_cut; /* the merge's state: in map memory, where the verifier
+	                                   * does not enumerate it (its callback converges at once) */
 };
 
 /* Large runs of rules that differ only in method and path become tables (ir/passes.c

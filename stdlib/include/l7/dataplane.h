@@ -50,6 +50,12 @@ struct l7_lb_tab {
 #define L7_TXQ_DEPTH     8     /* requests in flight on one pool socket (power of two) */
 #define L7_MAX_MUT       64    /* entries of l7_mut_off/l7_mut_len (codegen pads to this) */
 #define L7_MUT_BYTES     4096  /* size of l7_mut_bytes (codegen pads to this) */
+/* The last entry of the mutation tables is not a policy's: the line gateway mode adds to the
+ * response of a request that asked to close the connection (its Connection line was cut on the
+ * way to the backend, which keeps the pool connection open), at the end of l7_mut_bytes. */
+#define L7_MUT_CLOSE      (L7_MAX_MUT - 1)
+#define L7_CLOSE_LINE     "Connection: close\r\n"
+#define L7_CLOSE_LINE_LEN (sizeof(L7_CLOSE_LINE) - 1)
 #define L7_MAX_INSERT    1024  /* bytes of header lines inserted into one request (or response) */
 #define L7_IDLE_SLOTS    32    /* idle pool sockets per upstream the kernel can take (l7_idle) */
 #define L7_RXQ_DEPTH     16    /* responses with mutations framed but not yet sent to a client */
@@ -215,6 +221,9 @@ enum l7_why {                /* why a request left the kernel path */
 #define L7_PASSF_LAST   (1u << 0)  /* last piece of this request */
 #define L7_PASSF_CLOSE  (1u << 1)  /* request asked to close the connection */
 #define L7_PASSF_HEADM  (1u << 2)  /* method HEAD: the response has no body */
+#define L7_CUT_REFUSED  0xff       /* l7_tx_rec.n_del, l7_pass.n_del: lines to cut that one edit
+                                    * cannot (l7g_hop_cut): SK_MSG drops the request */
+#define L7_PASSF_RCLOSE (1u << 4)  /* its response gets "Connection: close" (l7_tx_rec.close) */
 #define L7_PASSF_CHUNK  (1u << 3)  /* chunked body: l7run holds the request until the kernel framed it whole */
 
 struct l7_pass {
@@ -246,7 +255,9 @@ struct l7_tx_rec {
 	__u8  n_del;       /* the client's field lines to cut out: del[] */
 	__u8  n_rset;      /* the response's: lines to add (rset[]) ... */
 	__u8  rdel;        /* ... and names whose lines go (bit i: l7_rhdr_name[i]) */
-	__u8  pad[3];
+	__u8  close;       /* the request asked to close and its Connection line was cut: the
+	                    * response gets L7_CLOSE_LINE unless it says close itself */
+	__u8  pad[2];
 	__u8  set[L7_MAX_SET];
 	__u8  rset[L7_MAX_SET];
 	struct l7_span del[L7_MAX_SET];   /* ascending, from the request's first byte */
