@@ -245,3 +245,20 @@ def parse_responses(buf, methods=()):
             return out, buf
         out.append((st, buf[end + 4:end + 4 + n]))
         buf = buf[end + 4 + n:]
+
+
+def hop_cut(head):
+    """A request head (request line and field lines, CRLF-separated, without the empty line) as
+    gateway mode forwards it: without its Connection and Keep-Alive lines (hop-by-hop, RFC 9110
+    7.6.1) when it has a Connection line, unless it is HTTP/1.0, CONNECT, or an Upgrade
+    (Connection names upgrade and an Upgrade field is there), which go as they came
+    (stdlib/bpf/gateway.h l7_client_act, l7g_hop_cut)."""
+    lines = head.split(b"\r\n")
+    names = [ln.partition(b":")[0].lower() for ln in lines[1:]]
+    conn = b",".join(ln.partition(b":")[2] for ln, n in zip(lines[1:], names) if n == b"connection")
+    toks = [t.lower() for t in conn.replace(b" ", b",").replace(b"\t", b",").split(b",") if t]
+    first = lines[0].split(b" ")
+    if b"connection" not in names or first[-1] == b"HTTP/1.0" or first[0] == b"CONNECT" or \
+            (b"upgrade" in toks and b"upgrade" in names):
+        return head
+    return b"\r\n".join([lines[0]] + [ln for ln, n in zip(lines[1:], names) if n not in (b"connection", b"keep-alive")])

@@ -16,7 +16,8 @@ requests reached which backend with which head.
 
 Compared, per request:
   forward UP   200 from the backend, and backend UP logged exactly this request once: the head
-               sent, without the lines of the names the evaluator removed, plus exactly the
+               sent, without its Connection and Keep-Alive lines (rawhttp.hop_cut) and the
+               lines of the names the evaluator removed, plus exactly the
                lines it added, nothing else changed. UP is a
                backend slot: the endpoint a hashed set's Ketama ring picks, exactly; for a
                round-robin set any endpoint of the set (the turn is the kernel's counter)
@@ -48,7 +49,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from procs import start, stop_all, wait_port  # noqa: E402
-from rawhttp import parse_responses  # noqa: E402
+from rawhttp import hop_cut, parse_responses  # noqa: E402
 from diffgen import NOW, Consts, Gen  # noqa: E402   (the generator, shared with run_h2_differential.py)
 
 L7C, L7RUN, EVAL, BACKEND, CORPUS = sys.argv[1:6]
@@ -347,7 +348,8 @@ def check_case(c, n, pi, data, decs, resp, closed, seen, known, counts):
                 if bname not in names:
                     problems.append("%s %s: went to backend %s" % (kind, "|".join(names), bname))
                 sent = data[d["off"]:data.find(b"\r\n\r\n", d["off"])]
-                why = head_diff(sent, head, [c.mutations[m] for m in d["muts"]], d["dels"])
+                # gateway mode cuts the hop-by-hop lines before anything else
+                why = head_diff(hop_cut(sent), head, [c.mutations[m] for m in d["muts"]], d["dels"])
                 if why:
                     problems.append("%s %s: the backend saw a different head (%s): %s" % (kind, upname, why, show(head)))
         elif kind == "deny":

@@ -24,6 +24,7 @@ import urllib.parse
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import relcommon as rc  # noqa: E402
+from rawhttp import hop_cut  # noqa: E402   (relcommon put tests/common on the path)
 from rec_backend import frame, framed  # noqa: E402
 
 L7C, L7RUN, MODE = sys.argv[1:4]
@@ -89,7 +90,8 @@ def split_requests(data):
 
 def as_forwarded(data):
     """data as the data plane forwards it: the empty lines before a request line (RFC 9112 2.2:
-    ignored) taken out, the rest as it came (what cannot be framed stays at the end)."""
+    ignored) taken out, in gateway mode each head without its hop-by-hop lines (hop_cut), the
+    rest as it came (what cannot be framed stays at the end)."""
     out = b""
     while data:
         i = 0
@@ -99,7 +101,9 @@ def as_forwarded(data):
         f = frame(data)
         if not f:
             return out + data
-        out, data = out + data[:f[2]], data[f[2]:]
+        head = data.find(b"\r\n\r\n")
+        cut = hop_cut(data[:head]) if MODE == "gateway" else data[:head]
+        out, data = out + cut + data[head:f[2]], data[f[2]:]
     return out
 
 
@@ -128,6 +132,12 @@ class Runner:
         reqs, rest = split_requests(got)
         why = None
         wire = as_forwarded(data)
+        if kind == "forward" and MODE == "gateway":
+            # the index counts the fields sent; the backend gets them without the cut lines
+            sent_hc = [hc for _, _, hc in split_requests(data)[0]]
+            wire_hc = [hc for _, _, hc in split_requests(wire)[0]]
+            exp = (exp[0], [(m, t, hc if hc is None or i >= min(len(sent_hc), len(wire_hc)) else
+                             hc - (sent_hc[i] - wire_hc[i])) for i, (m, t, hc) in enumerate(exp[1])]) + tuple(exp[2:])
         if got and not wire.startswith(got):
             why = "backend got bytes that are not a prefix of the input (empty lines before requests taken out)"
         elif kind == "forward":
