@@ -428,6 +428,12 @@ static int manifest_section(struct cg *g)
 	for (int i = 0; i < p->ncounters; i++)
 		put_counter(w, &(struct l7m_counter){ mstr(p->counters[i]) });
 	manifest_rules(w, p);
+	for (int i = 0; i < p->nheaders; i++)
+		put_req_name(w, &(struct l7m_req_name){ mstr(p->headers[i]) });
+	for (int i = 0; i < p->nrheaders; i++)
+		put_resp_name(w, &(struct l7m_resp_name){ mstr(p->rheaders[i]) });
+	for (int i = 0; i < p->nmutations; i++)
+		put_mutation(w, &(struct l7m_mutation){ mstr(p->mutations[i].name), mstr(p->mutations[i].value) });
 	mw_le(w->b, L7M_MAGIC, 4);
 	mw_le(w->b + 4, L7M_VERSION, 4);
 	mw_le(w->b + 8, (unsigned)w->len, 4);

@@ -143,6 +143,15 @@ static char *default_output(const char *in)
 	return out;
 }
 
+/* An added field as the upstream (request) or the client (response) gets it. */
+static void print_add(const char *what, const char *name, const char *value, int h2)
+{
+	printf("%s-add: ", what);
+	for (const char *p = name; *p; p++)
+		putchar(h2 && *p >= 'A' && *p <= 'Z' ? *p - 'A' + 'a' : *p);
+	printf(": %s\n", value);
+}
+
 /* An HTTP/2 error code's name (RFC 9113 7) */
 static const char *h2_error_name(unsigned code)
 {
@@ -248,9 +257,7 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	default: printf("verdict: ?\n"); break;
 	}
 	/* what mesh mode does with such a stream, where it differs from the verdict (issue 14) */
-	if (h2_len && d.term == IR_FORWARD && (d.nset || d.del || d.nrset || d.rdel))
-		printf("http2: answered 501: header mutations of HTTP/2 requests are not applied yet\n");
-	else if (h2_len && d.term == IR_FALLBACK)
+	if (h2_len && d.term == IR_FALLBACK)
 		printf("http2: answered 502: the fallback path speaks HTTP/1.1\n");
 	if ((d.term != IR_DENY || d.no_endpoint) && ir->upstreams[d.upstream].nendpoints > 1) {
 		const struct ir_target *t = &ir->upstreams[d.upstream];
@@ -278,17 +285,18 @@ static int eval(const struct ir_program *ir, const char *path, unsigned source, 
 	if (d.nolog)
 		printf("access-log: no (NoLog)\n");
 	/* what the upstream gets and what the client gets back: the sender's lines of the removed
-	 * names go, the added lines come after the last field line, in this order */
+	 * names go, the added lines come after the last field line, in this order (an HTTP/2
+	 * stream's with their names in lower case: l7run adds them so, RFC 9113 8.2.1) */
 	for (int i = 0; i < ir->nheaders; i++)
 		if (d.del >> i & 1)
 			printf("request-remove: %s\n", ir->headers[i]);
 	for (int i = 0; i < d.nset; i++)
-		printf("request-add: %s: %s\n", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value);
+		print_add("request", ir->mutations[d.set[i]].name, ir->mutations[d.set[i]].value, h2_len);
 	for (int i = 0; i < ir->nrheaders; i++)
 		if (d.rdel >> i & 1)
 			printf("response-remove: %s\n", ir->rheaders[i]);
 	for (int i = 0; i < d.nrset; i++)
-		printf("response-add: %s: %s\n", ir->mutations[d.rset[i]].name, ir->mutations[d.rset[i]].value);
+		print_add("response", ir->mutations[d.rset[i]].name, ir->mutations[d.rset[i]].value, h2_len);
 	return 0;
 }
 

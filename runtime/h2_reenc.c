@@ -72,6 +72,9 @@ static void h2_reenc_field(struct l7_hpack *d)
 	const uint8_t *b = d->blk;
 	uint8_t never = st->rep == L7_HPACK_R_NEVER ? 0x10 : 0x00;
 
+	if (st->want && (r->del >> (st->want - 1) & 1))
+		return;   /* removed: what it inserted the decoder kept all the same */
+
 	if (st->dyn & L7_HPACK_DYN_VALUE) {          /* indexed, dynamic: both from the entry */
 		put_int(r, 0, 4, 0x00);
 		put_ring(r, st->nt_off, st->ins_nlen);
@@ -94,6 +97,23 @@ static void h2_reenc_field(struct l7_hpack *d)
 	} else {                                     /* static, or a literal: as it came */
 		put(r, b + st->rep_off, st->pos - st->rep_off);
 	}
+}
+
+void h2_reenc_add(struct h2_reenc *r, const char *name, size_t nlen, const char *value, size_t vlen)
+{
+	uint8_t low[256];
+
+	if (nlen > sizeof low) {
+		r->bad = 1;
+		return;
+	}
+	for (size_t i = 0; i < nlen; i++)
+		low[i] = (uint8_t)(name[i] >= 'A' && name[i] <= 'Z' ? name[i] - 'A' + 'a' : name[i]);
+	put_int(r, 0, 4, 0x00);
+	put_int(r, (uint32_t)nlen, 7, 0);
+	put(r, low, nlen);
+	put_int(r, (uint32_t)vlen, 7, 0);
+	put(r, (const uint8_t *)value, vlen);
 }
 
 struct h2_reenc *h2_reenc_new(void)

@@ -23,6 +23,8 @@ struct h2_reenc {
 	uint8_t *out;              /* the last block re-encoded */
 	size_t len, cap;
 	int bad;                   /* it outgrew H2_REENC_MAX (or memory) */
+	uint32_t del;              /* the next block: its fields whose name is wanted name i
+	                            * (h2_reenc_want) for a bit i are not re-encoded */
 };
 
 struct h2_reenc *h2_reenc_new(void);
@@ -40,5 +42,14 @@ int h2_reenc_frames_in(struct h2_reenc *r, const uint8_t *f, size_t end, int *ne
 /* r->out as frames of stream sid (HEADERS, then CONTINUATION past 16,384 bytes), END_STREAM
  * when end_stream: a malloc'd buffer in *buf, its length returned (0: no memory). */
 size_t h2_reenc_frames(const struct h2_reenc *r, uint32_t sid, int end_stream, char **buf);
+
+/* Header mutations (l7/abi.h struct l7_decision) on a block: the names the decoder classifies
+ * as wanted (the l7_wanted_* tables hpack.h reads; at most L7_MAX_WANTED, lower case), so that
+ * r->del removes every field of the names it names, however the field came (Huffman, indexed,
+ * a table reference); n = 0 before a block no mutation applies to. */
+void h2_reenc_want(uint32_t n, const char *const *names);   /* (h2_refuse.c: the tables' owner) */
+/* After the decode: a field appended to r->out as a literal without indexing, its name in
+ * lower case (RFC 9113 8.2.1; names are case-insensitive, HTTP/1.1 keeps them as written). */
+void h2_reenc_add(struct h2_reenc *r, const char *name, size_t nlen, const char *value, size_t vlen);
 
 #endif

@@ -19,13 +19,28 @@
 #include <string.h>
 #include "h2_refuse.h"
 #include "h2_frames.h"
+#include "h2_reenc.h"
 #include "../stdlib/bpf/hpack.h"
 #include "l7/grpc.h"
 
-/* hpack.h classifies the names a policy reads (l7_wanted_name): the refusal reads none */
-const __u32 l7_n_wanted = 0;
-const __u8 l7_wanted_len[L7_MAX_WANTED];
-const char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
+/* hpack.h classifies the names a policy reads (l7_wanted_name): the refusal reads none; the
+ * re-encoder (h2_reenc_want) sets them for a block whose fields a mutation removes. Writable:
+ * l7run builds with L7_POLICY_TABLE empty (compat.h). */
+__u32 l7_n_wanted;
+__u8 l7_wanted_len[L7_MAX_WANTED];
+char l7_wanted_name[L7_MAX_WANTED][L7_MAX_NAME];
+
+void h2_reenc_want(uint32_t n, const char *const *names)
+{
+	memset(l7_wanted_name, 0, sizeof l7_wanted_name);
+	l7_n_wanted = n < L7_MAX_WANTED ? n : L7_MAX_WANTED;
+	for (uint32_t i = 0; i < l7_n_wanted; i++) {
+		size_t k = strnlen(names[i], L7_MAX_NAME);
+		l7_wanted_len[i] = (uint8_t)k;
+		memcpy(l7_wanted_name[i], names[i], k);
+	}
+}
+
 
 #define REFUSE_STATUS 505
 static const char why[] = "HTTP/2 is not served here yet";

@@ -189,7 +189,8 @@ static int mesh_load(struct l7run *L, struct version *ver, char *err, size_t err
 	    (v->conns = find_map(o, "l7_mesh_conns", err, errlen)) < 0 ||
 	    (v->addrs = find_map(o, "l7_mesh_addrs", err, errlen)) < 0 ||
 	    (v->pool_map = find_map(o, "l7_mesh_pool", err, errlen)) < 0 ||
-	    (v->pass = find_map(o, "l7_mesh_pass", err, errlen)) < 0 || (v->ctl = find_map(o, "l7_mesh_ctl", err, errlen)) < 0)
+	    (v->pass = find_map(o, "l7_mesh_pass", err, errlen)) < 0 || (v->ctl = find_map(o, "l7_mesh_ctl", err, errlen)) < 0 ||
+	    (v->h2mut = find_map(o, "l7_mesh_h2mut", err, errlen)) < 0)
 		return -1;
 	/* which endpoints matter, before anything can be enrolled */
 	mesh_set_mode(v, L7_MESH_RETIRED);

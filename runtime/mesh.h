@@ -26,6 +26,7 @@ struct mesh_ver {
 	struct bpf_link *sockops_link;
 	int redir_tp;            /* l7_mesh_redir_prog on sock:sk_data_ready: from load to unload */
 	int msg_prog, socks, conns, addrs, pool_map, pass, ctl;
+	int h2mut;               /* l7_mesh_h2mut: the HTTP/2 streams' header mutations */
 	int msg_attached;
 	uint32_t h2c;            /* bit u: upstream slot u speaks h2c (--h2c); 0: HTTP/2 refused */
 	uint32_t gen[L7_MESH_POOL_SIZE];   /* each slot's generation, as the data plane sees it */

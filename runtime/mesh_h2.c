@@ -19,11 +19,19 @@
  *                 refers to it (or came before it was known empty) reaches the backend
  *                 re-encoded without it: each backend's table is one the client never
  *                 wrote, and some of the client's blocks went elsewhere or nowhere.
+ *   mutations     a stream the kernel forwarded with header mutations (L7_MP_H2_MUT) has its
+ *                 decision in l7_mesh_h2mut: its block is re-encoded without the fields the
+ *                 decision removes and with the ones it adds (the manifest's names and lines),
+ *                 and its response's final head the same way with the response's; a stream
+ *                 whose mutations cannot be applied is never relayed without them (refused).
+ *                 Each backend's response blocks go through a decoder of their own, so that a
+ *                 block its encoder sent before it took our table size 0 decodes too.
  * One thread writes both ways, whole frames at a time, so frames never interleave. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <bpf/bpf.h>
 #include "mesh.h"
 #include "h2_frames.h"
 #include "h2_reenc.h"
@@ -50,6 +58,8 @@ struct h2m_stream {
 	uint8_t resp;              /* its response's final :status was counted */
 	uint16_t be;               /* backend index (S_FWD) */
 	int64_t body_left;         /* content-length less the DATA so far; -1: none said */
+	uint8_t n_rset, rdel;      /* its response's mutations (l7_decision rset/rdel), for its */
+	uint8_t rset[L7_MAX_SET];  /* final head */
 };
 
 struct h2m_backend {
@@ -58,6 +68,7 @@ struct h2m_backend {
 	char *in;                  /* its bytes not yet a whole frame */
 	size_t len, cap;
 	uint32_t cont;             /* stream a response header block goes on in */
+	struct h2_reenc *re;       /* its response blocks: its encoder's table, re-encoding */
 };
 
 struct h2m_dec {              /* a decision the kernel made, by where its bytes end */
@@ -81,8 +92,6 @@ struct mesh_h2 {
 	uint64_t own_data;         /* DATA bytes of our answers, not yet taken off a relayed update */
 	uint32_t settings, pings, resets;   /* the client's, for the flood bounds */
 	int gone;                  /* the client is being closed (its backends dropped) */
-	struct l7_hpack d;         /* native decoder: a response's :status */
-	struct l7_req req;
 	struct h2_reenc *re;       /* the client's request blocks: its table, re-encoding */
 };
 
@@ -101,8 +110,10 @@ void mesh_h2_free(struct mesh_h2 *h)
 {
 	if (!h)
 		return;
-	for (int i = 0; i < H2M_BACKENDS; i++)
+	for (int i = 0; i < H2M_BACKENDS; i++) {
 		free(h->be[i].in);
+		h2_reenc_free(h->be[i].re);
+	}
 	free(h->in);
 	h2_reenc_free(h->re);
 	free(h);
@@ -198,7 +209,7 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 	for (int i = 0; i < H2M_BACKENDS && !b; i++)
 		if (!h->be[i].slot)
 			b = &h->be[i];
-	if (!b)
+	if (!b || (!b->re && !(b->re = h2_reenc_new())))
 		return NULL;
 	b->slot = slot;
 	b->up = (int)((slot - 1) / L7_MESH_SLOTS);
@@ -223,7 +234,6 @@ static void answer(struct mesh_client *c, uint32_t s, const struct l7_mesh_pass 
 	char o[H2_ANSWER_MAX];
 	size_t data;
 	const char *why = status == 403 ? "denied by policy" : status == 503 ? "no connection to the upstream" :
-			  status == 501 ? "header mutations are not applied to HTTP/2 yet" :
 			  status == 505 ? "the upstream speaks HTTP/1.1 only" :
 			  status == 502 ? "the upstream cannot be reached" : "refused by policy";
 	size_t n = h2_answer(o, s, status, grpc, l7_grpc_status_of(named, (unsigned)status), why, end_stream, &data);
@@ -300,6 +310,33 @@ static void client_window(struct mesh_client *c, uint32_t inc)
 	}
 }
 
+/* The names the decoder classifies as wanted (h2_reenc_want): the policy's request field
+ * names (the manifest's REQ_NAME records: bit i of a decision's del), or its response ones
+ * (RESP_NAME: of rdel); none when mf is NULL. */
+static void want_names(const struct manifest *mf, int resp)
+{
+	const char *n[L7_MAX_WANTED] = { 0 };
+	uint32_t k = !mf ? 0 : resp ? mf->n_resp_name : mf->n_req_name;
+
+	for (uint32_t i = 0; i < k && i < L7_MAX_WANTED; i++)
+		n[i] = resp ? mf->resp_name[i].name.s : mf->req_name[i].name.s;
+	h2_reenc_want(k, n);
+}
+
+/* The lines set[0, n) (the manifest's MUTATION records) after re's block; -1: not all. */
+static int add_lines(const struct manifest *mf, struct h2_reenc *re, const uint8_t *set, uint32_t n)
+{
+	if (n > L7_MAX_SET)
+		return -1;
+	for (uint32_t i = 0; i < n; i++) {
+		if (set[i] >= mf->n_mutation)
+			return -1;
+		const struct l7m_mutation *m = &mf->mutation[set[i]];
+		h2_reenc_add(re, m->name.s, m->name.len, m->value.s, m->value.len);
+	}
+	return re->bad ? -1 : 0;
+}
+
 /* One whole client frame at client offset `off` (its first byte), of 9 + len bytes; a header
  * block (HEADERS + CONTINUATION) is handled once whole: *blk says how many bytes it spans.
  * -1: the connection ends. */
@@ -323,9 +360,20 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			fl = f[end + 4];
 			end += 9 + be24(f + end);
 		}
+		const struct l7_mesh_pass *r = decision_at(h, off + end);
+		/* a forwarded stream's mutations: taken (deleted) whatever becomes of it; with the
+		 * bit and none there, it is refused below */
+		struct l7_decision mut;
+		int mutd = 0;
+		if (r && L7_MP_H2_STREAM(r->req) == sid && !L7_MP_H2_ERR(r->req) && r->slot && (r->status & L7_MP_H2_MUT)) {
+			struct l7_mesh_pass_key k = { .client = c->key, .seq = sid };
+			mutd = bpf_map_lookup_and_delete_elem(c->v->h2mut, &k, &mut) ? -1 : 1;
+		}
+		const struct manifest *mf = c->v->v.cfg.mf;
+		want_names(mutd > 0 ? mf : NULL, 0);
+		h->re->del = mutd > 0 ? mut.del : 0;
 		/* every block, whatever its fate, through the client's table as the kernel's went */
 		int need, drc = h2_reenc_frames_in(h->re, f, end, &need);
-		const struct l7_mesh_pass *r = decision_at(h, off + end);
 		if (!r || L7_MP_H2_STREAM(r->req) != sid) {
 			goaway(c, L7_H2_INTERNAL_ERROR);   /* never forwarded without the kernel's decision */
 			return -1;
@@ -350,19 +398,26 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 				 * never sent on undecided */
 				goaway(c, L7_H2_INTERNAL_ERROR);
 				return -1;
-			} else if (need && h->re->bad) {   /* too large re-encoded */
+			} else if ((need && h->re->bad) ||   /* too large re-encoded */
+				   mutd < 0 || (mutd > 0 && add_lines(mf, h->re, mut.set, mut.n_set))) {
+				/* (or its mutations lost, or not applicable: never sent without them) */
 				stream_new(h, sid, S_DENIED);
 				to_client(c, o, h2_rst(o, sid, L7_H2_REFUSED_STREAM));
 			} else {
 				struct h2m_stream *s = stream_new(h, sid, S_FWD);
 				s->be = (uint16_t)(b - h->be);
+				if (mutd > 0) {
+					s->n_rset = (uint8_t)mut.n_rset;
+					s->rdel = (uint8_t)mut.rdel;
+					memcpy(s->rset, mut.rset, sizeof s->rset);
+				}
 				/* a body that does not match it makes the request malformed (RFC 9113
 				 * 8.1.1), which the kernel, reading heads only, cannot see */
 				s->body_left = h->re->d.msg.flags & L7_H2_M_CL ? (int64_t)h->re->req.body_len : -1;
 				if (s->body_left > 0 && (flags & L7_H2_F_END_STREAM)) {
 					stream_new(h, sid, S_DENIED);   /* a length and no body */
 					to_client(c, o, h2_rst(o, sid, L7_H2_PROTOCOL_ERROR));
-				} else if (need) {
+				} else if (need || mutd > 0) {
 					char *fr;
 					size_t fn = h2_reenc_frames(h->re, sid, flags & L7_H2_F_END_STREAM, &fr);
 					if (fn) {
@@ -509,35 +564,56 @@ int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7
 	return 0;
 }
 
-/* A response header block of backend b: its final :status, once per stream, for the
- * upstream's telemetry (a block the native decoder cannot read counts as outside 100-599). */
-static void count_status(struct mesh_client *c, struct h2m_backend *b, const uint8_t *f, uint32_t len, size_t total)
+/* The stream refused on both hops (a response it cannot be given without its mutations). */
+static void refuse_both(struct mesh_client *c, struct h2m_stream *s, int fd)
+{
+	char o[32];
+
+	mesh_send_all(fd, o, h2_rst(o, s->id, L7_H2_CANCEL));
+	to_client(c, o, h2_rst(o, s->id, L7_H2_INTERNAL_ERROR));
+	s->state = S_DENIED;
+}
+
+/* A response header block of backend b: through the backend's table (every block, so that it
+ * stays the backend encoder's); its final :status, once per stream, for the upstream's
+ * telemetry (a block the decoder cannot read counts as outside 100-599); and the stream's
+ * response mutations on that final head. 1: sent here (re-encoded) or refused, 0: relay it. */
+static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, const uint8_t *f, uint32_t len, size_t total)
 {
 	struct mesh_h2 *h = c->h2m;
 	uint32_t flags = f[4], sid = be32(f + 5) & 0x7fffffff, skip = 0, pad = 0;
 	struct h2m_stream *s = stream_of(h, sid);
+	int mut = s && s->state == S_FWD && !s->resp && (s->n_rset || s->rdel), rc = -1, need;
 
-	if (!s || s->resp)
-		return;
 	if (flags & L7_H2_F_PADDED && len) {
 		pad = f[9];
 		skip = 1;
 	}
 	if (flags & L7_H2_F_PRIORITY)
 		skip += 5;
-	int status = 0;
-	if (skip + pad <= len && len - skip - pad <= L7_H2_BLOCK_MAX && (flags & L7_H2_F_END_HEADERS)) {
-		h->d.len = len - skip - pad;
-		memcpy(h->d.blk, f + 9 + skip, h->d.len);
-		h->d.mode = L7_HPACK_RESPONSE;
-		h->d.conn = L7_H2_C_HP_ACKED | L7_H2_C_HP_UNKNOWN;   /* we asked for a table of size 0 first */
-		if (l7_hpack_decode(&h->d, &h->req) >= 0)
-			status = (int)h->d.msg.status;
+	if (skip + pad <= len && (flags & L7_H2_F_END_HEADERS)) {
+		want_names(mut ? c->v->v.cfg.mf : NULL, 1);
+		b->re->del = mut ? s->rdel : 0;
+		rc = h2_reenc_block(b->re, f + 9 + skip, len - skip - pad, L7_HPACK_RESPONSE, &need);
+	} else if (!(b->re->conn & L7_H2_C_HP_ZERO)) {
+		b->re->conn |= L7_H2_C_HP_UNKNOWN;   /* not decoded here: what it inserts is missed */
 	}
-	if (status >= 100 && status < 200)
-		return;   /* interim: the final one follows */
+	int status = rc >= 0 ? (int)b->re->d.msg.status : 0;
+	if (!s || s->resp || (status >= 100 && status < 200))
+		return 0;   /* trailers, or an interim head: the final one follows */
 	s->resp = 1;
 	upstat_upstream(c->v->v.upstat, b->up, status ? status : 1, total);
+	if (!mut)
+		return 0;
+	char *fr = NULL;
+	size_t fn = rc < 0 || add_lines(c->v->v.cfg.mf, b->re, s->rset, s->n_rset) ? 0 :
+		    h2_reenc_frames(b->re, sid, flags & L7_H2_F_END_STREAM, &fr);
+	if (fn)
+		to_client(c, fr, fn);
+	else
+		refuse_both(c, s, fd);
+	free(fr);
+	return 1;
 }
 
 /* One whole frame from backend b. */
@@ -549,6 +625,8 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	if (!sid) {   /* the connection's own: this hop's */
 		if (type == L7_H2_SETTINGS && !(flags & L7_H2_F_ACK)) {
 			mesh_send_all(fd, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+		} else if (type == L7_H2_SETTINGS) {
+			h2_reenc_acked(b->re);   /* our table size 0 holds from here */
 		} else if (type == L7_H2_PING && !(flags & L7_H2_F_ACK) && len == 8) {
 			size_t n = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
 			memcpy(o + n, f + 9, 8);
@@ -560,8 +638,11 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	}
 	if (type == L7_H2_PUSH_PROMISE)
 		return;   /* we said ENABLE_PUSH 0 */
-	if (type == L7_H2_HEADERS)
-		count_status(c, b, f, len, total);
+	if (type == L7_H2_HEADERS && response_block(c, b, fd, f, len, total))
+		return;
+	struct h2m_stream *s = stream_of(c->h2m, sid);
+	if (s && s->state == S_DENIED)
+		return;   /* refused on both hops: what the backend sent before it saw that goes */
 	to_client(c, f, total);
 }
 

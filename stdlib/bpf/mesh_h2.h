@@ -118,11 +118,9 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 			  (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
-	/* header mutations are not applied to HTTP/2 blocks yet: such a stream is refused
-	 * rather than sent on without them (501); the fallback proxy speaks HTTP/1.1 */
-	if (dp->verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS || dp->n_set || dp->del ||
-	    dp->n_rset || dp->rdel) {
-		*status = (dp->verdict == L7_FORWARD ? 501 : 502) | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
+	/* the fallback proxy speaks HTTP/1.1 */
+	if (dp->verdict != L7_FORWARD || up >= L7_MESH_UPSTREAMS) {
+		*status = 502 | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
 	__u32 b = l7_mesh_bind(c, k, up);
@@ -131,6 +129,21 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 		l7_mesh_stat(L7_STAT_POOL_MISS);
 		*status = 503 | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
+	}
+	/* header mutations: l7run applies them as it re-encodes the block (runtime/mesh_h2.c),
+	 * from the decision itself, under the key of the chain's own owner and seq (the pass
+	 * key's layout, in map memory: the stack is full). Not written: the stream is refused,
+	 * never sent on without them. */
+	if (dp->n_set | dp->del | dp->n_rset | dp->rdel) {
+		_Static_assert(sizeof(ch->owner) == sizeof(struct l7_mesh_key) &&
+			       __builtin_offsetof(struct l7_chain, seq) == __builtin_offsetof(struct l7_mesh_pass_key, seq),
+			       "the chain's head is a pass key");
+		struct l7_mesh_pass_key *pk = (struct l7_mesh_pass_key *)ch;
+		pk->client = *k;
+		pk->seq = st->ev.f.stream;
+		if (bpf_map_update_elem(&l7_mesh_h2mut, pk, dp, BPF_ANY))
+			return L7_H2_STREAM_ERR(L7_H2_REFUSED_STREAM);
+		*status = L7_MP_H2_MUT;
 	}
 	s->flags |= L7_MSF_H2;   /* this client's for good: l7_mesh_release makes it DEAD */
 	*slot = b;

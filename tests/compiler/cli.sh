@@ -119,7 +119,9 @@ check eval-missing 2 "$l7c" --eval="$ev/nope.http" "$ex"
 # an HTTP/2 request (request line ending in HTTP/2): decided as mesh mode decides the stream
 check eval-h2 0 "$l7c" --eval="$ev/h2-api-get.http" "$ex"
 contains eval-h2 '^request: GET /api/users \(HTTP/2, header block [0-9]+ bytes\)$'; contains eval-h2-verdict '^verdict: forward api$'
-contains eval-h2-501 '^http2: answered 501: header mutations'
+# its header mutations are applied in mesh mode (issue 14): no 501, the lines it adds listed
+if grep -q '^http2: answered 501' "$tmp/out"; then fail=$((fail+1)); echo "FAIL eval-h2-mut: 501"; else pass=$((pass+1)); fi
+contains eval-h2-mut '^request-add: '
 check eval-h2-grpc 0 "$l7c" --eval="$ev/h2-grpc-cancel.http" --eval-source=127.0.3.7 "$src/examples/grpc.l7"
 contains eval-h2-grpc ', a gRPC call\)$'; contains eval-h2-grpc-status '^grpc-status: 7 PERMISSION_DENIED \(named by the rule\)$'
 check eval-h2-malformed 0 "$l7c" --eval="$ev/h2-connection.http" "$ex"

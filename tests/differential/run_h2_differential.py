@@ -16,9 +16,10 @@ recording h2c backends (diff_h2_backend.py) that answer with their name.
 
 Compared, per stream:
   forward UP       200 "backend=UP" on the stream, and backend UP logged its id exactly once
-  forward + mutations, fallback
-                   l7run's 501 / 502 (mesh mode applies no header mutation to HTTP/2 yet, and
-                   its fallback path speaks HTTP/1.1; a gRPC call gets a non-zero grpc-status)
+  forward UP with header mutations: the same (l7run applies them: tests/mesh/test_h2_mesh.py
+                   checks the fields)
+  fallback         l7run's 502 (its fallback path speaks HTTP/1.1; a gRPC call gets a
+                   non-zero grpc-status)
   deny S           :status S, or for a gRPC call :status 200 with the evaluator's grpc-status
   h2err stream C   RST_STREAM C (malformed: PROTOCOL_ERROR); refused: RST_STREAM REFUSED_STREAM
   h2err conn C     GOAWAY C (such a stream gets a connection of its own)
@@ -348,7 +349,7 @@ def check_stream(c, d, ans, goaway, seen):
     hs, body, rst, _ = ans
     status = hs.get(":status")
     kind = d["kind"]
-    if kind == "forward" and not d["mutated"]:
+    if kind == "forward":
         names = [c.upstreams[u] for u in d.get("any", [d["up"]])]
         if status != "200" or body.decode("latin-1") not in ["backend=" + u for u in names]:
             return "forward %s: got status %s body %r rst %s goaway %s" % ("|".join(names), status, body[:80], rst, goaway)
@@ -358,7 +359,7 @@ def check_stream(c, d, ans, goaway, seen):
     if seen:
         return "%s: but backend %s got it" % (kind, seen[0])
     if kind in ("forward", "fallback", "deny"):
-        want = d["status"] if kind == "deny" else 501 if kind == "forward" else 502
+        want = d["status"] if kind == "deny" else 502
         if d["grpc_call"]:
             gs = hs.get("grpc-status")
             if status != "200" or gs is None or (kind == "deny" and gs != str(d["grpc"])) or gs == "0":

@@ -47,16 +47,27 @@ POLICY = policy("h2m", SVC, [("a", PA), ("b", PB), ("g", PG), ("h1", PH)], """\
     Deny(request, 403);
   } else if (request.grpc_method == "Forbidden") {
     DenyGrpc(request, 403, PERMISSION_DENIED);
+  } else if (request.grpc_method == "Mutated") {
+    SetHeader(request, "x-via", "l7c");
+    Route(request, g);
   } else if (request.is_grpc) {
     Route(request, g);
   } else if (starts_with(request.path, "/h1/")) {
     Route(request, h1);
   } else if (starts_with(request.path, "/b/")) {
     Route(request, b);
+  } else if (starts_with(request.path, "/a/m/")) {
+    RemoveHeader(request, "x-secret");
+    SetHeader(request, "x-forwarded-proto", "h2c");
+    AddHeader(request, "X-Tag", "one");
+    AddHeader(request, "x-tag", "two");
+    RemoveHeader(response, "server");
+    SetHeader(response, "x-content-type-options", "nosniff");
+    Route(request, a);
   } else {
     Route(request, a);
   }
-""")
+""", acts=("HttpRequest request", "HttpResponse response"))
 
 GRPC_SERVER = r"""
 import sys
@@ -65,8 +76,11 @@ import grpc
 ident = lambda b: b
 def unary(req, ctx):
     return b"echo:" + req
+def mutated(req, ctx):   # what reached it: the metadata the mesh added
+    return b"via:" + ",".join(v for k, v in ctx.invocation_metadata() if k == "x-via").encode()
 h = grpc.method_handlers_generic_handler("l7.test.Echo", {
     "Unary": grpc.unary_unary_rpc_method_handler(unary, ident, ident),
+    "Mutated": grpc.unary_unary_rpc_method_handler(mutated, ident, ident),
     "Forbidden": grpc.unary_unary_rpc_method_handler(unary, ident, ident)})
 s = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
 s.add_generic_rpc_handlers((h,))
@@ -80,7 +94,7 @@ import sys, grpc
 ident = lambda b: b
 out = []
 with grpc.insecure_channel("127.0.0.1:%s" % sys.argv[1]) as ch:   # one channel: one connection
-    for m in ("Unary", "Forbidden", "Unary"):
+    for m in ("Unary", "Forbidden", "Unary", "Mutated"):
         try:
             out.append("OK " + ch.unary_unary("/l7.test.Echo/" + m, ident, ident)(b"hi-" + m.encode(), timeout=8).decode())
         except grpc.RpcError as e:
@@ -258,10 +272,11 @@ def t_streams_1000():
 
 def t_grpc():
     """a grpcio client, one channel: a call routed to the gRPC server, one denied with
-    PERMISSION_DENIED (trailers-only from l7run), and the next call on the same connection"""
+    PERMISSION_DENIED (trailers-only from l7run), the next call on the same connection, and
+    one whose decision adds x-via (the server answers with the x-via metadata it got)"""
     r = subprocess.run([sys.executable, "-c", GRPC_CLIENT, str(SVC)], capture_output=True, text=True, timeout=40)
     lines = r.stdout.strip().split("\n")
-    check(lines == ["OK echo:hi-Unary", "PERMISSION_DENIED denied by policy", "OK echo:hi-Unary"],
+    check(lines == ["OK echo:hi-Unary", "PERMISSION_DENIED denied by policy", "OK echo:hi-Unary", "OK via:l7c"],
           "grpc: %r %r" % (r.stdout, r.stderr[-500:]))
 
 
@@ -466,6 +481,62 @@ def t_hostile():
     check(rc == 0 and out.endswith("2 200"), "still serving: %r" % out)
 
 
+def fields_seen(which, path):
+    """[(name, value)] of the request header block nghttpd `which` logged for the stream whose
+    :path was `path`, in the order it decoded them"""
+    log = backend_log(which)
+    m = re.search(r"\[id=(\d+)\] \[[ 0-9.]+\] recv \(stream_id=(\d+)\) :path: %s\n" % re.escape(path), log)
+    check(m, "%s reached %s" % (path, which))
+    return re.findall(r"\[id=%s\] \[[ 0-9.]+\] recv \(stream_id=%s\) ([^:\n]+|:[a-z]+): (.*)\n" % (m.group(1), m.group(2)), log)
+
+
+def t_mutations():
+    """a decision with header mutations (issue 14): the backend gets the block without the
+    field of a removed name (Huffman-coded and inserted into the client's table; then as a
+    reference to that entry on the next stream) and with the added ones, lower-cased, in the
+    policy's order, after the client's; a SetHeader replaces the client's field; the client
+    gets the response's edits (server gone, x-content-type-options added). A name the policy
+    reads sent twice is refused (REFUSED_STREAM, as for any stream: which would it judge?),
+    never forwarded. curl and h2load through the same policy"""
+    G = bytes([0x82, 0x86, 0x01, 1]) + b"x"
+    s, got = h2_conn(
+        fr(HEADERS, 5, 1, G + path(b"/a/m/hello.txt?s=1") + lit(b"x-keep", b"1") +
+           lit_inc(b"x-secret", b"two", True) + lit(b"x-forwarded-proto", b"https")) +
+        fr(HEADERS, 5, 3, G + path(b"/a/m/hello.txt?s=3") + idx(62) + lit(b"x-keep", b"3")) +
+        fr(HEADERS, 5, 5, G + path(b"/a/hello.txt?s=5") + idx(62)) +   # no mutation: as it came
+        fr(HEADERS, 5, 7, G + path(b"/a/m/hello.txt?s=7") + lit(b"x-secret", b"one") + idx(62)),
+        [1, 3, 5, 7], ack=False)
+    s.close()
+    a = answers(frames(got))
+    for sid in (1, 3):
+        st = a.get(sid, [{}, b""])
+        check(st[0].get(":status") == "200" and st[1] == b"hello from a/m\n", "stream %d served: %r" % (sid, st))
+        check("server" not in st[0] and st[0].get("x-content-type-options") == "nosniff",
+              "stream %d: the response's edits: %r" % (sid, st[0]))
+    check(a.get(5, [{}])[0].get("server", "").startswith("nghttpd"), "stream 5 (no mutation): server kept: %r" % a.get(5))
+    check(a.get(7, [{}, b"", None])[2] == REFUSED_STREAM and "?s=7" not in backend_log("a"),
+          "stream 7 (x-secret twice) refused: %r" % a.get(7))
+    regular = lambda f: [kv for kv in f if not kv[0].startswith(":")]
+    check(regular(fields_seen("a", "/a/m/hello.txt?s=1")) == [("x-keep", "1"), ("x-forwarded-proto", "h2c"),
+                                                              ("x-tag", "one"), ("x-tag", "two")],
+          "stream 1: what the backend saw: %r" % fields_seen("a", "/a/m/hello.txt?s=1"))
+    check(regular(fields_seen("a", "/a/m/hello.txt?s=3")) == [("x-keep", "3"), ("x-forwarded-proto", "h2c"),
+                                                              ("x-tag", "one"), ("x-tag", "two")],
+          "stream 3 (x-secret a table reference): %r" % fields_seen("a", "/a/m/hello.txt?s=3"))
+    check(regular(fields_seen("a", "/a/hello.txt?s=5")) == [("x-secret", "two")], "stream 5: the client's field as it meant it")
+    rc, out = curl("/a/m/hello.txt?c=1", "-D", "-", "-H", "X-Secret: s")
+    check(rc == 0 and out.endswith("2 200") and "x-content-type-options: nosniff" in out and "\nserver:" not in out.lower(),
+          "curl: the response's edits: %d %r" % (rc, out))
+    check(regular(fields_seen("a", "/a/m/hello.txt?c=1"))[-3:] == [("x-forwarded-proto", "h2c"), ("x-tag", "one"), ("x-tag", "two")] and
+          not [kv for kv in fields_seen("a", "/a/m/hello.txt?c=1") if kv[0] == "x-secret"], "curl: %r" % fields_seen("a", "/a/m/hello.txt?c=1"))
+    n = backend_log("a").count("recv (stream_id=")
+    ok, failed, c2xx, out = h2load("-n", "400", "-c", "2", "-m", "20", "-H", "x-secret: h", "http://127.0.0.1:%d/a/m/hello.txt" % SVC)
+    check(ok == 400 and c2xx == 400, "h2load through the mutating policy: %r" % out[-500:])
+    log = backend_log("a")
+    check(log.count(") x-tag: one\n") >= 400 + 3 and ") x-secret: h\n" not in log and n < log.count("recv (stream_id="),
+          "h2load's 400 streams mutated")
+
+
 def t_telemetry():
     """per stream: upstream responses by class, l7run's own answers, the kernel's counters"""
     ok = metric("l7_upstream_responses_total", {"class": "2xx"})
@@ -512,7 +583,7 @@ def t_http1_still():
 
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
-          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("raw_dynamic", t_raw_dynamic), ("raw_table_edges", t_raw_table_edges), ("hostile", t_hostile), ("telemetry", t_telemetry),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("mutations", t_mutations), ("raw_dynamic", t_raw_dynamic), ("raw_table_edges", t_raw_table_edges), ("hostile", t_hostile), ("telemetry", t_telemetry),
           ("http1", t_http1_still), ("backend_lost", t_backend_lost)]
 
 
@@ -531,6 +602,9 @@ def main():
                 f.write("hello from %s\n" % which)
             with open(os.path.join(d, which, "big.bin"), "wb") as f:
                 f.write(os.urandom(1 << 20))
+        os.makedirs(os.path.join(TMP, "docs", "a", "a", "m"))
+        with open(os.path.join(TMP, "docs", "a", "a", "m", "hello.txt"), "w") as f:
+            f.write("hello from a/m\n")
         os.makedirs(os.path.join(TMP, "h1"))
         pol = os.path.join(TMP, "h2m.l7")
         with open(pol, "w") as f:

@@ -24,7 +24,7 @@
 #define L7_MANIFEST_SECTION "l7.manifest"
 #define L7_MANIFEST_V1_SECTION "l7.config"   /* version 1 (text), to name it when refused */
 #define L7M_MAGIC   0x464d374cu   /* "L7MF" */
-#define L7M_VERSION 5
+#define L7M_VERSION 6
 #define L7M_HEADER  16            /* bytes of the header */
 #define L7M_RECORD  4             /* bytes of a record's kind and size */
 

@@ -232,6 +232,9 @@ struct l7_mesh_pass {
 #define L7_MP_H2_STATUS(st)        ((st) & 0xffffu)
 #define L7_MP_H2_GRPC(st)          (((st) >> 16) & 0xffu)
 #define L7_MP_H2_IS_GRPC           (1u << 31)   /* in status: the stream is a gRPC call */
+/* in a forwarded stream's status: its decision has header mutations, in l7_mesh_h2mut under
+ * {client, stream id}; a stream with the bit and no entry there is never forwarded */
+#define L7_MP_H2_MUT               (1u << 30)
 
 /* l7_mesh_h2c value, keyed by the client key: the kernel's view of an HTTP/2 client's frames
  * (stdlib/bpf/mesh_h2.h; BPF only, deleted at the close). */
@@ -281,6 +284,7 @@ _Static_assert(sizeof(struct l7_mesh_rring) == L7_MESH_RRING_SIZE, "maps.def: l7
 _Static_assert(sizeof(struct l7_mesh_hold) == L7_MESH_HOLD_SIZE, "maps.def: l7_mesh_hold value size");
 _Static_assert(sizeof(struct l7_mesh_h2) == 96, "maps.def: l7_mesh_h2c value size");
 _Static_assert(L7_H2_BUF + 64 == 32832 && sizeof(struct l7_hpack) == 38776, "maps.def: l7_h2_buf, l7_h2_dec value sizes");
+_Static_assert(sizeof(struct l7_decision) == 56, "maps.def: l7_mesh_h2mut value size");
 _Static_assert(sizeof(struct l7_hpack_table) == 5216, "maps.def: l7_mesh_h2tab value size");
 
 /* Program and map names l7run looks up. */
