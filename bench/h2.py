@@ -27,7 +27,7 @@ start-ups); modes alternate within each round (the order rotating), medians over
 Loopback only; ports derive from our pid; every process started here is ended by its pid; the
 cgroup and pins are removed at exit. Needs root (mesh mode).
 
-usage: bench/h2.py [BUILD_DIR]   (env: ROUNDS=3 DUR=3 STREAMS=10 GRPC_PROCS=4 H2_TABLE0=0)"""
+usage: bench/h2.py [BUILD_DIR]   (env: ROUNDS=3 DUR=3 STREAMS=10 GRPC_PROCS=4 H2_TABLE0=0 H2_MUT=0)"""
 import atexit
 import json
 import os
@@ -59,6 +59,10 @@ CG = "/sys/fs/cgroup/unified/l7h2bench-%d" % PID
 PIN = "/sys/fs/bpf/l7h2bench-%d" % PID
 T = tempfile.mkdtemp(prefix="l7h2bench-")
 MODES = ["direct", "l7c", "haproxy", "nginx"]
+# H2_MUT=1: l7c against l7c-mut, the same policy plus one that edits every stream's request and
+# response headers (l7run re-encodes each block): what header mutations on HTTP/2 cost
+if os.environ.get("H2_MUT") == "1":
+    MODES = ["l7c", "l7c-mut"]
 POINTS = [("h2 c1", 1), ("h2 c8", 8), ("h2 c64", 64), ("grpc", None)]
 CALLS = "/l7.bench.Echo/Unary,/l7.bench.Other/Unary"
 
@@ -105,6 +109,17 @@ policy h2bench (act (HttpRequest request) context ('.*->front')) {
   } else {
     Route(request, b);
   }
+}
+"""
+
+MUTATE = """
+policy h2mut (act (HttpRequest request) act (HttpResponse response) context ('.*->front')) {
+  [Ingress]
+  RemoveHeader(request, "user-agent");
+  SetHeader(request, "x-forwarded-proto", "h2c");
+  AddHeader(request, "x-tag", "bench");
+  RemoveHeader(response, "server");
+  SetHeader(response, "x-content-type-options", "nosniff");
 }
 """
 
@@ -157,7 +172,7 @@ class Mode:
 
     def __init__(self, kind):
         self.kind, self.p, self.bpf = kind, None, None
-        self.h2port = {"direct": PA, "l7c": SVC, "haproxy": PH, "nginx": PN}[kind]
+        self.h2port = {"direct": PA, "l7c": SVC, "l7c-mut": SVC, "haproxy": PH, "nginx": PN}[kind]
         self.gport = {"direct": PG1}.get(kind, self.h2port)
 
     def pids(self):
@@ -166,9 +181,9 @@ class Mode:
         return [self.p.pid] + (children(self.p.pid) if self.kind == "nginx" else [])
 
     def start(self):
-        if self.kind == "l7c":
+        if self.kind.startswith("l7c"):
             self.p = start([L7RUN, "--mesh", "--cgroup", CG, "--pool", "64", "--h2c", "a,b,g1,g2",
-                            "--bpf-stats", "--pin", PIN, os.path.join(T, "h2bench.o")], "l7run")
+                            "--bpf-stats", "--pin", PIN, os.path.join(T, self.kind.replace("l7c", "h2bench") + ".o")], "l7run")
             self.bpf = (PIN, "l7_mesh_socks")
         elif self.kind == "haproxy":
             self.p = start(["haproxy", "-db", "-f", os.path.join(T, "haproxy.cfg")], "haproxy")
@@ -177,7 +192,7 @@ class Mode:
         if not wait_port(self.h2port, 20):
             raise RuntimeError("%s did not listen: %s" % (self.kind, open(os.path.join(T, self.kind + ".err")).read()[-500:]
                                                           if os.path.exists(os.path.join(T, self.kind + ".err")) else ""))
-        if self.kind == "l7c":
+        if self.kind.startswith("l7c"):
             for _ in range(50):   # the pool is open once the map is pinned
                 if os.path.exists(os.path.join(PIN, "l7_mesh_socks")):
                     break
@@ -277,8 +292,11 @@ def main():
         f.write(HAPROXY % ARGS)
     with open(os.path.join(T, "nginx.conf"), "w") as f:
         f.write(NGINX % ARGS)
-    subprocess.run([L7C, "--mode=mesh", os.path.join(T, "h2bench.l7"), "-o", os.path.join(T, "h2bench.o")],
-                   check=True, timeout=300)
+    with open(os.path.join(T, "h2bench-mut.l7"), "w") as f:
+        f.write(POLICY % ARGS + MUTATE)
+    for name in ("h2bench", "h2bench-mut") if "l7c-mut" in MODES else ("h2bench",):
+        subprocess.run([L7C, "--mode=mesh", os.path.join(T, name + ".l7"), "-o", os.path.join(T, name + ".o")],
+                       check=True, timeout=300)
     # the backends, in the cgroup before l7run starts (its pool connects to them)
     for w, port in (("a", PA), ("b", PB)):
         start(["nghttpd", "--no-tls", "-a", "127.0.0.1", "-d", os.path.join(T, "docs", w), str(port)],
