@@ -162,7 +162,7 @@ static void write_line(struct version *v, const struct l7_log_rec *r, const stru
 		jfield(o, r->target, r->target_len, L7_LOG_PATH);
 		fprintf(o, ",\"target_cut\":%s,\"host\":", r->target_len > L7_LOG_PATH ? "true" : "false");
 		jfield(o, r->host, r->host_len, L7_LOG_HOST);
-		fprintf(o, ",\"protocol\":\"%s\"", r->flags & L7_REQ_HTTP10 ? "HTTP/1.0" : "HTTP/1.1");
+		fprintf(o, ",\"protocol\":\"%s\"", r->flags & L7_REQ_HTTP2 ? "HTTP/2" : r->flags & L7_REQ_HTTP10 ? "HTTP/1.0" : "HTTP/1.1");
 	}
 
 	/* the decision, and who carries it out */
@@ -224,6 +224,10 @@ static void write_line(struct version *v, const struct l7_log_rec *r, const stru
 			rs->ts_ns > r->ts_ns ? (double)(rs->ts_ns - r->ts_ns) / 1e6 : 0.0);
 	else
 		fputs(",\"bytes_out\":null,\"duration_ms\":null", o);
+	if (rs && rs->grpc_status)   /* an HTTP/2 gRPC call's, from its trailers */
+		fprintf(o, ",\"grpc_status\":%u", rs->grpc_status - 1);
+	if (r->flags & L7_REQ_HTTP2)   /* (seq: the stream's id) */
+		fprintf(o, ",\"stream\":%u", r->seq);
 	fprintf(o, ",\"conn\":\"%016llx\"}\n", (unsigned long long)r->conn);
 }
 
@@ -301,6 +305,14 @@ static int on_record(void *ctx, void *data, size_t size)
 	j->young = h;
 	j->n++;
 	return 0;
+}
+
+void alog_response(struct version *v, const struct l7_log_resp *rs)
+{
+	if (!v->log_rb)
+		return;
+	ring_buffer__consume(v->log_rb);   /* its request's record first, if not read yet */
+	on_record(v, (void *)rs, sizeof *rs);
 }
 
 void alog_tick(struct l7run *L)

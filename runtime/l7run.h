@@ -309,6 +309,8 @@ int alog_open(struct l7run *L, const char *path);
 int alog_version_open(struct l7run *L, struct version *v, char *err, size_t errlen);   /* loader thread */
 void alog_version_watch(struct l7run *L, struct version *v);   /* the loop: at publish */
 void alog_version_close(struct l7run *L, struct version *v);   /* drains what is left */
+/* l7run's own response record (an HTTP/2 stream's end, mesh_h2.c): joined as the kernel's */
+void alog_response(struct version *v, const struct l7_log_resp *rs);
 void alog_tick(struct l7run *L);   /* the loop: requests whose response is overdue go without */
 
 void l7run_init(struct l7run *L, const struct mode_ops *mode);   /* defaults */

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <bpf/bpf.h>
 #include "mesh.h"
 #include "h2_frames.h"
@@ -60,6 +61,10 @@ struct h2m_stream {
 	int64_t body_left;         /* content-length less the DATA so far; -1: none said */
 	uint8_t n_rset, rdel;      /* its response's mutations (l7_decision rset/rdel), for its */
 	uint8_t rset[L7_MAX_SET];  /* final head */
+	uint16_t status;           /* the access log: its response's final :status, */
+	uint16_t grpc;             /* 1 + its grpc-status (0: none), */
+	uint64_t bytes;            /* the bytes of it relayed to the client */
+	uint8_t logged;            /* and its record written */
 };
 
 struct h2m_backend {
@@ -226,6 +231,20 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 	return b;
 }
 
+/* The access log's response record of stream `sid`, as the kernel writes HTTP/1.1's (alog.c
+ * joins it with the kernel's record of the decision, whose seq is the stream's id; a denied
+ * stream's record waits for none and this one is dropped). */
+static void log_end(struct mesh_client *c, uint32_t sid, uint32_t status, uint64_t bytes, uint32_t grpc)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);   /* bpf_ktime_get_ns's clock */
+	struct l7_log_resp rs = { .ts_ns = (uint64_t)t.tv_sec * 1000000000ull + (uint64_t)t.tv_nsec,
+				  .conn = (uint64_t)c->key.lport << 32 | c->key.lip, .seq = sid, .status = status,
+				  .bytes = bytes, .grpc_status = grpc };
+	alog_response(&c->v->v, &rs);
+}
+
 /* Our answer to a stream the kernel denied (or found no connection for). */
 static void answer(struct mesh_client *c, uint32_t s, const struct l7_mesh_pass *r, int end_stream)
 {
@@ -241,6 +260,7 @@ static void answer(struct mesh_client *c, uint32_t s, const struct l7_mesh_pass 
 	upstat_answer(c->v->v.upstat, -1, grpc ? 200 : status, n);   /* before the client can read it */
 	c->h2m->own_data += data;
 	to_client(c, o, n);
+	log_end(c, s, grpc ? 200 : (uint32_t)status, n, grpc ? 1 + l7_grpc_status_of(named, (unsigned)status) : 0);
 	c->local_done++;
 }
 
@@ -594,24 +614,30 @@ static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	if (skip + pad <= len && (flags & L7_H2_F_END_HEADERS)) {
 		want_names(mut ? c->v->v.cfg.mf : NULL, 1);
 		b->re->del = mut ? s->rdel : 0;
-		rc = h2_reenc_block(b->re, f + 9 + skip, len - skip - pad, L7_HPACK_RESPONSE, &need);
+		rc = h2_reenc_block(b->re, f + 9 + skip, len - skip - pad, s && s->resp ? L7_HPACK_TRAILERS : L7_HPACK_RESPONSE,
+				    &need);
 	} else if (!(b->re->conn & L7_H2_C_HP_ZERO)) {
 		b->re->conn |= L7_H2_C_HP_UNKNOWN;   /* not decoded here: what it inserts is missed */
 	}
 	int status = rc >= 0 ? (int)b->re->d.msg.status : 0;
+	if (s && rc >= 0 && (b->re->d.msg.flags & L7_H2_M_GRPC_STATUS))   /* trailers (or trailers-only) */
+		s->grpc = (uint16_t)(1 + (b->re->d.msg.grpc_status & 0xff));
 	if (!s || s->resp || (status >= 100 && status < 200))
 		return 0;   /* trailers, or an interim head: the final one follows */
 	s->resp = 1;
+	s->status = (uint16_t)status;
 	upstat_upstream(c->v->v.upstat, b->up, status ? status : 1, total);
 	if (!mut)
 		return 0;
 	char *fr = NULL;
 	size_t fn = rc < 0 || add_lines(c->v->v.cfg.mf, b->re, s->rset, s->n_rset) ? 0 :
 		    h2_reenc_frames(b->re, sid, flags & L7_H2_F_END_STREAM, &fr);
-	if (fn)
+	if (fn) {
 		to_client(c, fr, fn);
-	else
+		s->bytes += fn;
+	} else {
 		refuse_both(c, s, fd);
+	}
 	free(fr);
 	return 1;
 }
@@ -638,12 +664,20 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	}
 	if (type == L7_H2_PUSH_PROMISE)
 		return;   /* we said ENABLE_PUSH 0 */
-	if (type == L7_H2_HEADERS && response_block(c, b, fd, f, len, total))
-		return;
 	struct h2m_stream *s = stream_of(c->h2m, sid);
-	if (s && s->state == S_DENIED)
-		return;   /* refused on both hops: what the backend sent before it saw that goes */
-	to_client(c, f, total);
+	if (!(type == L7_H2_HEADERS && response_block(c, b, fd, f, len, total))) {
+		if (s && s->state == S_DENIED)
+			return;   /* refused on both hops: what the backend sent before it saw that goes */
+		to_client(c, f, total);
+		if (s)
+			s->bytes += total;
+	}
+	/* its response's end: the access log's record (END_STREAM, or the backend's reset) */
+	if (s && s->state == S_FWD && !s->logged &&
+	    (((type == L7_H2_HEADERS || type == L7_H2_DATA) && (flags & L7_H2_F_END_STREAM)) || type == L7_H2_RST_STREAM)) {
+		s->logged = 1;
+		log_end(c, sid, s->status, s->bytes, s->grpc);
+	}
 }
 
 /* A pool connection of this client's streams closed (the backend went, or l7run dropped it):

@@ -103,6 +103,8 @@ __attribute__((noinline)) int l7g_log_resp(__u64 conn, __u32 seq, __u32 status, 
 	r->seq = seq;
 	r->status = status;
 	r->bytes = bytes;
+	r->grpc_status = 0;
+	r->pad = 0;
 	bpf_ringbuf_submit(r, 0);
 	return 0;
 }

@@ -112,6 +112,11 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 	__u32 up = *(volatile __u32 *)&req->decided_up;
 	if (dp->audit)
 		l7_mesh_stat(L7_STAT_AUDITED);
+	/* the access log, as for HTTP/1.1 (mesh.h l7_mesh_act), numbered by the stream: l7run
+	 * writes a forward's response record when the stream's response ends (runtime/mesh_h2.c) */
+	if (!dp->nolog)
+		l7g_log((__u64)k->lport << 32 | k->lip, L7_LOG_VW(dp->verdict, 0, L7_LOG_MESH, dp->verdict == L7_DENY ? dp->status & 1023 : 0),
+			(k->lport & 0xffff) | (dp->upstream & 0xffff) << 16, L7_LOG_RA(dp->rule, dp->audit), st->ev.f.stream);
 	if (dp->verdict == L7_DENY) {
 		l7_mesh_stat(L7_STAT_DENIED);
 		*status = (dp->status & 0xffff) | (__u32)(dp->grpc & 0xff) << 16 |

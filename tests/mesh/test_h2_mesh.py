@@ -537,6 +537,39 @@ def t_mutations():
           "h2load's 400 streams mutated")
 
 
+def access_log():
+    """the access log's JSON lines so far"""
+    import json
+    with open(os.path.join(TMP, "access.log")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def t_access_log():
+    """the access log (--access-log) per HTTP/2 stream, as for HTTP/1.1: a forwarded stream's
+    line has the upstream's status and the bytes of its response (written when the response
+    ends), a denied one the deny's status; protocol HTTP/2, the stream's id; a gRPC call's
+    line its grpc-status from the trailers"""
+    rc, out = curl("/a/hello.txt?log=1")
+    rc2, out2 = curl("/admin/log2")
+    check(rc == 0 and out.endswith("2 200") and rc2 == 0 and out2.endswith("2 403"), "served: %r %r" % (out, out2))
+    r = subprocess.run([sys.executable, "-c", GRPC_CLIENT, str(SVC)], capture_output=True, text=True, timeout=40)
+    check(r.stdout.startswith("OK echo:hi-Unary"), "grpc: %r" % r.stdout)
+    deadline, lines = time.time() + 5, []
+    while time.time() < deadline:
+        lines = access_log()
+        if [x for x in lines if x.get("target") == "/l7.test.Echo/Mutated"]:
+            break
+        time.sleep(0.1)
+    by = {x.get("target"): x for x in lines}
+    a, d = by.get("/a/hello.txt?log=1"), by.get("/admin/log2")
+    check(a and a["protocol"] == "HTTP/2" and a["decision"] == "allow" and a["upstream"] == "a" and a["status"] == 200 and
+          a["bytes_out"] and a["bytes_out"] > len("hello from a\n") and a["stream"] % 2 == 1 and a["duration_ms"] is not None,
+          "the forwarded stream's line: %r" % a)
+    check(d and d["protocol"] == "HTTP/2" and d["decision"] == "deny" and d["status"] == 403, "the denied stream's line: %r" % d)
+    g = by.get("/l7.test.Echo/Unary")
+    check(g and g["status"] == 200 and g.get("grpc_status") == 0 and g["upstream"] == "g", "the gRPC call's line: %r" % g)
+
+
 def t_telemetry():
     """per stream: upstream responses by class, l7run's own answers, the kernel's counters"""
     ok = metric("l7_upstream_responses_total", {"class": "2xx"})
@@ -583,7 +616,7 @@ def t_http1_still():
 
 
 CHECKS = [("curl", t_curl), ("curl_deny", t_curl_deny), ("h1_upstream", t_h1_upstream), ("nghttp", t_nghttp), ("nghttp_default", t_nghttp_default),
-          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("mutations", t_mutations), ("raw_dynamic", t_raw_dynamic), ("raw_table_edges", t_raw_table_edges), ("hostile", t_hostile), ("telemetry", t_telemetry),
+          ("h2load", t_h2load), ("streams_1000", t_streams_1000), ("grpc", t_grpc), ("large", t_large), ("raw_streams", t_raw_streams), ("mutations", t_mutations), ("access_log", t_access_log), ("raw_dynamic", t_raw_dynamic), ("raw_table_edges", t_raw_table_edges), ("hostile", t_hostile), ("telemetry", t_telemetry),
           ("http1", t_http1_still), ("backend_lost", t_backend_lost)]
 
 
@@ -618,7 +651,8 @@ def main():
         backends.append(([sys.executable, "-c", GRPC_SERVER, str(PG)], PG))
         backends.append(([sys.executable, "-m", "http.server", "-b", "127.0.0.1", "-d", TMP, str(PH)], PH))
         with serving("mesh", L7RUN, obj, SVC, backends, log, CG, PIN,
-                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS, "--pool", "16", "--h2c", "a,b,g")):
+                     extra=("--metrics-listen", "127.0.0.1:%d" % METRICS, "--pool", "16", "--h2c", "a,b,g",
+                            "--access-log", os.path.join(TMP, "access.log"))):
             failed += run_checks(CHECKS, (), "%-15s")
     finally:
         log.close()

@@ -100,6 +100,8 @@ struct l7_log_resp {
 	__u32 seq;             /* as the request's record */
 	__u32 status;          /* the final status (a 1xx before it is not it) */
 	__u64 bytes;           /* the response's bytes as sent to the client, interim 1xx included */
+	__u32 grpc_status;     /* 1 + a gRPC call's grpc-status (HTTP/2 streams: l7run), 0: none */
+	__u32 pad;
 };
 _Static_assert(sizeof(struct l7_log_resp) != sizeof(struct l7_log_rec), "l7run tells them by size");
 
