@@ -79,6 +79,7 @@ extern L7_POLICY_TABLE char l7_claim_name[L7_MAX_CLAIMS][L7_MAX_NAME];
 
 enum l7_jwt_res {
 	L7_JWT_OK = 1, L7_JWT_OK_CACHED = 2,
+	L7_JWT_COLD = 3,       /* internal: not in the cache, l7g_jwt_cold verifies it */
 	L7_JWTE_CFG = -1,      /* no such configuration, or its header is absent */
 	L7_JWTE_SCHEME = -2,   /* not "Bearer <token>" */
 	L7_JWTE_SIZE = -3,     /* empty or longer than L7_JWT_MAX_TOKEN */
@@ -807,6 +808,71 @@ L7_LOOP_CB(l7_jwt_stage_b_cb)
 	return 1;
 }
 
+/* The cold path (l7_jwt_stage_a_cb, HMAC, l7_jwt_stage_b_cb): a token not in the cache, at
+ * s->tok, s->tlen of req->buf (l7__jwt_run found them); the result of l7__jwt_verify.
+ * Linked into a policy (L7_JWT_EXTERN) it is a global function, which the kernel verifies
+ * once, with req and cfg unknown: inlined, the verifier walked its callbacks (SHA-256, the
+ * JSON scanner) again for every state a path reached the check with (the decision so far:
+ * which earlier rule matched, its status, upstream and flags), 31 times in a policy of three
+ * policies and five rules, whose mesh SK_MSG program went past 1M processed instructions
+ * (issue 18). Not the whole check as one global function: its 152-byte frame over the
+ * caller's and the compression callback's 144 passed the 512-byte combined stack in
+ * social_network.l7 and grpc.l7 (see l7g_jwt_hot). */
+#if defined(L7_JWT_EXTERN) && defined(__bpf__)
+__attribute__((noinline)) int l7g_jwt_cold(struct l7_req *req, __u32 cfg)
+#else
+static __always_inline int l7g_jwt_cold(struct l7_req *req, __u32 cfg)
+#endif
+{
+	struct l7_jwt_work *w = l7_jwt_work_get();
+	const struct l7_jwt_key *key;
+	struct l7_jwt_scan *s;
+	struct l7_jwt_ctx x;
+	__u32 i;
+
+	if (!req || !w || cfg >= L7_MAX_JWT || cfg >= l7_n_jwt)
+		return L7_JWTE_ENV;
+	key = l7_jwt_key_get(cfg);
+	if (!key || key->len == 0 || key->len > 64)
+		return L7_JWTE_KEY;
+	s = &w->scan;
+	x.w = w;
+	x.req = req;
+	x.cfg = &l7_jwt_cfg[cfg & (L7_MAX_JWT - 1)];
+	x.hit = 0;
+	s->cfg = cfg;
+	s->gen = key->gen;
+	L7_UNROLL
+	for (i = 0; i < 64; i += 8) {
+		__u64 v = l7_ld64(key->key + i);
+		if (key->len <= i)
+			v = 0;
+		else if (key->len < i + 8)
+			v &= l7_bytemask(key->len - i);
+		l7_st64(w->sha.key + i, v);
+	}
+	s->p_doff[0] = L7_JWT_DEC_HDR;
+	s->p_cap[0] = L7_JWT_HDR_CAP;
+	s->p_doff[1] = L7_JWT_DEC_PAY;
+	s->p_cap[1] = L7_JWT_PAY_CAP;
+	s->cap_end = L7_JWT_JSON;
+	s->res = 0;
+	s->alg_ok = s->typ_ok = s->iss_ok = s->aud_ok = 0;
+	s->has_exp = s->has_nbf = 0;
+	s->exp = 0;
+	s->nbf = (__s64)(-0x7fffffffffffffffLL - 1);
+	l7_loop(L7_JST_A, l7_jwt_stage_a_cb, &x);
+	if (s->res)
+		return (int)s->res;
+	if (l7_hmac_sha256(&w->sha, req->buf, s->tok, s->dot1, w->mac))
+		return L7_JWTE_SIZE;
+	l7_jwt_stat(L7_STAT_JWT_VERIFY);
+	if (!l7_hmac_equal(w->mac, w->dec + L7_JWT_DEC_SIG, 32))
+		return L7_JWTE_SIG;
+	l7_loop(L7_JST_B, l7_jwt_stage_b_cb, &x);
+	return s->res ? (int)s->res : L7_JWTE_ENV;
+}
+
 static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req, __u32 cfg, __u32 flags)
 {
 	const struct l7_jwt_key *key;
@@ -884,45 +950,33 @@ static __always_inline int l7__jwt_run(struct l7_jwt_work *w, struct l7_req *req
 		}
 	}
 
-	/* the cold path (l7_jwt_stage_a_cb, HMAC, l7_jwt_stage_b_cb) */
-	s->cfg = cfg;
+	/* the cold path (l7g_jwt_cold) reads the token (s->tok, s->tlen) and the clock from here */
 	s->now = now;
-	s->gen = key->gen;
-	L7_UNROLL
-	for (i = 0; i < 64; i += 8) {
-		__u64 v = l7_ld64(key->key + i);
-		if (key->len <= i)
-			v = 0;
-		else if (key->len < i + 8)
-			v &= l7_bytemask(key->len - i);
-		l7_st64(w->sha.key + i, v);
-	}
-	s->p_doff[0] = L7_JWT_DEC_HDR;
-	s->p_cap[0] = L7_JWT_HDR_CAP;
-	s->p_doff[1] = L7_JWT_DEC_PAY;
-	s->p_cap[1] = L7_JWT_PAY_CAP;
-	s->cap_end = L7_JWT_JSON;
-	s->res = 0;
-	s->alg_ok = s->typ_ok = s->iss_ok = s->aud_ok = 0;
-	s->has_exp = s->has_nbf = 0;
-	s->exp = 0;
-	s->nbf = (__s64)(-0x7fffffffffffffffLL - 1);
-	l7_loop(L7_JST_A, l7_jwt_stage_a_cb, &x);
-	if (s->res)
-		return (int)s->res;
-	if (l7_hmac_sha256(&w->sha, req->buf, s->tok, s->dot1, w->mac))
-		return L7_JWTE_SIZE;
-	l7_jwt_stat(L7_STAT_JWT_VERIFY);
-	if (!l7_hmac_equal(w->mac, w->dec + L7_JWT_DEC_SIG, 32))
-		return L7_JWTE_SIG;
-	l7_loop(L7_JST_B, l7_jwt_stage_b_cb, &x);
-	return s->res ? (int)s->res : L7_JWTE_ENV;
+	return L7_JWT_COLD;
+}
+
+/* The token's checks up to the cache: L7_JWT_COLD when the cold path must verify it. A global
+ * function in a policy, as l7g_jwt_cold and for the same reason; the two are called one after
+ * the other (their frames are never stacked: the compression callback's 144 bytes under the
+ * caller's frame and both would pass the 512-byte limit). */
+#if defined(L7_JWT_EXTERN) && defined(__bpf__)
+__attribute__((noinline)) int l7g_jwt_hot(struct l7_req *req, __u32 cfg, __u32 flags)
+#else
+static __always_inline int l7g_jwt_hot(struct l7_req *req, __u32 cfg, __u32 flags)
+#endif
+{
+	if (!req)
+		return L7_JWTE_ENV;
+	return l7__jwt_run(l7_jwt_work_get(), req, cfg, flags);
 }
 
 static __always_inline int l7__jwt_verify(struct l7_req *req, __u32 cfg, __u32 flags)
 {
 	struct l7_jwt_work *w = l7_jwt_work_get();
-	int r = l7__jwt_run(w, req, cfg, flags);
+	int r = l7g_jwt_hot(req, cfg, flags);
+
+	if (r == L7_JWT_COLD)
+		r = l7g_jwt_cold(req, cfg);
 
 	/* through map memory: callers branch on the result, and a verifier that knows which
 	 * constant each return site gives would walk everything after it once per site */
