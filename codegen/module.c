@@ -120,9 +120,9 @@ static int link_bitcode(struct cg *g, const char *name, const unsigned char *bc,
  * the tables become internal so they inline and fold (a global function would be verified by
  * the kernel on its own, and rejected for its packet-pointer arguments). The exception is the
  * machinery's own l7g_* functions, whose arguments are the context and map memory: verified
- * once instead of once per path that reaches them (mutate.h). Keeping JWT
- * verification a global function (verified once) was tried: it saves little in the gateway
- * parser and its frame pushes the mesh SK_MSG program past the 512-byte combined stack. */
+ * once instead of once per path that reaches them (mutate.h). JWT verification is two of them
+ * (jwt.h: l7g_jwt_hot, l7g_jwt_cold, called in turn; as one, its frame pushed the mesh SK_MSG
+ * program past the 512-byte combined stack). */
 static int internalise(struct cg *g)
 {
 	int missing = 0;
