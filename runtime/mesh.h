@@ -104,6 +104,9 @@ uint64_t mesh_pool_owed(struct mesh_ver *v);
 void mesh_pool_drain(struct mesh_ver *v, uint64_t now);   /* run-time slots whose endpoint left */
 void mesh_pool_flush(struct l7run *L, struct mesh_ver *v);
 void mesh_pool_fini(struct l7run *L);
+/* A connection of l7run's own to upstream up, outside the data plane (an HTTP/2 client's, mesh_h2.c):
+ * its fd, or -1 and *why when the upstream is to blame (NULL: l7run's own limits). */
+int mesh_connect_own(struct mesh_ver *v, int up, const char **why);
 
 /* mesh_client.c */
 void mesh_accept(struct l7run *L, int lfd, int service);
@@ -119,12 +122,9 @@ void mesh_clients_check_over(struct l7run *L);
 struct mesh_h2 *mesh_h2_new(void);
 void mesh_h2_free(struct mesh_h2 *h);
 void mesh_h2_close(struct mesh_client *c);
-void mesh_h2_backend_lost(struct mesh_client *c, uint32_t slot);
 /* The client's bytes p[0..n) of record r (L7_MP_H2, or DISCARD's nothing): -1 once the
  * connection is to end (a GOAWAY was sent). */
 int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7_mesh_pass *r);
-/* Bytes the backend of pool slot `slot` sent this client (fd: l7run's end of it). */
-int mesh_h2_backend_in(struct mesh_client *c, uint32_t slot, int fd, const char *p, size_t n);
 
 /* mesh_outside.c: clients outside the cgroup, relayed through a connection of l7run's own */
 int mesh_enrolled(struct l7run *L, int fd);

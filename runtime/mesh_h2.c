@@ -6,12 +6,17 @@
  *                 pool connection the kernel chose for it, a denied one gets our answer
  *                 (h2_frames.c), a refused one RST_STREAM with the kernel's code; a header
  *                 block without a decision is never forwarded (GOAWAY INTERNAL_ERROR).
- *   backend side  each pool connection a stream of this client went to speaks HTTP/2 with us:
- *                 our preface and SETTINGS (table size 0, no push, the client's initial
- *                 window) before the first stream; its SETTINGS and PINGs acknowledged; its
- *                 stream frames relayed to the client as they are (the connection is this
- *                 client's alone, L7_MSF_H2, so stream ids and HPACK state stay end to end)
- *                 and its response's :status counted for the upstream.
+ *   backend side  a connection of this client's own to each upstream its streams go to,
+ *                 opened by l7run when the first such stream comes (mesh_connect_own: outside
+ *                 the data plane, which has nothing to do on it; not a pool connection, so
+ *                 --pool bounds HTTP/1.1 clients only, and any number of HTTP/2 clients is
+ *                 served), closed with the client. It speaks HTTP/2 with us: our preface and
+ *                 SETTINGS (table size 0, no push, the client's initial window) before the
+ *                 first stream; its SETTINGS and PINGs acknowledged; its stream frames relayed
+ *                 to the client as they are (the connection is this client's alone, so stream
+ *                 ids and HPACK state stay end to end) and its response's :status counted for
+ *                 the upstream. A stream l7run cannot open one for (its own limits) is
+ *                 refused, REFUSED_STREAM (retryable), and counted (h2_streams_refused).
  *   windows       stream WINDOW_UPDATEs go with their stream; stream-0 ones are relayed to
  *                 the other hop (less the DATA of our own answers, which no backend saw).
  *   HPACK         every request block goes through a copy of the client's dynamic table
@@ -30,6 +35,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <bpf/bpf.h>
@@ -41,7 +48,7 @@
 #include "l7/grpc.h"
 
 #define H2M_STREAMS 1024       /* streams remembered (newest first): older ones are closed */
-#define H2M_BACKENDS 4         /* pool connections (upstreams) one client's streams use */
+#define H2M_BACKENDS L7_MESH_UPSTREAMS   /* backend connections one client's streams use */
 #define H2M_IN_MAX (1u << 20)  /* bytes of a peer's unfinished frames kept */
 /* Floods (RFC 9113 10.5): frames that cost us work and the client nothing. Past these on one
  * connection, GOAWAY ENHANCE_YOUR_CALM: SETTINGS and PINGs each make an ACK (CVE-2019-9515,
@@ -68,8 +75,11 @@ struct h2m_stream {
 };
 
 struct h2m_backend {
-	uint32_t slot;             /* 1 + pool index, 0: unused */
+	struct io io;              /* first: its events (backend_ready) */
+	struct mesh_client *c;
+	int fd;                    /* -1: unused */
 	int up;                    /* upstream (endpoint slot) it serves */
+	struct sockaddr_in to;     /* the endpoint's address then (a run-time slot may move on) */
 	char *in;                  /* its bytes not yet a whole frame */
 	size_t len, cap;
 	uint32_t cont;             /* stream a response header block goes on in */
@@ -108,6 +118,8 @@ struct mesh_h2 *mesh_h2_new(void)
 		free(h);
 		h = NULL;
 	}
+	for (int i = 0; h && i < H2M_BACKENDS; i++)
+		h->be[i].fd = -1;
 	return h;
 }
 
@@ -124,15 +136,17 @@ void mesh_h2_free(struct mesh_h2 *h)
 	free(h);
 }
 
-/* The client is gone: its pool connections were only ever its own (L7_MSF_H2), closed and
- * refilled now rather than at the pool's next look (a client a moment later found none). */
+/* The client is gone: so are its backend connections (only ever its own). */
 void mesh_h2_close(struct mesh_client *c)
 {
-	if (c->h2m)
-		c->h2m->gone = 1;
-	for (int i = 0; c->h2m && i < H2M_BACKENDS; i++)
-		if (c->h2m->be[i].slot && mesh_slot_fd(c->v, c->h2m->be[i].slot - 1, &c->key) >= 0)
-			mesh_pool_drop(c->v, c->h2m->be[i].slot - 1);
+	if (!c->h2m)
+		return;
+	c->h2m->gone = 1;
+	for (int i = 0; i < H2M_BACKENDS; i++)
+		if (c->h2m->be[i].fd >= 0) {
+			loop_close(c->v->pool.L, c->h2m->be[i].fd);
+			c->h2m->be[i].fd = -1;
+		}
 }
 
 static uint32_t be24(const uint8_t *p)
@@ -198,26 +212,43 @@ static void body_mismatch(struct mesh_client *c, struct h2m_stream *s, int fd)
 	s->state = S_DENIED;
 }
 
-/* The pool connection of slot (1 + index) for this client, started (our preface and
- * SETTINGS) the first time a stream goes to it. */
-static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd)
+static void backend_ready(struct l7run *L, struct io *io, uint32_t events);
+
+enum { BE_H1 = 1, BE_DOWN, BE_FULL };   /* why a stream has no backend connection */
+
+/* The client's connection to upstream up, opened (our preface and SETTINGS sent) when the
+ * first stream goes there; NULL and *why when there is none: BE_H1 the upstream speaks
+ * HTTP/1.1 only (not --h2c), BE_DOWN it cannot be reached, BE_FULL l7run's own limits. */
+static struct h2m_backend *backend(struct mesh_client *c, int up, int *why)
 {
 	struct mesh_h2 *h = c->h2m;
 	struct h2m_backend *b = NULL;
 
-	*fd = mesh_slot_fd(c->v, slot - 1, &c->key);
-	if (*fd < 0 || !(c->v->h2c & (1u << ((slot - 1) / L7_MESH_SLOTS))))
-		return NULL;   /* gone, or an HTTP/1.1 upstream (not --h2c): answered */
+	if (up < 0 || up >= L7_MESH_UPSTREAMS || !(c->v->h2c & (1u << up))) {
+		*why = up >= 0 && up < L7_MESH_UPSTREAMS ? BE_H1 : BE_DOWN;
+		return NULL;
+	}
+	const struct sockaddr_in *to = &c->v->pool.upstream[up].addr;
 	for (int i = 0; i < H2M_BACKENDS; i++)
-		if (h->be[i].slot == slot)
+		if (h->be[i].fd >= 0 && h->be[i].up == up && h->be[i].to.sin_addr.s_addr == to->sin_addr.s_addr &&
+		    h->be[i].to.sin_port == to->sin_port)
 			return &h->be[i];
 	for (int i = 0; i < H2M_BACKENDS && !b; i++)
-		if (!h->be[i].slot)
+		if (h->be[i].fd < 0)
 			b = &h->be[i];
-	if (!b || (!b->re && !(b->re = h2_reenc_new())))
+	const char *err = NULL;
+	struct h2_reenc *re = b ? h2_reenc_new() : NULL;   /* a new connection: a new table */
+	int fd = re ? mesh_connect_own(c->v, up, &err) : -1;
+	if (fd < 0 || loop_watch(c->v->pool.L, fd, &b->io, EPOLLIN | EPOLLRDHUP)) {
+		if (fd >= 0)
+			close(fd);
+		h2_reenc_free(re);
+		*why = err ? BE_DOWN : BE_FULL;
 		return NULL;
-	b->slot = slot;
-	b->up = (int)((slot - 1) / L7_MESH_SLOTS);
+	}
+	h2_reenc_free(b->re);
+	*b = (struct h2m_backend){ .io.ready = backend_ready, .c = c, .fd = fd, .up = up, .to = *to, .in = b->in,
+				   .cap = b->cap, .re = re };
 	static const char pre[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 	uint16_t ids[3] = { L7_H2_S_HEADER_TABLE_SIZE, L7_H2_S_ENABLE_PUSH, L7_H2_S_INITIAL_WINDOW_SIZE };
 	uint32_t vals[3] = { 0, 0, h->iws };
@@ -227,7 +258,7 @@ static struct h2m_backend *backend(struct mesh_client *c, uint32_t slot, int *fd
 	n += h2_settings(o + n, ids, vals, h->iws ? 3 : 2);
 	if (h->conn_credit)   /* the window the client opened before this backend was in use */
 		n += h2_window_update(o + n, 0, (uint32_t)(h->conn_credit > 0x7fffffff ? 0x7fffffff : h->conn_credit));
-	mesh_send_all(*fd, o, n);
+	mesh_send_all(fd, o, n);
 	return b;
 }
 
@@ -300,11 +331,9 @@ static void client_settings(struct mesh_client *c, const uint8_t *pl, uint32_t l
 			/* the backends send the client's streams what it can take */
 			uint16_t id = L7_H2_S_INITIAL_WINDOW_SIZE;
 			size_t n = h2_settings(o, &id, &h->iws, 1);
-			for (int b = 0; b < H2M_BACKENDS; b++) {
-				int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
-				if (fd >= 0)
-					mesh_send_all(fd, o, n);
-			}
+			for (int b = 0; b < H2M_BACKENDS; b++)
+				if (h->be[b].fd >= 0)
+					mesh_send_all(h->be[b].fd, o, n);
 		}
 	to_client(c, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
 }
@@ -323,11 +352,9 @@ static void client_window(struct mesh_client *c, uint32_t inc)
 	if (!inc)
 		return;
 	size_t n = h2_window_update(o, 0, inc);
-	for (int b = 0; b < H2M_BACKENDS; b++) {
-		int fd = h->be[b].slot ? mesh_slot_fd(c->v, h->be[b].slot - 1, &c->key) : -1;
-		if (fd >= 0)
-			mesh_send_all(fd, o, n);
-	}
+	for (int b = 0; b < H2M_BACKENDS; b++)
+		if (h->be[b].fd >= 0)
+			mesh_send_all(h->be[b].fd, o, n);
 }
 
 /* The names the decoder classifies as wanted (h2_reenc_want): the policy's request field
@@ -405,12 +432,16 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 			stream_new(h, sid, S_DENIED);
 			to_client(c, o, h2_rst(o, sid, (uint32_t)(-err) & 0xff));
 		} else if (r->slot) {
-			int fd;
-			struct h2m_backend *b = backend(c, r->slot, &fd);
-			if (!b) {
+			int why = 0;
+			struct h2m_backend *b = backend(c, (int)r->slot - 1, &why);
+			int fd = b ? b->fd : -1;
+			if (!b && why == BE_FULL) {   /* not processed: the client may retry it */
+				stream_new(h, sid, S_DENIED);
+				to_client(c, o, h2_rst(o, sid, L7_H2_REFUSED_STREAM));
+				stat_bump(c->v->v.stats, L7_STAT_H2_STREAMS_REFUSED);
+			} else if (!b) {
 				struct l7_mesh_pass a = *r;
-				int h1 = !(c->v->h2c & (1u << ((r->slot - 1) / L7_MESH_SLOTS)));
-				a.status = (h1 ? 505 : 502) | (r->status & L7_MP_H2_IS_GRPC);
+				a.status = (why == BE_H1 ? 505 : 502) | (r->status & L7_MP_H2_IS_GRPC);
 				stream_new(h, sid, S_DENIED);
 				answer(c, sid, &a, flags & L7_H2_F_END_STREAM);
 			} else if (drc < 0) {
@@ -463,7 +494,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 	const struct l7_mesh_pass *r = decision_at(h, off + total);
 	if (r && L7_MP_H2_ERR(r->req)) {   /* the kernel refused this frame's stream */
 		struct h2m_stream *s = stream_of(h, sid);
-		int fd = s && s->state == S_FWD ? mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key) : -1;
+		int fd = s && s->state == S_FWD ? h->be[s->be].fd : -1;
 		if (fd >= 0)
 			mesh_send_all(fd, o, h2_rst(o, sid, L7_H2_CANCEL));
 		if (s)
@@ -510,7 +541,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 		return -1;
 	}
 	if (s && s->state == S_FWD) {
-		int fd = mesh_slot_fd(c->v, h->be[s->be].slot - 1, &c->key);
+		int fd = h->be[s->be].fd;
 		if (type == L7_H2_DATA && s->body_left >= 0) {
 			uint32_t pad = flags & L7_H2_F_PADDED && len ? pl[0] + 1u : 0;
 			s->body_left -= pad <= len ? len - pad : len;
@@ -643,8 +674,9 @@ static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, 
 }
 
 /* One whole frame from backend b. */
-static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, const uint8_t *f, size_t total)
+static void backend_frame(struct mesh_client *c, struct h2m_backend *b, const uint8_t *f, size_t total)
 {
+	int fd = b->fd;
 	uint32_t len = be24(f), type = f[3], flags = f[4], sid = be32(f + 5) & 0x7fffffff;
 	char o[64];
 
@@ -660,7 +692,7 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 		} else if (type == L7_H2_WINDOW_UPDATE && len == 4) {
 			to_client(c, o, h2_window_update(o, 0, be32(f + 9) & 0x7fffffff));
 		}
-		return;   /* GOAWAY: the connection's end tells (the slot dies) */
+		return;   /* GOAWAY: the connection's end tells (backend_ready) */
 	}
 	if (type == L7_H2_PUSH_PROMISE)
 		return;   /* we said ENABLE_PUSH 0 */
@@ -680,39 +712,47 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, int fd, 
 	}
 }
 
-/* A pool connection of this client's streams closed (the backend went, or l7run dropped it):
- * its streams cannot finish, and their ids are spent on it; the client's connection ends
- * with GOAWAY INTERNAL_ERROR (it may retry streams past the last one handled elsewhere). */
-void mesh_h2_backend_lost(struct mesh_client *c, uint32_t slot)
+/* Bytes backend b sent: its whole frames handled; -1 past the bound of an unfinished one. */
+static int backend_in(struct mesh_client *c, struct h2m_backend *b, const char *p, size_t n)
 {
-	struct mesh_h2 *h = c->h2m;
-
-	for (int i = 0; h && !h->gone && !c->closing && i < H2M_BACKENDS; i++)
-		if (h->be[i].slot == slot + 1)
-			goaway(c, L7_H2_INTERNAL_ERROR);
-}
-
-int mesh_h2_backend_in(struct mesh_client *c, uint32_t slot, int fd, const char *p, size_t n)
-{
-	struct mesh_h2 *h = c->h2m;
-	struct h2m_backend *b = NULL;
-
-	for (int i = 0; h && i < H2M_BACKENDS; i++)
-		if (h->be[i].slot == slot + 1)
-			b = &h->be[i];
-	if (!b)
-		return 0;   /* not a backend of this client's streams: nothing of it is relayed */
 	if (append(&b->in, &b->len, &b->cap, p, n))
 		return -1;
 	size_t at = 0;
-	while (b->len - at >= 9) {
+	while (b->len - at >= 9 && b->fd >= 0) {
 		size_t total = 9 + (size_t)be24((const uint8_t *)b->in + at);
 		if (b->len - at < total)
 			break;
-		backend_frame(c, b, fd, (const uint8_t *)b->in + at, total);
+		backend_frame(c, b, (const uint8_t *)b->in + at, total);
 		at += total;
 	}
 	memmove(b->in, b->in + at, b->len - at);
 	b->len -= at;
 	return 0;
+}
+
+/* Backend b is readable. At its end (the backend went) the streams on it cannot finish, and
+ * their ids are spent on it: the client's connection ends with GOAWAY INTERNAL_ERROR (it may
+ * retry streams past the last one handled elsewhere). */
+static void backend_ready(struct l7run *L, struct io *io, uint32_t events)
+{
+	struct h2m_backend *b = (struct h2m_backend *)io;
+	struct mesh_client *c = b->c;
+	char buf[65536];
+
+	(void)events;
+	for (;;) {
+		ssize_t n = recv(b->fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (n > 0 && !backend_in(c, b, buf, (size_t)n))
+			continue;
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		break;
+	}
+	vlog(L, "HTTP/2 backend connection to upstream %d closed", b->up);
+	loop_close(L, b->fd);
+	b->fd = -1;
+	if (!c->h2m->gone && !c->closing)
+		goaway(c, L7_H2_INTERNAL_ERROR);
 }

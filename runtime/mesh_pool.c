@@ -80,12 +80,13 @@ static void mark(struct mesh_ver *w, const struct l7_mesh_addr_key *k, uint32_t 
 
 /* Claim (or release) the local address a of a pool connection for version v in every loaded
  * version (v itself may not be published yet): v's sock_ops takes both of its ends, every
- * other version's leaves them. */
+ * other version's leaves them. v NULL: for none, every version leaves them. */
 static void claim(struct l7run *L, struct mesh_ver *v, const struct sockaddr_in *a, int on)
 {
 	struct l7_mesh_addr_key k = { a->sin_addr.s_addr, ntohs(a->sin_port) };
 
-	mark(v, &k, L7_MA_CLAIM, on);
+	if (v)
+		mark(v, &k, L7_MA_CLAIM, on);
 	for (struct version *w = L->cur; w; w = w->older)
 		if (mv(w) != v)
 			mark(mv(w), &k, L7_MA_CLAIM_OTHER, on);
@@ -221,6 +222,17 @@ static int relay_open(struct pool_sock *ps, int out[2])
 	return 0;
 }
 
+/* The local address (port 0) a connection to `to` is made from, to be claimed before its
+ * handshake: *local says whether `to` is an address of this host. 0, or -1 with errno. */
+static int local_for(const struct sockaddr_in *to, struct sockaddr_in *la, int *local)
+{
+	*la = (struct sockaddr_in){ .sin_family = AF_INET, .sin_addr = to->sin_addr };
+	*local = addr_is_local(to->sin_addr);
+	if (la->sin_addr.s_addr == htonl(INADDR_ANY))
+		la->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	return *local ? 0 : source_for(to, &la->sin_addr);
+}
+
 /* Bind the local address first, to claim it before the handshake enrolls the ends. A local
  * endpoint (an address of this host): sock_ops enrolls both ends, and requests go into the
  * backend's own socket. Any other is remote: only l7run's end is enrolled (its requests are
@@ -228,12 +240,10 @@ static int relay_open(struct pool_sock *ps, int out[2])
 static int mesh_connect(struct pool_sock *ps, const struct sockaddr_in *to, const char **why)
 {
 	struct mesh_ver *v = ver_of(ps);
-	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr = to->sin_addr };
-	int local = addr_is_local(to->sin_addr);
+	struct sockaddr_in la;
+	int local;
 
-	if (la.sin_addr.s_addr == htonl(INADDR_ANY))
-		la.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (!local && source_for(to, &la.sin_addr)) {
+	if (local_for(to, &la, &local)) {
 		*why = strerror(errno);
 		return -1;
 	}
@@ -259,6 +269,43 @@ static int mesh_connect(struct pool_sock *ps, const struct sockaddr_in *to, cons
 		v->relay[k][1] = pair[1] + 1;
 	}
 	return 0;
+}
+
+/* An HTTP/2 client's connection to upstream up (mesh_h2.c): l7run relays every frame on it, so
+ * the data plane has nothing to do there, and its local address is claimed for no version
+ * while it connects (neither end enrolled: no sockhash entries, no SK_MSG run per write).
+ * Connect and sends bounded as a pool connection's (send_timeout_ms). */
+int mesh_connect_own(struct mesh_ver *v, int up, const char **why)
+{
+	struct l7run *L = v->pool.L;
+	const struct cfg_endpoint *e = &v->pool.upstream[up];
+	struct sockaddr_in la;
+	socklen_t ll = sizeof la;
+	struct timeval tv = { 0, mesh_pool_ops.send_timeout_ms * 1000 };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1, local;
+
+	*why = NULL;
+	if (fd < 0)
+		return -1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	if (local_for(&e->addr, &la, &local)) {
+		*why = strerror(errno);
+	} else if (!bind(fd, (struct sockaddr *)&la, sizeof la) && !getsockname(fd, (struct sockaddr *)&la, &ll)) {
+		claim(L, NULL, &la, 1);
+		int r = connect(fd, (const struct sockaddr *)&e->addr, sizeof e->addr), err = errno;
+		claim(L, NULL, &la, 0);
+		if (!r) {
+			upstream_seen(L, e, 1, NULL);
+			return fd;
+		}
+		*why = strerror(err);
+	}
+	if (*why)
+		upstream_seen(L, e, 0, *why);
+	vlog(L, "upstream %s: no HTTP/2 connection to it: %s", e->name, *why ? *why : strerror(errno));
+	close(fd);
+	return -1;
 }
 
 /* Both ends known to the data plane, then the slot usable. A remote slot: l7run's connection
@@ -347,36 +394,15 @@ static int relay_in(struct pool_sock *ps, int w)
 	}
 }
 
-/* An HTTP/2 slot's backend frames (the data plane sends them all here, mesh_h2.h): to its
- * client's relay; dropped when the client is gone. */
-static int h2_in(struct pool_sock *ps, struct mesh_ver *v, uint32_t k, const struct l7_mesh_key *owner)
-{
-	struct mesh_client *c = mesh_client_by_key(ps->pool->L, v, owner);
-	char buf[65536];
-
-	for (;;) {
-		ssize_t n = recv(ps->fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (n > 0) {
-			if (c && c->h2m && mesh_h2_backend_in(c, k, ps->fd, buf, (size_t)n))
-				return -1;
-			continue;
-		}
-		return n == 0 || (errno != EAGAIN && errno != EINTR) ? -1 : 0;
-	}
-}
-
 /* Data here is a response nobody waits for any more (orphaned): discard it. A remote slot's
  * is the response itself: relayed. */
 static int readable(struct pool_sock *ps)
 {
 	struct mesh_ver *v = ver_of(ps);
 	uint32_t k = slot_of(ps);
-	struct l7_mesh_slot s;
 
 	if (v->relay[k][0])
 		return relay_in(ps, v->relay[k][0] - 1);
-	if (!bpf_map_lookup_elem(v->pool_map, &k, &s) && s.gen == v->gen[k] && (s.flags & L7_MSF_H2))
-		return h2_in(ps, v, k, &s.owner);
 	return discard(ps->fd);
 }
 
@@ -392,9 +418,6 @@ static int stale(struct pool_sock *ps, uint64_t now)
 
 	if (v->relay[k][1])
 		discard(v->relay[k][1] - 1);   /* what the relay's SK_MSG dropped (relay_in) */
-	if (!bpf_map_lookup_elem(v->pool_map, &k, &s) && s.gen == v->gen[k] && s.state == L7_MS_DEAD &&
-	    (s.flags & L7_MSF_H2))
-		return 1;   /* its HTTP/2 client is gone: the connection was only ever that client's */
 	if (bpf_map_lookup_elem(v->pool_map, &k, &s) || s.gen != v->gen[k] || s.state != L7_MS_ORPHAN) {
 		ps->since = 0;
 		return 0;
@@ -429,11 +452,7 @@ static void lost(struct pool *p, void *owner, struct pool_sock *ps, enum pool_lo
 	bpf_map_update_elem(v->pool_map, &k, &s, BPF_ANY);
 	vlog(p->L, "pool slot %u (%s) of version %d closed, state %u, owed %llu", k, v->v.cfg.upstream[ps->up].name,
 	     v->v.id, was, (unsigned long long)(s.req_cnt - s.resp_cnt));
-	if ((s.flags & L7_MSF_H2) && (was == L7_MS_BUSY || was == L7_MS_DEAD)) {
-		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
-		if (c)
-			mesh_h2_backend_lost(c, k);
-	} else if ((was == L7_MS_BUSY || was == L7_MS_DEAD) && s.req_cnt != s.resp_cnt) {
+	if ((was == L7_MS_BUSY || was == L7_MS_DEAD) && s.req_cnt != s.resp_cnt) {
 		/* DEAD: its sock_ops saw the connection close first (a reset), the owner still waits */
 		struct mesh_client *c = mesh_client_by_key(p->L, v, &s.owner);
 		if (!c) {

@@ -134,12 +134,10 @@ static __always_inline void l7_mesh_release(struct l7_mesh_conn *c, const struct
 		if (!b)
 			continue;
 		struct l7_mesh_slot *s = l7_mesh_slot_at(b - 1);
-		/* an HTTP/2 slot's responses come through l7run after the client's FIN too, and
-		 * the connection is never another client's (l7/mesh.h L7_MSF_H2) */
 		if (!s || s->gen != c->bind_gen[u] || !l7_mesh_same(&s->owner, k) ||
-		    (!owed_too && (s->req_cnt != s->resp_cnt || (s->flags & L7_MSF_H2))))
+		    (!owed_too && s->req_cnt != s->resp_cnt))
 			continue;
-		__u32 to = s->flags & L7_MSF_H2 ? L7_MS_DEAD : s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
+		__u32 to = s->req_cnt == s->resp_cnt ? L7_MS_IDLE : L7_MS_ORPHAN;
 		if (__sync_val_compare_and_swap(&s->state, L7_MS_BUSY, to) == L7_MS_BUSY)
 			c->bind[u] = 0;
 	}
@@ -770,9 +768,8 @@ static __always_inline int l7_mesh_response(struct sk_msg_md *msg, struct l7_mes
 	struct l7_mesh_slot *s = l7_mesh_slot_at(c->index);
 	int final = 0;
 
-	if (!r || !s || s->gen != c->gen || size == 0 || (s->flags & L7_MSF_H2))
-		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it
-						      * (HTTP/2: relays it, runtime/mesh_h2.c) */
+	if (!r || !s || s->gen != c->gen || size == 0)
+		return l7_mesh_to_own_end(msg, k);   /* l7run's end of the pool connection discards it */
 	__u32 no_body = (__u32)(s->no_body >> (s->resp_cnt & (L7_MESH_NOBODY_DEPTH - 1))) & 1;
 	const struct l7_mesh_rmut *rm = 0;
 	if (l7_resp_mut && c->body == L7_MB_HEAD) {

@@ -9,8 +9,9 @@
  * request. The bytes up to there go to l7run's end with one record (L7_MP_H2, l7/mesh.h):
  * the decision about the last block in them, or the error about the last frame. l7run
  * (runtime/mesh_h2.c) terminates the connection-level frames per hop, writes an allowed
- * stream's frames on the pool connection the kernel chose (claimed here as for HTTP/1.1,
- * marked L7_MSF_H2: never another client's), answers a denied one, and relays responses.
+ * stream's frames on the client's own connection to the upstream the kernel chose (not a pool
+ * connection: l7run opens it for the client's first stream there), answers a denied one, and
+ * relays responses.
  * l7run forwards a header block only with the kernel's decision for it; a block the kernel
  * cannot decide (a dynamic table reference, a block split over writes, too many
  * CONTINUATIONs) is refused with the RFC's code, never passed on undecided.
@@ -128,13 +129,6 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 		*status = 502 | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
 		return 0;
 	}
-	__u32 b = l7_mesh_bind(c, k, up);
-	struct l7_mesh_slot *s = b ? l7_mesh_slot_at(b - 1) : 0;
-	if (!s) {
-		l7_mesh_stat(L7_STAT_POOL_MISS);
-		*status = 503 | (d->msg.flags & L7_H2_M_GRPC ? L7_MP_H2_IS_GRPC : 0);
-		return 0;
-	}
 	/* header mutations: l7run applies them as it re-encodes the block (runtime/mesh_h2.c),
 	 * from the decision itself, under the key of the chain's own owner and seq (the pass
 	 * key's layout, in map memory: the stack is full). Not written: the stream is refused,
@@ -150,8 +144,10 @@ static __always_inline int l7_mesh_h2_decide(struct l7_mesh_conn *c, const struc
 			return L7_H2_STREAM_ERR(L7_H2_REFUSED_STREAM);
 		*status = L7_MP_H2_MUT;
 	}
-	s->flags |= L7_MSF_H2;   /* this client's for good: l7_mesh_release makes it DEAD */
-	*slot = b;
+	/* the upstream, not a pool connection: the stream goes on the client's own connection to
+	 * it, which l7run opens when its first stream comes (runtime/mesh_h2.c), so the pool
+	 * bounds HTTP/1.1 clients only */
+	*slot = L7_MP_FOR(up);
 	l7_mesh_stat(L7_STAT_FORWARDED);
 	return 0;
 }

@@ -160,10 +160,6 @@ struct l7_mesh_slot {
 /* A remote slot: `backend` is l7run's own L7_MR_RT_REMOTE socket (egress redirect); the
  * responses come back through l7run into the slot's relay socket (L7_MR_BACKEND). */
 #define L7_MSF_REMOTE 1u
-/* An HTTP/2 client took the slot (mesh_h2.h): the connection speaks HTTP/2 with l7run, whose
- * stream ids and HPACK state are that client's, so it is never given to another client: when
- * its client goes the slot is DEAD, and l7run closes and refills it. Set by the kernel. */
-#define L7_MSF_H2 2u
 /* A request (head and body) of at most this many bytes goes to a remote slot by the kernel's
  * egress redirect; a longer one goes through l7run (L7_MP_FORWARD). The egress redirect sends
  * with the client's flags (tcp_bpf_sendmsg_redir -> tcp_bpf_push_locked), so for a non-blocking
@@ -206,8 +202,9 @@ enum l7_mesh_pass_kind {
 			       * it is forwarded: the data plane no longer frames this stream) */
 	L7_MP_H2,             /* HTTP/2 (mesh_h2.h): `len` bytes of whole frames (0: the rest,
 			       * after a connection error); the decision is about the last header
-			       * block in them (stream L7_MP_H2_STREAM(req)): forward it to pool
-			       * slot `slot` - 1, or answer L7_MP_H2_STATUS(status) with gRPC status
+			       * block in them (stream L7_MP_H2_STREAM(req)): forward it to
+			       * upstream `slot` - 1 (L7_MP_FOR: on the client's own connection
+			       * to it, runtime/mesh_h2.c, never a pool slot), or answer L7_MP_H2_STATUS(status) with gRPC status
 			       * L7_MP_H2_GRPC(status) (0: the HTTP status's) when the stream is a
 			       * gRPC call (L7_MP_H2_IS_GRPC); or, with an error
 			       * L7_MP_H2_ERR(req) (-(L7_H2_R_* | code), l7/h2.h), refuse the last
