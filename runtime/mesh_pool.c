@@ -290,7 +290,8 @@ int mesh_connect_own(struct mesh_ver *v, int up, const char **why)
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	if (local_for(&e->addr, &la, &local)) {
-		*why = strerror(errno);
+		if (errno != EMFILE && errno != ENFILE)   /* its look at the route: l7run's limit */
+			*why = strerror(errno);
 	} else if (!bind(fd, (struct sockaddr *)&la, sizeof la) && !getsockname(fd, (struct sockaddr *)&la, &ll)) {
 		claim(L, NULL, &la, 1);
 		int r = connect(fd, (const struct sockaddr *)&e->addr, sizeof e->addr), err = errno;

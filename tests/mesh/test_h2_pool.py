@@ -5,12 +5,17 @@ opens when the client's first stream to an upstream needs one (runtime/mesh_h2.c
 (--pool, at most 64 connections an upstream) bounds HTTP/1.1 clients only. h2load with 64 and
 then 128 connections x 10 streams over two upstreams (nghttpd a and b, h2c): every request
 answered 200, every one seen by its backend (nghttpd's log), no stream refused; once the clients
-are gone the backends' connections are back to the pool's (none leaked).
+are gone the backends' connections are back to the pool's (none leaked). And a stream l7run
+cannot open a connection for (its file descriptors used up: its limit lowered while the test
+runs) is refused with REFUSED_STREAM (retryable) and counted, never answered 503; the same
+connection's next stream is served once the limit is back.
 Needs root; never skips.
 
 usage: test_h2_pool.py L7C L7RUN"""
 import os
 import re
+import resource
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,6 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "common"))
 from check import run_checks  # noqa: E402
 from policy import policy  # noqa: E402
 from procs import CG_ROOT, cgroup_remove, l7run_stats, serving  # noqa: E402
+from h2frames import PREFACE, DATA, HEADERS, RST_STREAM, SETTINGS, fr, frames, block, answers, read_until  # noqa: E402
 
 L7C, L7RUN = sys.argv[1:3]
 PID = os.getpid()
@@ -30,6 +36,8 @@ CG = os.path.join(CG_ROOT, "l7h2p-test-%d" % PID)
 PIN = "/sys/fs/bpf/l7h2p-test-%d" % PID
 TMP = tempfile.mkdtemp(prefix="l7h2p-")
 POOL = 2
+REFUSED_STREAM = 7
+L7 = []   # l7run's process
 
 POLICY = policy("h2p", SVC, [("a", PA), ("b", PB)], """\
   if (starts_with(request.path, "/b/")) {
@@ -101,6 +109,37 @@ def load(conns, streams, n):
     return "%d ok, %r" % (ok, delta)
 
 
+def ended(sid):
+    return lambda g: any(s == sid and (t == RST_STREAM or (t in (HEADERS, DATA) and fl & 1)) for t, fl, s, _ in frames(g))
+
+
+def t_refused():
+    pid = L7[0].pid
+    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    used = {int(n) for n in os.listdir("/proc/%d/fd" % pid)}
+    # the lowest limit that leaves l7run one free descriptor: the client's connection takes it
+    lim = next(n for n in range(1, hard) if n - len([f for f in used if f < n]) == 1)
+    before = l7run_stats(L7RUN, PIN).get("h2_streams_refused", 0)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (lim, hard))
+    try:
+        s = socket.create_connection(("127.0.0.1", SVC), 5)
+        s.settimeout(5)
+        s.sendall(PREFACE + fr(SETTINGS, 0, 0) + fr(HEADERS, 5, 1, block(b"/a/hello.txt")))
+        got = read_until(s, done=ended(1))
+    finally:
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (soft, hard))
+    a = answers(frames(got)).get(1, [{}, b"", None])
+    check(a[2] == REFUSED_STREAM and not a[0], "stream 1 refused, REFUSED_STREAM, no answer: %r" % (a,))
+    after = l7run_stats(L7RUN, PIN).get("h2_streams_refused", 0)
+    check(after == before + 1, "counted in h2_streams_refused: %d -> %d" % (before, after))
+    s.sendall(fr(HEADERS, 5, 3, block(b"/a/hello.txt")))
+    got = read_until(s, done=ended(3))
+    s.close()
+    a = answers(frames(got)).get(3, [{}, b"", None])
+    check(a[0].get(":status") == "200" and a[1] == b"hello from a\n", "stream 3 served with the limit back: %r" % (a,))
+    return "limit %d (of %d)" % (lim, soft)
+
+
 def t_c64():
     return load(64, 10, 6400)
 
@@ -109,7 +148,7 @@ def t_c128():
     return load(128, 10, 12800)
 
 
-CHECKS = [("c64", t_c64), ("c128", t_c128)]
+CHECKS = [("refused", t_refused), ("c64", t_c64), ("c128", t_c128)]
 
 
 def main():
@@ -133,8 +172,9 @@ def main():
         backends = [(["sh", "-c", 'exec nghttpd --no-tls -v -a 127.0.0.1 --max-concurrent-streams=2000 -d "$1" "$2" > "$3"',
                       "nghttpd", os.path.join(TMP, "docs", w), str(p), os.path.join(TMP, "nghttpd-%s.log" % w)], p)
                     for w, p in (("a", PA), ("b", PB))]
-        with serving("mesh", L7RUN, obj, SVC, backends, log, CG, PIN, extra=("--pool", str(POOL), "--h2c", "a,b")):
-            failed += run_checks(CHECKS, (), "%-6s")
+        with serving("mesh", L7RUN, obj, SVC, backends, log, CG, PIN, extra=("--pool", str(POOL), "--h2c", "a,b")) as l7:
+            L7.append(l7)
+            failed += run_checks(CHECKS, (), "%-7s")
     finally:
         log.close()
         if failed:
