@@ -84,6 +84,7 @@ struct h2m_backend {
 	size_t len, cap;
 	uint32_t cont;             /* stream a response header block goes on in */
 	struct h2_reenc *re;       /* its response blocks: its encoder's table, re-encoding */
+	uint64_t req_bytes, resp_bytes;   /* sent and relayed, not yet in the upstream's telemetry */
 };
 
 struct h2m_dec {              /* a decision the kernel made, by where its bytes end */
@@ -136,6 +137,8 @@ void mesh_h2_free(struct mesh_h2 *h)
 	free(h);
 }
 
+static void backend_close(struct mesh_client *c, struct h2m_backend *b);
+
 /* The client is gone: so are its backend connections (only ever its own). */
 void mesh_h2_close(struct mesh_client *c)
 {
@@ -143,10 +146,8 @@ void mesh_h2_close(struct mesh_client *c)
 		return;
 	c->h2m->gone = 1;
 	for (int i = 0; i < H2M_BACKENDS; i++)
-		if (c->h2m->be[i].fd >= 0) {
-			loop_close(c->v->pool.L, c->h2m->be[i].fd);
-			c->h2m->be[i].fd = -1;
-		}
+		if (c->h2m->be[i].fd >= 0)
+			backend_close(c, &c->h2m->be[i]);
 }
 
 static uint32_t be24(const uint8_t *p)
@@ -201,13 +202,38 @@ static void to_client(struct mesh_client *c, const void *p, size_t n)
 	mesh_send_all(c->fd, p, n);
 }
 
+/* To backend b (none: nothing), counted for its upstream's request bytes. */
+static void to_backend(struct h2m_backend *b, const void *p, size_t n)
+{
+	if (!b || b->fd < 0)
+		return;
+	b->req_bytes += n;
+	mesh_send_all(b->fd, p, n);
+}
+
+/* Backend b's bytes so far, and a response's final status (0: none), into its upstream's
+ * telemetry (l7_upstream_*): a map update, so once a response rather than once a frame. */
+static void backend_count(struct mesh_client *c, struct h2m_backend *b, int status)
+{
+	upstat_upstream(c->v->v.upstat, b->up, status, b->req_bytes, b->resp_bytes);
+	b->req_bytes = b->resp_bytes = 0;
+}
+
+/* Its connection closed: what it has not counted yet, counted. */
+static void backend_close(struct mesh_client *c, struct h2m_backend *b)
+{
+	if (b->req_bytes || b->resp_bytes)
+		backend_count(c, b, 0);
+	loop_close(c->v->pool.L, b->fd);
+	b->fd = -1;
+}
+
 /* A forwarded stream's body broke its content-length: refused on both hops. */
-static void body_mismatch(struct mesh_client *c, struct h2m_stream *s, int fd)
+static void body_mismatch(struct mesh_client *c, struct h2m_stream *s, struct h2m_backend *b)
 {
 	char o[32];
 
-	if (fd >= 0)
-		mesh_send_all(fd, o, h2_rst(o, s->id, L7_H2_CANCEL));
+	to_backend(b, o, h2_rst(o, s->id, L7_H2_CANCEL));
 	to_client(c, o, h2_rst(o, s->id, L7_H2_PROTOCOL_ERROR));
 	s->state = S_DENIED;
 }
@@ -258,7 +284,7 @@ static struct h2m_backend *backend(struct mesh_client *c, int up, int *why)
 	n += h2_settings(o + n, ids, vals, h->iws ? 3 : 2);
 	if (h->conn_credit)   /* the window the client opened before this backend was in use */
 		n += h2_window_update(o + n, 0, (uint32_t)(h->conn_credit > 0x7fffffff ? 0x7fffffff : h->conn_credit));
-	mesh_send_all(fd, o, n);
+	to_backend(b, o, n);
 	return b;
 }
 
@@ -332,8 +358,7 @@ static void client_settings(struct mesh_client *c, const uint8_t *pl, uint32_t l
 			uint16_t id = L7_H2_S_INITIAL_WINDOW_SIZE;
 			size_t n = h2_settings(o, &id, &h->iws, 1);
 			for (int b = 0; b < H2M_BACKENDS; b++)
-				if (h->be[b].fd >= 0)
-					mesh_send_all(h->be[b].fd, o, n);
+				to_backend(&h->be[b], o, n);
 		}
 	to_client(c, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
 }
@@ -353,8 +378,7 @@ static void client_window(struct mesh_client *c, uint32_t inc)
 		return;
 	size_t n = h2_window_update(o, 0, inc);
 	for (int b = 0; b < H2M_BACKENDS; b++)
-		if (h->be[b].fd >= 0)
-			mesh_send_all(h->be[b].fd, o, n);
+		to_backend(&h->be[b], o, n);
 }
 
 /* The names the decoder classifies as wanted (h2_reenc_want): the policy's request field
@@ -434,7 +458,6 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 		} else if (r->slot) {
 			int why = 0;
 			struct h2m_backend *b = backend(c, (int)r->slot - 1, &why);
-			int fd = b ? b->fd : -1;
 			if (!b && why == BE_FULL) {   /* not processed: the client may retry it */
 				stream_new(h, sid, S_DENIED);
 				to_client(c, o, h2_rst(o, sid, L7_H2_REFUSED_STREAM));
@@ -472,7 +495,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 					char *fr;
 					size_t fn = h2_reenc_frames(h->re, sid, flags & L7_H2_F_END_STREAM, &fr);
 					if (fn) {
-						mesh_send_all(fd, fr, fn);
+						to_backend(b, fr, fn);
 						stat_bump(c->v->v.stats, L7_STAT_H2_REENCODED);
 					} else {   /* no memory: refused, unprocessed, rather than left hanging */
 						stream_new(h, sid, S_DENIED);
@@ -480,7 +503,7 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 					}
 					free(fr);
 				} else {
-					mesh_send_all(fd, (const char *)f, end);
+					to_backend(b, f, end);
 				}
 			}
 		} else {
@@ -494,9 +517,8 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 	const struct l7_mesh_pass *r = decision_at(h, off + total);
 	if (r && L7_MP_H2_ERR(r->req)) {   /* the kernel refused this frame's stream */
 		struct h2m_stream *s = stream_of(h, sid);
-		int fd = s && s->state == S_FWD ? h->be[s->be].fd : -1;
-		if (fd >= 0)
-			mesh_send_all(fd, o, h2_rst(o, sid, L7_H2_CANCEL));
+		if (s && s->state == S_FWD)
+			to_backend(&h->be[s->be], o, h2_rst(o, sid, L7_H2_CANCEL));
 		if (s)
 			s->state = S_DENIED;
 		to_client(c, o, h2_rst(o, sid, (uint32_t)(-L7_MP_H2_ERR(r->req)) & 0xff));
@@ -541,17 +563,16 @@ static int client_frame(struct mesh_client *c, const uint8_t *f, size_t avail, u
 		return -1;
 	}
 	if (s && s->state == S_FWD) {
-		int fd = h->be[s->be].fd;
+		struct h2m_backend *b = &h->be[s->be];
 		if (type == L7_H2_DATA && s->body_left >= 0) {
 			uint32_t pad = flags & L7_H2_F_PADDED && len ? pl[0] + 1u : 0;
 			s->body_left -= pad <= len ? len - pad : len;
 			if (s->body_left < 0 || ((flags & L7_H2_F_END_STREAM) && s->body_left)) {
-				body_mismatch(c, s, fd);
+				body_mismatch(c, s, b);
 				return 0;
 			}
 		}
-		if (fd >= 0)
-			mesh_send_all(fd, (const char *)f, total);
+		to_backend(b, f, total);
 	} else if (type == L7_H2_DATA && len) {
 		/* a denied stream's body: dropped, and its share of the window given back */
 		to_client(c, o, h2_window_update(o, 0, len));
@@ -616,20 +637,21 @@ int mesh_h2_take(struct mesh_client *c, const char *p, size_t n, const struct l7
 }
 
 /* The stream refused on both hops (a response it cannot be given without its mutations). */
-static void refuse_both(struct mesh_client *c, struct h2m_stream *s, int fd)
+static void refuse_both(struct mesh_client *c, struct h2m_stream *s, struct h2m_backend *b)
 {
 	char o[32];
 
-	mesh_send_all(fd, o, h2_rst(o, s->id, L7_H2_CANCEL));
+	to_backend(b, o, h2_rst(o, s->id, L7_H2_CANCEL));
 	to_client(c, o, h2_rst(o, s->id, L7_H2_INTERNAL_ERROR));
 	s->state = S_DENIED;
 }
 
 /* A response header block of backend b: through the backend's table (every block, so that it
  * stays the backend encoder's); its final :status, once per stream, for the upstream's
- * telemetry (a block the decoder cannot read counts as outside 100-599); and the stream's
+ * telemetry with the bytes so far (a block the decoder cannot read counts as outside
+ * 100-599); and the stream's
  * response mutations on that final head. 1: sent here (re-encoded) or refused, 0: relay it. */
-static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, const uint8_t *f, uint32_t len, size_t total)
+static int response_block(struct mesh_client *c, struct h2m_backend *b, const uint8_t *f, uint32_t len)
 {
 	struct mesh_h2 *h = c->h2m;
 	uint32_t flags = f[4], sid = be32(f + 5) & 0x7fffffff, skip = 0, pad = 0;
@@ -657,7 +679,7 @@ static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, 
 		return 0;   /* trailers, or an interim head: the final one follows */
 	s->resp = 1;
 	s->status = (uint16_t)status;
-	upstat_upstream(c->v->v.upstat, b->up, status ? status : 1, total);
+	backend_count(c, b, status ? status : 1);
 	if (!mut)
 		return 0;
 	char *fr = NULL;
@@ -667,7 +689,7 @@ static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, 
 		to_client(c, fr, fn);
 		s->bytes += fn;
 	} else {
-		refuse_both(c, s, fd);
+		refuse_both(c, s, b);
 	}
 	free(fr);
 	return 1;
@@ -676,19 +698,18 @@ static int response_block(struct mesh_client *c, struct h2m_backend *b, int fd, 
 /* One whole frame from backend b. */
 static void backend_frame(struct mesh_client *c, struct h2m_backend *b, const uint8_t *f, size_t total)
 {
-	int fd = b->fd;
 	uint32_t len = be24(f), type = f[3], flags = f[4], sid = be32(f + 5) & 0x7fffffff;
 	char o[64];
 
 	if (!sid) {   /* the connection's own: this hop's */
 		if (type == L7_H2_SETTINGS && !(flags & L7_H2_F_ACK)) {
-			mesh_send_all(fd, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
+			to_backend(b, o, h2_frame(o, 0, L7_H2_SETTINGS, L7_H2_F_ACK, 0));
 		} else if (type == L7_H2_SETTINGS) {
 			h2_reenc_acked(b->re);   /* our table size 0 holds from here */
 		} else if (type == L7_H2_PING && !(flags & L7_H2_F_ACK) && len == 8) {
 			size_t n = h2_frame(o, 8, L7_H2_PING, L7_H2_F_ACK, 0);
 			memcpy(o + n, f + 9, 8);
-			mesh_send_all(fd, o, n + 8);
+			to_backend(b, o, n + 8);
 		} else if (type == L7_H2_WINDOW_UPDATE && len == 4) {
 			to_client(c, o, h2_window_update(o, 0, be32(f + 9) & 0x7fffffff));
 		}
@@ -696,8 +717,9 @@ static void backend_frame(struct mesh_client *c, struct h2m_backend *b, const ui
 	}
 	if (type == L7_H2_PUSH_PROMISE)
 		return;   /* we said ENABLE_PUSH 0 */
+	b->resp_bytes += total;
 	struct h2m_stream *s = stream_of(c->h2m, sid);
-	if (!(type == L7_H2_HEADERS && response_block(c, b, fd, f, len, total))) {
+	if (!(type == L7_H2_HEADERS && response_block(c, b, f, len))) {
 		if (s && s->state == S_DENIED)
 			return;   /* refused on both hops: what the backend sent before it saw that goes */
 		to_client(c, f, total);
@@ -751,8 +773,7 @@ static void backend_ready(struct l7run *L, struct io *io, uint32_t events)
 		break;
 	}
 	vlog(L, "HTTP/2 backend connection to upstream %d closed", b->up);
-	loop_close(L, b->fd);
-	b->fd = -1;
+	backend_close(c, b);
 	if (!c->h2m->gone && !c->closing)
 		goaway(c, L7_H2_INTERNAL_ERROR);
 }

@@ -157,29 +157,32 @@ static void write_upstat(FILE *out, int fd, int ncpu, const struct config *cfg)
 /* l7run answered `status` itself with `bytes` bytes, for upstream `up` when it could not reach
  * it (-1: its own answer): count it in l7run's rows of l7_upstat (their only writer; the data
  * plane never touches them). On CPU 0's value: the sum is what is read. */
-static void upstat_add(int fd, uint32_t key, int status, size_t bytes);
+static void upstat_add(int fd, uint32_t key, int status, size_t req_bytes, size_t resp_bytes);
 
 void upstat_answer(int fd, int up, int status, size_t bytes)
 {
-	upstat_add(fd, up >= 0 && up < L7_MAX_UPSTREAMS ? L7_UPSTAT_FAIL + (uint32_t)up : L7_UPSTAT_LOCAL, status, bytes);
+	upstat_add(fd, up >= 0 && up < L7_MAX_UPSTREAMS ? L7_UPSTAT_FAIL + (uint32_t)up : L7_UPSTAT_LOCAL, status, 0, bytes);
 }
 
-/* A response upstream up sent that l7run relayed itself (an HTTP/2 stream, runtime/mesh_h2.c):
- * in the upstream's own row, as the data plane counts those it sends (upstat.h). */
-void upstat_upstream(int fd, int up, int status, size_t bytes)
+/* Traffic with upstream up that l7run relayed itself (an HTTP/2 client's connection to it,
+ * runtime/mesh_h2.c): in the upstream's own row, as the data plane counts what it sends
+ * (upstat.h); status: a response's final one (0: bytes only). */
+void upstat_upstream(int fd, int up, int status, size_t req_bytes, size_t resp_bytes)
 {
 	if (up >= 0 && up < L7_MAX_UPSTREAMS)
-		upstat_add(fd, (uint32_t)up, status, bytes);
+		upstat_add(fd, (uint32_t)up, status, req_bytes, resp_bytes);
 }
 
-static void upstat_add(int fd, uint32_t key, int status, size_t bytes)
+static void upstat_add(int fd, uint32_t key, int status, size_t req_bytes, size_t resp_bytes)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	struct l7_upstat *rows = fd >= 0 && ncpu > 0 ? calloc((size_t)ncpu, sizeof *rows) : NULL;
 
 	if (rows && !bpf_map_lookup_elem(fd, &key, rows)) {
-		rows[0].status[status >= 100 && status < 600 ? status / 100 : 0]++;
-		rows[0].resp_bytes += bytes;
+		if (status)
+			rows[0].status[status >= 100 && status < 600 ? status / 100 : 0]++;
+		rows[0].req_bytes += req_bytes;
+		rows[0].resp_bytes += resp_bytes;
 		bpf_map_update_elem(fd, &key, rows, BPF_ANY);
 	}
 	free(rows);

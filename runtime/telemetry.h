@@ -49,7 +49,7 @@ int write_metrics(FILE *out, int counters_fd, int entry_fd, int stats_fd, int up
 /* l7run answered `status` itself (bytes long): for upstream `up`, which it could not reach,
  * or (up -1) on its own account */
 void upstat_answer(int upstat_fd, int up, int status, size_t bytes);
-void upstat_upstream(int upstat_fd, int up, int status, size_t bytes);
+void upstat_upstream(int upstat_fd, int up, int status, size_t req_bytes, size_t resp_bytes);
 
 /* metrics_http.c: GET /metrics on ADDR:PORT, from a thread that calls `write(arg, out)` per
  * scrape (0, or -1 for a 503); GET /healthz and /readyz (Kubernetes' probes) call
