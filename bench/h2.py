@@ -9,7 +9,7 @@ server g1, l7.bench.Other to g2) and the method Forbidden denied (PERMISSION_DEN
   haproxy  HAProxy 2.6: `bind ... proto h2`, `server ... proto h2`, http-request rules
   nginx    nginx 1.22: `listen ... http2`, grpc_pass to every upstream (nghttpd included: h2c
            end to end, as for the others), locations for the routes, `return 403` for the denies
-Points: h2load -c 1/8/64 -m M over /a/x and /b/y (alternating per stream), and a gRPC unary
+Points: h2load -c 1/8/64/128 -m M over /a/x and /b/y (alternating per stream), and a gRPC unary
 load loop (bench/h2_grpc.py: P processes, one channel and one call in flight each, alternating
 the two services). h2load runs with its default settings: its 2nd..Mth streams of a connection go
 out before l7run's SETTINGS arrive and refer to HPACK's dynamic table, which the kernel now
@@ -22,7 +22,7 @@ loop's own clock), and the CPU per request of the enforcing component: l7run's
 threads (schedstat) plus the run time of its BPF programs (l7run --bpf-stats: run_time_ns), HAProxy's
 process, nginx's master and workers. Ratios to HAProxy and nginx from the same run.
 
-Bounded: ROUNDS x 4 modes x 4 points x DUR seconds (default 3 x 3 s: about 3.5 minutes with the
+Bounded: ROUNDS x 4 modes x 5 points x DUR seconds (default 3 x 3 s: about 4 minutes with the
 start-ups); modes alternate within each round (the order rotating), medians over rounds.
 Loopback only; ports derive from our pid; every process started here is ended by its pid; the
 cgroup and pins are removed at exit. Needs root (mesh mode).
@@ -63,7 +63,7 @@ MODES = ["direct", "l7c", "haproxy", "nginx"]
 # response headers (l7run re-encodes each block): what header mutations on HTTP/2 cost
 if os.environ.get("H2_MUT") == "1":
     MODES = ["l7c", "l7c-mut"]
-POINTS = [("h2 c1", 1), ("h2 c8", 8), ("h2 c64", 64), ("grpc", None)]
+POINTS = [("h2 c1", 1), ("h2 c8", 8), ("h2 c64", 64), ("h2 c128", 128), ("grpc", None)]
 CALLS = "/l7.bench.Echo/Unary,/l7.bench.Other/Unary"
 
 
