@@ -3,7 +3,7 @@
  * L7_MP_H2 record per decision (l7/mesh.h); this file is each hop's HTTP/2 endpoint:
  *   client side   our SETTINGS (HEADER_TABLE_SIZE 0: the kernel decodes blocks without a
  *                 dynamic table), ACKs of its SETTINGS and PINGs; a stream's frames go to the
- *                 pool connection the kernel chose for it, a denied one gets our answer
+ *                 backend connection of the upstream the kernel chose, a denied one our answer
  *                 (h2_frames.c), a refused one RST_STREAM with the kernel's code; a header
  *                 block without a decision is never forwarded (GOAWAY INTERNAL_ERROR).
  *   backend side  a connection of this client's own to each upstream its streams go to,
