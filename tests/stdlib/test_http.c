@@ -129,20 +129,21 @@ Test(http, methods_and_forms)
 	}
 }
 
+/* L7_REQ_CONNHDR: the head has a Connection field, whatever it says (gateway mode cuts it) */
 Test(http, flags)
 {
 	static const struct { const char *head; __u32 flags; } c[] = {
 		{ "GET / HTTP/1.1\r\nHost: h\r\n", 0 },
 		{ "GET / HTTP/1.0\r\n", L7_REQ_HTTP10 | L7_REQ_CLOSE },
-		{ "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n", L7_REQ_HTTP10 },
-		{ "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n", L7_REQ_HTTP10 | L7_REQ_CLOSE },
-		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n", L7_REQ_CLOSE },
-		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo,CLOSE \r\n", L7_REQ_CLOSE },
-		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n", 0 },
+		{ "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n", L7_REQ_HTTP10 | L7_REQ_CONNHDR },
+		{ "GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n", L7_REQ_HTTP10 | L7_REQ_CLOSE | L7_REQ_CONNHDR },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n", L7_REQ_CLOSE | L7_REQ_CONNHDR },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: foo,CLOSE \r\n", L7_REQ_CLOSE | L7_REQ_CONNHDR },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: closed\r\n", L7_REQ_CONNHDR },
 		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: keep-alive, Upgrade\r\nUpgrade: websocket\r\n",
-		  L7_REQ_UPGRADE },
+		  L7_REQ_UPGRADE | L7_REQ_CONNHDR },
 		{ "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n", 0 },
-		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\n", 0 },
+		{ "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade\r\n", L7_REQ_CONNHDR },
 		{ "CONNECT h:1 HTTP/1.1\r\nHost: h:1\r\n", L7_REQ_UPGRADE },
 		{ "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n", L7_REQ_CHUNKED },
 		{ "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding:  CHUNKED\t\r\n", L7_REQ_CHUNKED },
