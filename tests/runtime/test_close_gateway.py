@@ -26,6 +26,7 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "common"))
 from procs import l7run_stats, start, stop, stop_all, wait_port  # noqa: E402
+import rawhttp  # noqa: E402
 
 L7C, L7RUN, POLICY = sys.argv[1:4]
 BASE = 23000 + (os.getpid() % 1000) * 10   # below the ephemeral range (32768-)
@@ -45,18 +46,10 @@ def backend(port):
     ls.listen(256)
 
     def serve(c):
-        buf = b""
         with c:
-            while True:
-                while b"\r\n\r\n" not in buf:
-                    d = c.recv(65536)
-                    if not d:
-                        return
-                    buf += d
-                head, buf = buf.split(b"\r\n\r\n", 1)
+            for lines, _, _ in rawhttp.requests(c):
                 with lock:
-                    heads.append(head)
-                lines = head.split(b"\r\n")
+                    heads.append(b"\r\n".join(lines))
                 target, ver = lines[0].split(b" ")[1], lines[0].split(b" ")[2]
                 conn = b",".join(v.split(b":", 1)[1].strip().lower() for v in lines[1:]
                                  if v.lower().startswith(b"connection:"))
